@@ -1,0 +1,1 @@
+//! In-memory ZooKeeper ensemble with fault injection (being built).

@@ -1,0 +1,226 @@
+//! The ZooKeeper operations the lock recipes need, as one small object-safe trait.
+//!
+//! Two backends implement [`ZkClient`]: `zookeeper::ZookeeperClient` talks to a real ensemble
+//! through the `zookeeper` crate (with a session layer that neutralises that crate's defects),
+//! and `memory::MemoryEnsemble` is an in-memory ZooKeeper with fault injection, used by unit
+//! tests and as the embedded default of the demos.
+//!
+//! Every watch is one-shot and delivered at most once. Watch callbacks run on a backend thread:
+//! they must only record and notify (set a flag, notify a `Condvar`), never call the client —
+//! a callback that calls the `zookeeper` crate deadlocks its IO thread.
+
+pub mod memory;
+pub mod zookeeper;
+
+use std::fmt;
+use std::sync::Arc;
+
+use crate::session::Session;
+
+/// How a node is created. All five of ZooKeeper's classic modes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CreateMode {
+    /// A node that lives until deleted.
+    Persistent,
+    /// A node deleted when the creating session ends.
+    Ephemeral,
+    /// Persistent, with the parent's 10-digit sequence number appended to the name.
+    PersistentSequential,
+    /// Ephemeral, with the parent's 10-digit sequence number appended to the name.
+    EphemeralSequential,
+    /// A persistent node that the server deletes once it had children and has none left.
+    Container,
+}
+
+impl CreateMode {
+    /// True for the modes whose node dies with the session.
+    pub fn is_ephemeral(self) -> bool {
+        matches!(
+            self,
+            CreateMode::Ephemeral | CreateMode::EphemeralSequential
+        )
+    }
+
+    /// True for the modes where the server appends a sequence number.
+    pub fn is_sequential(self) -> bool {
+        matches!(
+            self,
+            CreateMode::PersistentSequential | CreateMode::EphemeralSequential
+        )
+    }
+}
+
+/// A node's metadata, as ZooKeeper's `Stat`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+pub struct Stat {
+    /// zxid of the transaction that created the node (globally increasing: a fencing token).
+    pub czxid: i64,
+    /// zxid of the last data change.
+    pub mzxid: i64,
+    /// Creation time, milliseconds since the epoch.
+    pub ctime: i64,
+    /// Last data change time, milliseconds since the epoch.
+    pub mtime: i64,
+    /// Number of data changes.
+    pub version: i32,
+    /// Number of child changes (the source of sequence numbers).
+    pub cversion: i32,
+    /// Number of ACL changes.
+    pub aversion: i32,
+    /// Session id of the owner for an ephemeral node, 0 otherwise.
+    pub ephemeral_owner: i64,
+    /// Length of the data in bytes.
+    pub data_length: i32,
+    /// Number of children.
+    pub num_children: i32,
+    /// zxid of the last change to the children.
+    pub pzxid: i64,
+}
+
+/// The kind of change a watch reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EventType {
+    /// A node was created (exists watches only; recipes do not use them).
+    NodeCreated,
+    /// The watched node was deleted.
+    NodeDeleted,
+    /// The watched node's data changed.
+    NodeDataChanged,
+    /// A child was added to or removed from the watched node.
+    NodeChildrenChanged,
+}
+
+/// A one-shot watch notification.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WatchedEvent {
+    /// What happened.
+    pub event_type: EventType,
+    /// The watched path (chroot-relative on a chrooted client).
+    pub path: String,
+}
+
+/// A one-shot watch callback. Runs on a backend thread: record and notify only.
+pub type Watcher = Box<dyn FnOnce(WatchedEvent) + Send>;
+
+/// ZooKeeper's error codes, plus the client-side conditions this library adds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, thiserror::Error)]
+pub enum ZkError {
+    /// The node does not exist.
+    #[error("no node")]
+    NoNode,
+    /// The node already exists.
+    #[error("node exists")]
+    NodeExists,
+    /// The node has children.
+    #[error("node not empty")]
+    NotEmpty,
+    /// The expected version did not match.
+    #[error("bad version")]
+    BadVersion,
+    /// Ephemeral nodes cannot have children.
+    #[error("ephemeral nodes cannot have children")]
+    NoChildrenForEphemerals,
+    /// The server rejected the arguments (for example an invalid path).
+    #[error("bad arguments")]
+    BadArguments,
+    /// The connection was lost; the outcome of the request is unknown.
+    #[error("connection loss")]
+    ConnectionLoss,
+    /// The session expired; its ephemeral nodes are gone.
+    #[error("session expired")]
+    SessionExpired,
+    /// The operation did not complete in time; its outcome is unknown.
+    #[error("operation timeout")]
+    OperationTimeout,
+    /// Not authorised.
+    #[error("not authenticated")]
+    NoAuth,
+    /// The ACL is invalid.
+    #[error("invalid ACL")]
+    InvalidAcl,
+    /// The session moved to another server.
+    #[error("session moved")]
+    SessionMoved,
+    /// The server is read-only.
+    #[error("server is read-only")]
+    NotReadOnly,
+    /// The server is throttling or returned a code this client does not know; outcome unknown.
+    #[error("unknown or unimplemented server response")]
+    Unimplemented,
+    /// A response could not be decoded; outcome unknown.
+    #[error("marshalling error")]
+    MarshallingError,
+    /// A server-side inconsistency.
+    #[error("system error")]
+    SystemError,
+    /// The client was closed by its owner; nothing more will succeed.
+    #[error("client closed")]
+    Closed,
+}
+
+impl ZkError {
+    /// True when the outcome is unknown and the operation may be retried (after checking, for
+    /// a create, whether it was applied).
+    pub fn is_retryable(self) -> bool {
+        matches!(
+            self,
+            ZkError::ConnectionLoss
+                | ZkError::OperationTimeout
+                | ZkError::SessionMoved
+                | ZkError::Unimplemented
+                | ZkError::MarshallingError
+        )
+    }
+
+    /// True when the session (and every ephemeral node it owned) is gone.
+    pub fn is_session_loss(self) -> bool {
+        matches!(self, ZkError::SessionExpired)
+    }
+}
+
+/// Result of a [`ZkClient`] call.
+pub type ZkResult<T> = Result<T, ZkError>;
+
+/// The operations recipes need from ZooKeeper. Object-safe, `Send + Sync`.
+///
+/// Paths are absolute and valid (see [`crate::paths`]); the backends still reject invalid ones
+/// with [`ZkError::BadArguments`]. All calls block the calling thread.
+pub trait ZkClient: Send + Sync {
+    /// Creates a node and returns its actual path (with the sequence suffix for sequential modes).
+    fn create(&self, path: &str, data: &[u8], mode: CreateMode) -> ZkResult<String>;
+
+    /// Deletes a node; `version: None` deletes whatever the version.
+    fn delete(&self, path: &str, version: Option<i32>) -> ZkResult<()>;
+
+    /// The node's `Stat`, or `None` when it does not exist. Sets no watch.
+    fn exists(&self, path: &str) -> ZkResult<Option<Stat>>;
+
+    /// The node's data and `Stat`; with a watcher, a one-shot data watch (fires on
+    /// NodeDataChanged or NodeDeleted). No watch is left behind when the node does not exist.
+    fn get_data(&self, path: &str, watcher: Option<Watcher>) -> ZkResult<(Vec<u8>, Stat)>;
+
+    /// The node's child names (unsorted); with a watcher, a one-shot child watch (fires on
+    /// NodeChildrenChanged or NodeDeleted).
+    fn get_children(&self, path: &str, watcher: Option<Watcher>) -> ZkResult<Vec<String>>;
+
+    /// Replaces the node's data; `version: None` writes whatever the version.
+    fn set_data(&self, path: &str, data: &[u8], version: Option<i32>) -> ZkResult<Stat>;
+
+    /// The connection-state machine of this client: state, epoch, session id, listeners.
+    fn session(&self) -> &Session;
+
+    /// Ends the session: its ephemeral nodes are deleted, later calls fail with
+    /// [`ZkError::Closed`]. Idempotent.
+    fn close(&self);
+}
+
+/// A shared client handle, as the recipes hold it.
+pub type SharedClient = Arc<dyn ZkClient>;
+
+impl fmt::Debug for dyn ZkClient {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ZkClient")
+            .field("session", self.session())
+            .finish()
+    }
+}

@@ -1,0 +1,1 @@
+//! Backend for real ensembles over the `zookeeper` crate (being built).

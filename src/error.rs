@@ -1,0 +1,145 @@
+//! The library's error type: typed, with the path (or input) and the ZooKeeper code in it, and
+//! a way to tell whether retrying is safe.
+
+use std::time::Duration;
+
+use crate::client::ZkError;
+
+/// Everything that can go wrong in this library.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A path breaks ZooKeeper's path rules.
+    #[error("invalid path {path:?}: {reason}")]
+    InvalidPath {
+        /// The path as given.
+        path: String,
+        /// The rule it breaks, in the server's words.
+        reason: &'static str,
+    },
+
+    /// A ZooKeeper operation failed.
+    #[error("zookeeper {op} {path:?} failed: {code}")]
+    Zk {
+        /// The operation (`create`, `delete`, `get_children`, ...).
+        op: &'static str,
+        /// The path it was applied to.
+        path: String,
+        /// ZooKeeper's error code.
+        code: ZkError,
+    },
+
+    /// An argument is out of range (a quantity of 0, a semaphore of 0 leases, ...).
+    #[error("invalid argument {name}: {reason}")]
+    InvalidArgument {
+        /// Which argument.
+        name: &'static str,
+        /// Why it is rejected, naming the value.
+        reason: String,
+    },
+
+    /// The current thread does not own the lock it tried to release.
+    #[error("the current thread does not own the lock at {path:?}")]
+    NotOwner {
+        /// The lock's path.
+        path: String,
+    },
+
+    /// Nothing is acquired (a release without an acquire, or a release twice).
+    #[error("the lock at {path:?} is not acquired")]
+    NotAcquired {
+        /// The lock's path.
+        path: String,
+    },
+
+    /// A read-lock holder asked for the write lock: that would wait forever (Curator blocks).
+    #[error("upgrading a read lock to a write lock is not supported (lock {path:?}); release the read lock first")]
+    UpgradeNotSupported {
+        /// The lock's path.
+        path: String,
+    },
+
+    /// The session was lost (expired or assumed expired) while the operation needed it.
+    #[error("the ZooKeeper session was lost while working on {path:?}")]
+    SessionLost {
+        /// The lock's path.
+        path: String,
+    },
+
+    /// The retry policy gave up on an operation whose outcome kept being unknown.
+    #[error("gave up on {path:?} after {attempts} attempts in {elapsed:?}: {last}")]
+    RetriesExhausted {
+        /// The path being worked on.
+        path: String,
+        /// How many attempts were made.
+        attempts: u32,
+        /// How long it took.
+        elapsed: Duration,
+        /// The last ZooKeeper error.
+        last: ZkError,
+    },
+
+    /// Could not establish a session.
+    #[error("could not connect to ZooKeeper at {hosts:?}: {reason}")]
+    Connect {
+        /// The connect string as given.
+        hosts: String,
+        /// What went wrong.
+        reason: String,
+    },
+
+    /// The client was closed by its owner.
+    #[error("the ZooKeeper client is closed")]
+    Closed,
+
+    /// Several locks failed to release (multi-lock): every failure, in release order.
+    #[error("{} lock(s) failed to release: {}", .0.len(), .0.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("; "))]
+    Multiple(Vec<Error>),
+
+    /// A test or backend I/O failure (starting a server, a proxy, a child process).
+    #[error("{context}: {source}")]
+    Io {
+        /// What was being done.
+        context: String,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl Error {
+    /// Wraps a ZooKeeper error code with the operation and path.
+    pub fn zk(op: &'static str, path: impl Into<String>, code: ZkError) -> Error {
+        match code {
+            ZkError::Closed => Error::Closed,
+            code => Error::Zk {
+                op,
+                path: path.into(),
+                code,
+            },
+        }
+    }
+
+    /// The ZooKeeper code, when this is a ZooKeeper failure.
+    pub fn zk_code(&self) -> Option<ZkError> {
+        match self {
+            Error::Zk { code, .. } => Some(*code),
+            Error::RetriesExhausted { last, .. } => Some(*last),
+            _ => None,
+        }
+    }
+
+    /// True when trying the same call again may succeed (connection trouble, not bad input).
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            Error::Zk { code, .. } => code.is_retryable(),
+            Error::RetriesExhausted { .. } | Error::SessionLost { .. } | Error::Connect { .. } => {
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
+/// Result with this library's [`Error`].
+pub type Result<T> = std::result::Result<T, Error>;

@@ -1,0 +1,161 @@
+//! Retry policies, as Curator's: how many times and how long to retry an operation whose
+//! outcome was unknown (connection loss) or whose node vanished (session loss).
+
+use std::time::Duration;
+
+/// Decides whether to retry after a retryable failure, and how long to sleep first.
+pub trait RetryPolicy: Send + Sync + std::fmt::Debug {
+    /// `attempt` counts the retries so far (0 for the first retry), `elapsed` is the time since
+    /// the operation started. `Some(sleep)` to retry after sleeping, `None` to give up.
+    fn next_retry(&self, attempt: u32, elapsed: Duration) -> Option<Duration>;
+}
+
+/// Exponential backoff with jitter: `base × random(1..=2^attempt)`, capped at `max_sleep`, for at
+/// most `max_retries` retries (Curator's `ExponentialBackoffRetry`).
+#[derive(Debug, Clone)]
+pub struct ExponentialBackoffRetry {
+    /// The first sleep.
+    pub base_sleep: Duration,
+    /// The most retries.
+    pub max_retries: u32,
+    /// The longest single sleep.
+    pub max_sleep: Duration,
+}
+
+impl ExponentialBackoffRetry {
+    /// `base_sleep` and `max_retries` with a 10 s cap per sleep.
+    pub fn new(base_sleep: Duration, max_retries: u32) -> Self {
+        ExponentialBackoffRetry {
+            base_sleep,
+            max_retries,
+            max_sleep: Duration::from_secs(10),
+        }
+    }
+}
+
+impl Default for ExponentialBackoffRetry {
+    /// 50 ms base, 10 retries, 2 s cap: rides out a leader election (a few seconds).
+    fn default() -> Self {
+        ExponentialBackoffRetry {
+            base_sleep: Duration::from_millis(50),
+            max_retries: 10,
+            max_sleep: Duration::from_secs(2),
+        }
+    }
+}
+
+impl RetryPolicy for ExponentialBackoffRetry {
+    fn next_retry(&self, attempt: u32, _elapsed: Duration) -> Option<Duration> {
+        if attempt >= self.max_retries {
+            return None;
+        }
+        let span = 1u64 << attempt.min(29);
+        let factor = 1 + jitter() % span;
+        let sleep = self
+            .base_sleep
+            .saturating_mul(factor.min(u32::MAX as u64) as u32);
+        Some(sleep.min(self.max_sleep))
+    }
+}
+
+/// A fixed number of retries with a fixed sleep (Curator's `RetryNTimes`).
+#[derive(Debug, Clone)]
+pub struct RetryNTimes {
+    /// The most retries.
+    pub n: u32,
+    /// The sleep between tries.
+    pub sleep: Duration,
+}
+
+impl RetryPolicy for RetryNTimes {
+    fn next_retry(&self, attempt: u32, _elapsed: Duration) -> Option<Duration> {
+        (attempt < self.n).then_some(self.sleep)
+    }
+}
+
+/// Retries with a fixed sleep until a total time has passed (Curator's `RetryUntilElapsed`).
+#[derive(Debug, Clone)]
+pub struct RetryUntilElapsed {
+    /// The total time after which no retry starts.
+    pub max_elapsed: Duration,
+    /// The sleep between tries.
+    pub sleep: Duration,
+}
+
+impl RetryPolicy for RetryUntilElapsed {
+    fn next_retry(&self, _attempt: u32, elapsed: Duration) -> Option<Duration> {
+        (elapsed + self.sleep < self.max_elapsed).then_some(self.sleep)
+    }
+}
+
+/// Never retries.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoRetry;
+
+impl RetryPolicy for NoRetry {
+    fn next_retry(&self, _attempt: u32, _elapsed: Duration) -> Option<Duration> {
+        None
+    }
+}
+
+/// A cheap, thread-local xorshift source for jitter (quality does not matter, spreading does).
+fn jitter() -> u64 {
+    use std::cell::Cell;
+    thread_local! {
+        static STATE: Cell<u64> = Cell::new({
+            let t = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos() as u64)
+                .unwrap_or(0x9e37_79b9_7f4a_7c15);
+            (t ^ (&t as *const u64 as u64)) | 1
+        });
+    }
+    STATE.with(|s| {
+        let mut x = s.get();
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        s.set(x);
+        x
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exponential_is_bounded() {
+        let p = ExponentialBackoffRetry::new(Duration::from_millis(10), 5);
+        for attempt in 0..5 {
+            let s = p.next_retry(attempt, Duration::ZERO).unwrap();
+            assert!(
+                s >= Duration::from_millis(10) && s <= Duration::from_millis(10 << attempt),
+                "{s:?}"
+            );
+        }
+        assert_eq!(p.next_retry(5, Duration::ZERO), None);
+        let capped = ExponentialBackoffRetry {
+            max_sleep: Duration::from_millis(15),
+            ..p
+        };
+        assert!(capped.next_retry(4, Duration::ZERO).unwrap() <= Duration::from_millis(15));
+    }
+
+    #[test]
+    fn n_times_and_elapsed() {
+        let n = RetryNTimes {
+            n: 2,
+            sleep: Duration::from_millis(1),
+        };
+        assert!(n.next_retry(1, Duration::ZERO).is_some());
+        assert!(n.next_retry(2, Duration::ZERO).is_none());
+        let e = RetryUntilElapsed {
+            max_elapsed: Duration::from_secs(1),
+            sleep: Duration::from_millis(100),
+        };
+        assert!(e.next_retry(50, Duration::from_millis(500)).is_some());
+        assert!(e.next_retry(0, Duration::from_millis(950)).is_none());
+        assert!(NoRetry.next_retry(0, Duration::ZERO).is_none());
+    }
+}

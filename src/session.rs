@@ -1,0 +1,213 @@
+//! The connection-state machine every backend drives and every lock observes.
+//!
+//! Curator's vocabulary: [`ConnectionState::Connected`] (a session, new or first),
+//! [`ConnectionState::Suspended`] (link down, the session may still live),
+//! [`ConnectionState::Reconnected`] (the same session is back; every watch was lost),
+//! [`ConnectionState::Lost`] (the session expired, or was assumed expired), plus `ReadOnly` and
+//! `Closed` (closed by its owner, terminal).
+//!
+//! Every transition increments the **connection epoch**. Lock waiters re-check on every epoch
+//! change (watches do not survive a reconnect on the `zookeeper` crate), and lock holders use
+//! the count of lost sessions to know that their ephemeral node may be gone.
+//!
+//! Listeners run on the thread that reports the transition (a backend thread): like watchers,
+//! they must only record and notify. A panicking listener is caught and logged.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+use std::time::Instant;
+
+use parking_lot::{Condvar, Mutex};
+
+/// The state of a client's connection and session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ConnectionState {
+    /// Connected with a session (the first one, or a new one after `Lost`).
+    Connected,
+    /// The link is down; the session may still be alive on the server. Locks are suspect.
+    Suspended,
+    /// The link is back with the same session. Every watch set before was lost.
+    Reconnected,
+    /// The session is gone (expired or assumed expired): every ephemeral node of it is gone.
+    Lost,
+    /// Connected to a read-only server.
+    ReadOnly,
+    /// Closed by its owner. Terminal.
+    Closed,
+}
+
+impl ConnectionState {
+    /// True when requests can be served (Connected, Reconnected, ReadOnly).
+    pub fn is_connected(self) -> bool {
+        matches!(
+            self,
+            ConnectionState::Connected | ConnectionState::Reconnected | ConnectionState::ReadOnly
+        )
+    }
+}
+
+/// A consistent view of a [`Session`] at one instant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SessionSnapshot {
+    /// The current state.
+    pub state: ConnectionState,
+    /// Increments on every transition.
+    pub epoch: u64,
+    /// The current session id, when known.
+    pub session_id: Option<i64>,
+    /// How many times a session of this client was lost (or the client closed). A lock taken
+    /// when this was `n` is lost once it is no longer `n`.
+    pub losses: u64,
+}
+
+/// Identifies a listener registered with [`Session::subscribe`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ListenerId(u64);
+
+type Listener = Arc<dyn Fn(&SessionSnapshot) + Send + Sync>;
+
+struct Inner {
+    snapshot: SessionSnapshot,
+    next_listener: u64,
+    listeners: Vec<(u64, Listener)>,
+}
+
+/// The connection-state machine of one client. Backends report transitions; locks observe.
+pub struct Session {
+    inner: Mutex<Inner>,
+    changed: Condvar,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Session").field(&self.snapshot()).finish()
+    }
+}
+
+impl Session {
+    /// A session state machine starting in `state` (backends start in `Connected` once the
+    /// first session exists).
+    pub fn new(state: ConnectionState, session_id: Option<i64>) -> Session {
+        Session {
+            inner: Mutex::new(Inner {
+                snapshot: SessionSnapshot {
+                    state,
+                    epoch: 0,
+                    session_id,
+                    losses: 0,
+                },
+                next_listener: 0,
+                listeners: Vec::new(),
+            }),
+            changed: Condvar::new(),
+        }
+    }
+
+    /// State, epoch, session id and loss count, read together.
+    pub fn snapshot(&self) -> SessionSnapshot {
+        self.inner.lock().snapshot
+    }
+
+    /// The current state.
+    pub fn state(&self) -> ConnectionState {
+        self.snapshot().state
+    }
+
+    /// The connection epoch: changes on every transition.
+    pub fn epoch(&self) -> u64 {
+        self.snapshot().epoch
+    }
+
+    /// The current session id, when known.
+    pub fn session_id(&self) -> Option<i64> {
+        self.snapshot().session_id
+    }
+
+    /// Registers a listener called (on a backend thread) after every transition.
+    pub fn subscribe(
+        &self,
+        listener: impl Fn(&SessionSnapshot) + Send + Sync + 'static,
+    ) -> ListenerId {
+        let mut inner = self.inner.lock();
+        let id = inner.next_listener;
+        inner.next_listener += 1;
+        inner.listeners.push((id, Arc::new(listener)));
+        ListenerId(id)
+    }
+
+    /// Removes a listener; unknown ids are ignored.
+    pub fn unsubscribe(&self, id: ListenerId) {
+        self.inner.lock().listeners.retain(|(i, _)| *i != id.0);
+    }
+
+    /// Blocks until the epoch differs from `epoch` or the deadline passes; returns the
+    /// snapshot then.
+    pub fn wait_for_change(&self, epoch: u64, deadline: Option<Instant>) -> SessionSnapshot {
+        let mut inner = self.inner.lock();
+        while inner.snapshot.epoch == epoch {
+            match deadline {
+                Some(d) => {
+                    if self.changed.wait_until(&mut inner, d).timed_out() {
+                        break;
+                    }
+                }
+                None => self.changed.wait(&mut inner),
+            }
+        }
+        inner.snapshot
+    }
+
+    /// Blocks until the state is connected (Connected, Reconnected or ReadOnly), the client is
+    /// closed, or the deadline passes; returns the snapshot then.
+    pub fn wait_until_connected(&self, deadline: Option<Instant>) -> SessionSnapshot {
+        let mut inner = self.inner.lock();
+        while !inner.snapshot.state.is_connected()
+            && inner.snapshot.state != ConnectionState::Closed
+        {
+            match deadline {
+                Some(d) => {
+                    if self.changed.wait_until(&mut inner, d).timed_out() {
+                        break;
+                    }
+                }
+                None => self.changed.wait(&mut inner),
+            }
+        }
+        inner.snapshot
+    }
+
+    /// Reports a transition (backends only). `Lost` and `Closed` count as losses; a new
+    /// `session_id` replaces the old one (`None` keeps it). Closed is terminal: later
+    /// transitions are ignored. Returns false when the transition was ignored.
+    pub fn transition(&self, state: ConnectionState, session_id: Option<i64>) -> bool {
+        let (snapshot, listeners) = {
+            let mut inner = self.inner.lock();
+            let s = &mut inner.snapshot;
+            if s.state == ConnectionState::Closed {
+                return false;
+            }
+            // Losing a session that is already lost is not a second loss.
+            if matches!(state, ConnectionState::Lost | ConnectionState::Closed)
+                && s.state != ConnectionState::Lost
+            {
+                s.losses += 1;
+            }
+            s.state = state;
+            s.epoch += 1;
+            if session_id.is_some() {
+                s.session_id = session_id;
+            }
+            let snapshot = *s;
+            let listeners: Vec<Listener> = inner.listeners.iter().map(|(_, l)| l.clone()).collect();
+            (snapshot, listeners)
+        };
+        self.changed.notify_all();
+        log::debug!("session transition: {:?}", snapshot);
+        for listener in listeners {
+            if catch_unwind(AssertUnwindSafe(|| listener(&snapshot))).is_err() {
+                log::error!("a session listener panicked; ignored");
+            }
+        }
+        true
+    }
+}
