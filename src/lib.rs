@@ -15,10 +15,12 @@
 
 pub mod client;
 pub mod error;
+pub mod locks;
 pub mod paths;
 pub mod retry;
 pub mod session;
 
 pub use client::{CreateMode, SharedClient, Stat, WatchedEvent, ZkClient, ZkError};
 pub use error::{Error, Result};
+pub use locks::{InterProcessLock, InterProcessMutex, LockGuard, LockState};
 pub use session::{ConnectionState, Session, SessionSnapshot};

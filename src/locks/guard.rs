@@ -1,0 +1,112 @@
+//! `LockGuard`: holds a lock for a scope and releases it on drop, like `std::sync::MutexGuard`,
+//! and tells the holder whether the lock can still be relied on.
+
+use std::marker::PhantomData;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::error::Result;
+
+use super::held::{HeldNode, LockState};
+use super::InterProcessLock;
+
+/// Releases its lock when dropped. Not `Send`: a reentrant mutex is released by the thread
+/// that took it.
+///
+/// A holder should check [`LockGuard::is_valid`] (or wait with [`LockGuard::wait_while_held`])
+/// before and after work that needs exclusion, and pass [`LockGuard::fencing_token`] to the
+/// resources it writes, which reject tokens older than the newest they saw.
+#[must_use = "the lock is released as soon as the guard is dropped"]
+pub struct LockGuard<'a, L: InterProcessLock + ?Sized> {
+    lock: &'a L,
+    nodes: Vec<Arc<HeldNode>>,
+    released: bool,
+    _not_send: PhantomData<*const ()>,
+}
+
+impl<'a, L: InterProcessLock + ?Sized> LockGuard<'a, L> {
+    pub(crate) fn new(lock: &'a L) -> Self {
+        let nodes = lock.held_nodes();
+        LockGuard {
+            lock,
+            nodes,
+            released: false,
+            _not_send: PhantomData,
+        }
+    }
+
+    /// The lock node's full path (the first one, for a multi-lock).
+    pub fn node_path(&self) -> Option<&str> {
+        self.nodes.first().map(|n| n.path())
+    }
+
+    /// The nodes this guard holds the lock through.
+    pub fn nodes(&self) -> &[Arc<HeldNode>] {
+        &self.nodes
+    }
+
+    /// Held, Suspect (connection suspended) or Lost; the worst over all nodes held.
+    pub fn state(&self) -> LockState {
+        let mut worst = LockState::Held;
+        for n in &self.nodes {
+            match n.state() {
+                LockState::Lost => return LockState::Lost,
+                LockState::Suspect => worst = LockState::Suspect,
+                LockState::Held => {}
+            }
+        }
+        worst
+    }
+
+    /// `state() == Held`.
+    pub fn is_valid(&self) -> bool {
+        self.state() == LockState::Held
+    }
+
+    /// Blocks until the lock may be lost (Suspect or Lost) or the timeout passes; returns the
+    /// state then.
+    pub fn wait_while_held(&self, timeout: Option<Duration>) -> LockState {
+        match self.nodes.as_slice() {
+            [] => LockState::Lost,
+            [one] => one.wait_while_held(timeout),
+            _ => {
+                // Every node shares one client per lock; watch the first, then report the worst.
+                self.nodes[0].wait_while_held(timeout);
+                self.state()
+            }
+        }
+    }
+
+    /// The fencing token (the lock node's czxid; the largest one for a multi-lock).
+    pub fn fencing_token(&self) -> Result<i64> {
+        let mut token = i64::MIN;
+        for n in &self.nodes {
+            token = token.max(n.fencing_token()?);
+        }
+        Ok(token)
+    }
+
+    /// Releases now and reports a failure (dropping the guard only logs it).
+    pub fn unlock(mut self) -> Result<()> {
+        self.released = true;
+        self.lock.release()
+    }
+}
+
+impl<L: InterProcessLock + ?Sized> Drop for LockGuard<'_, L> {
+    fn drop(&mut self) {
+        if !self.released {
+            if let Err(e) = self.lock.release() {
+                log::warn!("releasing lock on guard drop: {e}");
+            }
+        }
+    }
+}
+
+impl<L: InterProcessLock + ?Sized> std::fmt::Debug for LockGuard<'_, L> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LockGuard")
+            .field("nodes", &self.nodes)
+            .finish()
+    }
+}

@@ -1,0 +1,174 @@
+//! `HeldNode`: what a holder knows about the node that gives it a lock (or a lease), and how
+//! it finds out that it may have lost it.
+//!
+//! Curator never tells a holder that its lock is gone (CURATOR-206). Here every holder can ask:
+//! - **Lost** once the client's session was lost after the node was created (its ephemeral node
+//!   is gone or going), or the client was closed, or the node was found deleted;
+//! - **Suspect** while the connection is suspended (the session may expire any moment);
+//! - **Held** otherwise. After each reconnect the first `state()` call re-reads the node once
+//!   (one `exists` request) to check that it still exists and still belongs to our session.
+//!
+//! The fencing token is the node's `czxid`: globally increasing across the ensemble, unlike
+//! the sequence number, which restarts when the lock's parent is deleted and recreated.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use crate::client::{SharedClient, ZkError};
+use crate::error::{Error, Result};
+use crate::session::{ConnectionState, SessionSnapshot};
+
+/// Whether a holder can still rely on its lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum LockState {
+    /// The node exists and belongs to our live session.
+    Held,
+    /// The connection is suspended: the session may have expired and another process may hold
+    /// the lock. Stop doing work that needs exclusion until the state is `Held` again.
+    Suspect,
+    /// The lock is gone: the session was lost, the client closed, or the node deleted.
+    Lost,
+}
+
+/// A node this process holds a lock or lease through.
+#[derive(Debug)]
+pub struct HeldNode {
+    client: SharedClient,
+    path: String,
+    /// The session id that created the node (when the backend knows it).
+    session_id: Option<i64>,
+    /// The client's loss count before the node was created: any later loss means lost.
+    losses: u64,
+    /// The epoch at which the node was last known to be ours.
+    verified_epoch: AtomicU64,
+    lost: AtomicBool,
+    czxid: OnceLock<i64>,
+}
+
+impl HeldNode {
+    /// Records a node acquired while the session looked like `before` (taken *before* the node
+    /// was created, so a loss in between counts against it).
+    pub(crate) fn new(client: SharedClient, path: String, before: SessionSnapshot) -> HeldNode {
+        let now = client.session().snapshot();
+        let lost = now.losses != before.losses;
+        HeldNode {
+            client,
+            path,
+            session_id: before.session_id,
+            losses: before.losses,
+            verified_epoch: AtomicU64::new(now.epoch),
+            lost: AtomicBool::new(lost),
+            czxid: OnceLock::new(),
+        }
+    }
+
+    /// The full path of the node.
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// The client the node was created with.
+    pub fn client(&self) -> &SharedClient {
+        &self.client
+    }
+
+    /// The session id that owns the node, when known.
+    pub fn session_id(&self) -> Option<i64> {
+        self.session_id
+    }
+
+    /// The client's loss count before the node was created.
+    pub(crate) fn losses(&self) -> u64 {
+        self.losses
+    }
+
+    /// Marks the lock lost (the node was found deleted).
+    pub(crate) fn mark_lost(&self) {
+        self.lost.store(true, Ordering::SeqCst);
+    }
+
+    /// The current state; after a reconnect, re-reads the node once.
+    pub fn state(&self) -> LockState {
+        if self.lost.load(Ordering::SeqCst) {
+            return LockState::Lost;
+        }
+        let s = self.client.session().snapshot();
+        if s.losses != self.losses
+            || matches!(s.state, ConnectionState::Lost | ConnectionState::Closed)
+        {
+            self.mark_lost();
+            return LockState::Lost;
+        }
+        if s.state == ConnectionState::Suspended {
+            return LockState::Suspect;
+        }
+        if s.epoch != self.verified_epoch.load(Ordering::SeqCst) {
+            return self.verify(s.epoch);
+        }
+        LockState::Held
+    }
+
+    /// Re-reads the node after a reconnect: gone or owned by another session means lost.
+    fn verify(&self, epoch: u64) -> LockState {
+        match self.client.exists(&self.path) {
+            Ok(Some(stat)) if self.owned_by_us(stat.ephemeral_owner) => {
+                self.verified_epoch.fetch_max(epoch, Ordering::SeqCst);
+                LockState::Held
+            }
+            Ok(_) | Err(ZkError::NoNode) | Err(ZkError::SessionExpired) | Err(ZkError::Closed) => {
+                self.mark_lost();
+                LockState::Lost
+            }
+            Err(_) => LockState::Suspect,
+        }
+    }
+
+    fn owned_by_us(&self, owner: i64) -> bool {
+        // Persistent nodes (owner 0) and backends that do not know the session id pass.
+        owner == 0 || self.session_id.is_none_or(|id| id == owner)
+    }
+
+    /// `state() == Held`.
+    pub fn is_valid(&self) -> bool {
+        self.state() == LockState::Held
+    }
+
+    /// Blocks until the state is no longer `Held` (Suspect or Lost) or the timeout passes;
+    /// returns the state then.
+    pub fn wait_while_held(&self, timeout: Option<Duration>) -> LockState {
+        let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
+        loop {
+            let state = self.state();
+            if state != LockState::Held {
+                return state;
+            }
+            let epoch = self.client.session().epoch();
+            // The state can only change with the session's epoch (or a node we verify then).
+            let after = self.client.session().wait_for_change(epoch, deadline);
+            if after.epoch == epoch {
+                return self.state();
+            }
+        }
+    }
+
+    /// The fencing token: the node's creation zxid, read once (one `exists` request) and cached.
+    /// Fails when the node is gone.
+    pub fn fencing_token(&self) -> Result<i64> {
+        if let Some(z) = self.czxid.get() {
+            return Ok(*z);
+        }
+        match self.client.exists(&self.path) {
+            Ok(Some(stat)) if self.owned_by_us(stat.ephemeral_owner) => {
+                Ok(*self.czxid.get_or_init(|| stat.czxid))
+            }
+            Ok(_) => {
+                self.mark_lost();
+                Err(Error::SessionLost {
+                    path: self.path.clone(),
+                })
+            }
+            Err(code) => Err(Error::zk("exists", self.path.clone(), code)),
+        }
+    }
+}

@@ -1,0 +1,622 @@
+//! `LockInternals`: the engine of every lock recipe — create a protected ephemeral-sequential
+//! node, list and sort the children, hold the lock or watch the one node that keeps us out,
+//! block on this waiter's own `Condvar`, repeat.
+//!
+//! Invariants this module keeps:
+//! - **No orphan node.** Every path out of [`LockInternals::attempt`] that does not return a
+//!   held node deletes ours (timeout, error, panic: a drop guard does it), and a delete that
+//!   cannot complete now is finished by a background "guaranteed delete" while our session
+//!   lives.
+//! - **Never a blind retry of a sequential create.** After a connection loss during create we
+//!   list the parent and look for our `_c_<uuid>-` prefix; we adopt the node only when its
+//!   `ephemeral_owner` is our current session (CURATOR-498), else delete it.
+//! - **No herd.** A waiter watches only the node that keeps it out, with `get_data` (an `exists`
+//!   watch on a node deleted in between would never fire and would leak, CURATOR-107), and
+//!   only its own `Condvar` is notified.
+//! - **No lost wake-up.** Watches vanish on reconnect (the `zookeeper` crate does not re-arm
+//!   them), so a waiter also wakes on every change of the session epoch and re-lists.
+
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+
+use crate::client::{CreateMode, EventType, SharedClient, ZkError};
+use crate::error::{Error, Result};
+use crate::paths;
+use crate::retry::RetryPolicy;
+use crate::session::{ConnectionState, SessionSnapshot};
+
+use super::driver::{sort_children, Decision, LockDriver};
+use super::held::HeldNode;
+
+/// Length of Curator's protection prefix `_c_<36-char uuid>-`.
+pub const PROTECTED_PREFIX_LEN: usize = 40;
+
+/// A fresh Curator protection prefix: `_c_<uuid v4, lowercase, hyphenated>-`.
+pub fn protected_prefix() -> String {
+    format!("_c_{}-", uuid::Uuid::new_v4())
+}
+
+/// True for a name made by a protected create (Curator's `isProtectedZNode`).
+pub fn is_protected(name: &str) -> bool {
+    name.len() > PROTECTED_PREFIX_LEN
+        && name.starts_with("_c_")
+        && name.as_bytes()[39] == b'-'
+        && uuid::Uuid::try_parse(&name[3..39]).is_ok()
+}
+
+/// How the lock node is created.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeKind {
+    /// EPHEMERAL_SEQUENTIAL: the server appends the next sequence number (every recipe).
+    Sequential,
+    /// EPHEMERAL with this sequence written by us: the read node of a write→read downgrade
+    /// takes its write node's sequence, so a writer queued behind stays behind (CURATOR-621).
+    WithSequence(i32),
+}
+
+/// Why the wait loop stopped without the lock.
+enum LoopEnd {
+    Acquired,
+    TimedOut,
+    /// Our node is not among the children: the session that owned it was lost.
+    OurNodeGone,
+}
+
+/// The shared engine behind a lock recipe.
+#[derive(Debug, Clone)]
+pub struct LockInternals {
+    client: SharedClient,
+    base_path: String,
+    driver: Arc<dyn LockDriver>,
+    retry: Arc<dyn RetryPolicy>,
+}
+
+/// What one waiter is told by its watch and by session changes.
+#[derive(Default)]
+struct WakeState {
+    /// Which watch is current: a watch left armed by an earlier round (after a reconnect that
+    /// kept watches) must not pass for the deletion of the node we watch now.
+    round: u64,
+    /// The node watched in this round was deleted.
+    deleted: bool,
+    /// Anything happened (data change, deletion, session transition): re-check.
+    signalled: bool,
+}
+
+/// One waiter's private wake-up: only this waiter's thread ever waits on it (no herd).
+#[derive(Default)]
+struct Waiter {
+    state: Mutex<WakeState>,
+    cond: Condvar,
+}
+
+impl Waiter {
+    /// Wakes the waiter; `deleted_in_round` is the round of a watch that saw its node deleted.
+    fn signal(&self, deleted_in_round: Option<u64>) {
+        let mut s = self.state.lock();
+        s.signalled = true;
+        s.deleted |= deleted_in_round == Some(s.round);
+        self.cond.notify_one();
+    }
+
+    /// Starts a new round (before the listing it acts on) and returns its number.
+    fn next_round(&self) -> u64 {
+        let mut s = self.state.lock();
+        s.round += 1;
+        s.deleted = false;
+        s.signalled = false;
+        s.round
+    }
+}
+
+impl LockInternals {
+    /// An engine for the lock directory `base_path` (validated by the caller).
+    pub fn new(
+        client: SharedClient,
+        base_path: String,
+        driver: Arc<dyn LockDriver>,
+        retry: Arc<dyn RetryPolicy>,
+    ) -> LockInternals {
+        LockInternals {
+            client,
+            base_path,
+            driver,
+            retry,
+        }
+    }
+
+    /// The lock directory.
+    pub fn base_path(&self) -> &str {
+        &self.base_path
+    }
+
+    /// The client.
+    pub fn client(&self) -> &SharedClient {
+        &self.client
+    }
+
+    /// The driver.
+    pub fn driver(&self) -> &Arc<dyn LockDriver> {
+        &self.driver
+    }
+
+    /// The retry policy.
+    pub fn retry_policy(&self) -> &Arc<dyn RetryPolicy> {
+        &self.retry
+    }
+
+    /// Tries to take the lock until `deadline` (`None`: no limit). `Ok(None)` on timeout; our
+    /// node is then deleted. A lost session while waiting makes a fresh attempt with a new
+    /// node, as long as the retry policy allows.
+    pub fn attempt(
+        &self,
+        deadline: Option<Instant>,
+        data: &[u8],
+        kind: NodeKind,
+    ) -> Result<Option<HeldNode>> {
+        let start = Instant::now();
+        let mut retries = 0u32;
+        loop {
+            let before = self.client.session().snapshot();
+            if before.state == ConnectionState::Closed {
+                return Err(Error::Closed);
+            }
+            let created = self.create_protected(data, kind, deadline, start)?;
+            let Some(our_path) = created else {
+                return Ok(None); // the deadline passed while the connection was down
+            };
+            let mut cleanup = NodeCleanup::new(self, &our_path, before);
+            match self.wait_loop(&our_path, deadline)? {
+                LoopEnd::Acquired => {
+                    cleanup.disarm();
+                    return Ok(Some(HeldNode::new(self.client.clone(), our_path, before)));
+                }
+                LoopEnd::TimedOut => return Ok(None), // cleanup deletes our node
+                LoopEnd::OurNodeGone => {
+                    cleanup.disarm(); // nothing to delete: it is gone
+                    match self.retry.next_retry(retries, start.elapsed()) {
+                        Some(sleep) if !past(deadline, Instant::now() + sleep) => {
+                            log::info!("lock node {our_path} vanished (session lost?); retrying");
+                            retries += 1;
+                            thread::sleep(sleep);
+                        }
+                        Some(_) => return Ok(None),
+                        None => {
+                            return Err(Error::SessionLost {
+                                path: self.base_path.clone(),
+                            })
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Creates our node under a fresh protection prefix; handles a missing parent and a
+    /// connection loss with an unknown outcome. `Ok(None)` when the deadline passed.
+    fn create_protected(
+        &self,
+        data: &[u8],
+        kind: NodeKind,
+        deadline: Option<Instant>,
+        start: Instant,
+    ) -> Result<Option<String>> {
+        let mut prefix = protected_prefix();
+        let mut retries = 0u32;
+        let mut created_parents = false;
+        loop {
+            let (path, mode) = self.node_path(&prefix, kind);
+            let code = match self.client.create(&path, data, mode) {
+                Ok(actual) => return Ok(Some(actual)),
+                Err(code) => code,
+            };
+            match code {
+                // Parents are created only when missing, as Curator does (one create when the
+                // directory exists, which is the common case).
+                ZkError::NoNode if !created_parents => {
+                    self.create_parents()?;
+                    created_parents = true;
+                    continue;
+                }
+                code if code.is_retryable() => {}
+                code => return Err(Error::zk("create", path, code)),
+            }
+            // The create may or may not have been applied. Never create again blindly: a
+            // second node of ours would sit in the queue forever (CURATOR-45).
+            let Some(sleep) = self.retry.next_retry(retries, start.elapsed()) else {
+                self.delete_by_prefix_in_background(prefix);
+                return Err(Error::RetriesExhausted {
+                    path,
+                    attempts: retries + 1,
+                    elapsed: start.elapsed(),
+                    last: code,
+                });
+            };
+            retries += 1;
+            if !self.pause_until_connected(sleep, deadline) {
+                self.delete_by_prefix_in_background(prefix);
+                return Ok(None);
+            }
+            match self.find_ours(&prefix) {
+                Ok(Found::Ours(actual)) => return Ok(Some(actual)),
+                Ok(Found::None) => {} // not applied: create again (same prefix is safe)
+                Ok(Found::Foreign(stale)) => {
+                    // Created by our previous session, which is gone: delete and start over.
+                    let _ = self.client.delete(&stale, None);
+                    prefix = protected_prefix();
+                }
+                Err(code) if code.is_retryable() => {
+                    // Still unknown: keep the prefix so the next look-up can find it.
+                }
+                Err(code) => {
+                    self.delete_by_prefix_in_background(prefix);
+                    return Err(Error::zk("get_children", self.base_path.clone(), code));
+                }
+            }
+        }
+    }
+
+    fn node_path(&self, prefix: &str, kind: NodeKind) -> (String, CreateMode) {
+        let name = format!("{prefix}{}", self.driver.lock_name());
+        match kind {
+            NodeKind::Sequential => (
+                paths::join(&self.base_path, &name),
+                CreateMode::EphemeralSequential,
+            ),
+            NodeKind::WithSequence(seq) => (
+                paths::join(
+                    &self.base_path,
+                    &format!("{name}{}", paths::format_sequence(seq)),
+                ),
+                CreateMode::Ephemeral,
+            ),
+        }
+    }
+
+    /// Creates every missing ancestor of the lock node (`base_path` included) as a container,
+    /// with empty data, ignoring NodeExists (another contender may create them concurrently).
+    fn create_parents(&self) -> Result<()> {
+        let mut missing = Vec::new();
+        let mut at = Some(self.base_path.as_str());
+        while let Some(p) = at.filter(|p| *p != "/") {
+            match self.client.exists(p) {
+                Ok(Some(_)) => break,
+                Ok(None) => missing.push(p.to_string()),
+                Err(code) => return Err(Error::zk("exists", p, code)),
+            }
+            at = paths::parent(p);
+        }
+        for p in missing.iter().rev() {
+            match self.client.create(p, &[], CreateMode::Container) {
+                Ok(_) | Err(ZkError::NodeExists) => {}
+                Err(code) => return Err(Error::zk("create", p.clone(), code)),
+            }
+        }
+        Ok(())
+    }
+
+    /// Sleeps `sleep` (bounded by the deadline), then waits for a connection. False when the
+    /// deadline passed or the client closed.
+    fn pause_until_connected(&self, sleep: Duration, deadline: Option<Instant>) -> bool {
+        let wake = Instant::now() + sleep;
+        let wake = deadline.map_or(wake, |d| d.min(wake));
+        thread::sleep(wake.saturating_duration_since(Instant::now()));
+        let s = self.client.session().wait_until_connected(deadline);
+        s.state.is_connected() && !past(deadline, Instant::now())
+    }
+
+    /// Looks for the child that a create with `prefix` may have made.
+    fn find_ours(&self, prefix: &str) -> std::result::Result<Found, ZkError> {
+        let children = match self.client.get_children(&self.base_path, None) {
+            Ok(c) => c,
+            Err(ZkError::NoNode) => return Ok(Found::None),
+            Err(code) => return Err(code),
+        };
+        let Some(name) = children.into_iter().find(|c| c.starts_with(prefix)) else {
+            return Ok(Found::None);
+        };
+        let path = paths::join(&self.base_path, &name);
+        // A listing can still show the node of a session that just expired (CURATOR-498):
+        // adopt it only when our current session owns it.
+        let session = self.client.session().session_id();
+        match self.client.exists(&path)? {
+            None => Ok(Found::None),
+            Some(stat) if session.is_none_or(|id| id == stat.ephemeral_owner) => {
+                Ok(Found::Ours(path))
+            }
+            Some(_) => Ok(Found::Foreign(path)),
+        }
+    }
+
+    /// The wait loop: list, decide, watch, wait — until acquired, timed out or our node gone.
+    fn wait_loop(&self, our_path: &str, deadline: Option<Instant>) -> Result<LoopEnd> {
+        let our_name = paths::node_name(our_path);
+        let waiter = Arc::new(Waiter::default());
+        // Session transitions wake this waiter (watches do not survive a reconnect). The
+        // listener is registered lazily, the first time we have to wait.
+        let mut listener = None;
+        let mut retries = 0u32;
+        let start = Instant::now();
+        let result = loop {
+            // A new round starts before the listing, so a signal that arrives at any time
+            // after the listing is kept.
+            let round = waiter.next_round();
+            let epoch = self.client.session().epoch();
+            let children = match self.sorted_children() {
+                Ok(c) => c,
+                Err(code) if code.is_retryable() => {
+                    match self.retry.next_retry(retries, start.elapsed()) {
+                        Some(sleep) => {
+                            retries += 1;
+                            if !self.pause_until_connected(sleep, deadline) {
+                                break Ok(LoopEnd::TimedOut);
+                            }
+                            continue;
+                        }
+                        None => break Err(Error::zk("get_children", self.base_path.clone(), code)),
+                    }
+                }
+                Err(code) => break Err(Error::zk("get_children", self.base_path.clone(), code)),
+            };
+            let Some(our_index) = children.iter().position(|c| c == our_name) else {
+                break Ok(LoopEnd::OurNodeGone);
+            };
+            let (predecessor, last_ahead) = match self.driver.decide(&children, our_index) {
+                Decision::Acquired => break Ok(LoopEnd::Acquired),
+                Decision::Watch {
+                    predecessor,
+                    last_ahead,
+                } => (predecessor, last_ahead),
+            };
+            if past(deadline, Instant::now()) {
+                break Ok(LoopEnd::TimedOut);
+            }
+            if listener.is_none() {
+                let w = Arc::downgrade(&waiter);
+                listener = Some(self.client.session().subscribe(move |_: &SessionSnapshot| {
+                    if let Some(w) = w.upgrade() {
+                        w.signal(None);
+                    }
+                }));
+            }
+            let w = Arc::downgrade(&waiter);
+            let watcher = Box::new(move |event: crate::client::WatchedEvent| {
+                if let Some(w) = w.upgrade() {
+                    w.signal((event.event_type == EventType::NodeDeleted).then_some(round));
+                }
+            });
+            let pred_path = paths::join(&self.base_path, &predecessor);
+            match self.client.get_data(&pred_path, Some(watcher)) {
+                Ok(_) => {}
+                // Already gone. If it was the last node ahead of us (and nothing changed in
+                // the session), the lock is ours without listing again.
+                Err(ZkError::NoNode) => {
+                    if last_ahead && self.client.session().epoch() == epoch {
+                        break Ok(LoopEnd::Acquired);
+                    }
+                    continue;
+                }
+                Err(code) if code.is_retryable() => continue, // the listing retries under policy
+                Err(code) => break Err(Error::zk("get_data", pred_path, code)),
+            }
+            let mut wake = waiter.state.lock();
+            while !wake.signalled {
+                match deadline {
+                    Some(d) => {
+                        if waiter.cond.wait_until(&mut wake, d).timed_out() {
+                            break;
+                        }
+                    }
+                    None => waiter.cond.wait(&mut wake),
+                }
+            }
+            let deleted = wake.deleted;
+            drop(wake);
+            // Hand-off without a re-list: the node that was the last one ahead of ours is
+            // deleted, and no reconnect happened since our listing (an event from before a
+            // reconnect, or a stale watch of an old session, must not count).
+            if deleted && last_ahead && self.client.session().epoch() == epoch {
+                break Ok(LoopEnd::Acquired);
+            }
+            if past(deadline, Instant::now()) {
+                break Ok(LoopEnd::TimedOut);
+            }
+        };
+        if let Some(id) = listener {
+            self.client.session().unsubscribe(id);
+        }
+        result
+    }
+
+    /// The children of the lock directory, sorted as every Curator client sorts them.
+    /// A missing directory is an empty list (CURATOR-436: a reaped container).
+    pub fn sorted_children(&self) -> std::result::Result<Vec<String>, ZkError> {
+        let mut children = match self.client.get_children(&self.base_path, None) {
+            Ok(c) => c,
+            Err(ZkError::NoNode) => Vec::new(),
+            Err(code) => return Err(code),
+        };
+        sort_children(self.driver.as_ref(), &mut children);
+        Ok(children)
+    }
+
+    /// The sorted children as full paths (Curator's `getParticipantNodes`).
+    pub fn participant_nodes(&self) -> Result<Vec<String>> {
+        let children = self
+            .sorted_children()
+            .map_err(|code| Error::zk("get_children", self.base_path.clone(), code))?;
+        Ok(children
+            .iter()
+            .map(|c| paths::join(&self.base_path, c))
+            .collect())
+    }
+
+    /// Deletes a node we hold. `Ok` when it is gone, or when its session is gone (then the
+    /// server deleted it, and a node of the same name could only be someone else's). When the
+    /// outcome stays unknown, a background delete keeps trying while the session lives, and
+    /// the error is returned.
+    pub fn release(&self, held: &HeldNode) -> Result<()> {
+        delete_guaranteed(
+            &self.client,
+            held.path(),
+            self.retry.as_ref(),
+            held.losses(),
+        )
+    }
+
+    /// After a create whose outcome stayed unknown: find the node by its prefix and delete it
+    /// in the background, so it cannot block the queue (CURATOR-45).
+    fn delete_by_prefix_in_background(&self, prefix: String) {
+        let this = self.clone();
+        let losses = self.client.session().snapshot().losses;
+        spawn_background("zk-locks-find-delete", move || loop {
+            let s = this.client.session().snapshot();
+            if s.losses != losses || s.state == ConnectionState::Closed {
+                return; // the session is gone, and so is any node it made
+            }
+            if s.state.is_connected() {
+                match this.find_ours(&prefix) {
+                    Ok(Found::None) => return,
+                    Ok(Found::Ours(p)) | Ok(Found::Foreign(p)) => {
+                        if matches!(this.client.delete(&p, None), Ok(()) | Err(ZkError::NoNode)) {
+                            return;
+                        }
+                    }
+                    Err(code) if !code.is_retryable() => return,
+                    Err(_) => {}
+                }
+            }
+            this.client
+                .session()
+                .wait_for_change(s.epoch, Some(Instant::now() + Duration::from_millis(250)));
+        });
+    }
+}
+
+enum Found {
+    None,
+    Ours(String),
+    Foreign(String),
+}
+
+/// Deletes `path`, retrying while the outcome is unknown; hands the delete to a background
+/// thread when the retry policy gives up. `losses` is the client's loss count when the node
+/// was created.
+pub(crate) fn delete_guaranteed(
+    client: &SharedClient,
+    path: &str,
+    retry: &dyn RetryPolicy,
+    losses: u64,
+) -> Result<()> {
+    // The node's session is over once the client lost a session (or closed) since the node
+    // was created: the server deleted it, and a node of that name could only be someone else's.
+    let session_gone = move |c: &SharedClient| {
+        let s = c.session().snapshot();
+        s.losses != losses || s.state == ConnectionState::Closed
+    };
+    let start = Instant::now();
+    let mut retries = 0;
+    loop {
+        if session_gone(client) {
+            return Ok(());
+        }
+        match client.delete(path, None) {
+            Ok(()) | Err(ZkError::NoNode) => return Ok(()),
+            Err(code) if code.is_retryable() => match retry.next_retry(retries, start.elapsed()) {
+                Some(sleep) => {
+                    retries += 1;
+                    thread::sleep(sleep);
+                    client
+                        .session()
+                        .wait_until_connected(Some(Instant::now() + sleep * 4));
+                }
+                None => {
+                    log::warn!("could not delete {path} ({code}); deleting in the background");
+                    let (client, p) = (client.clone(), path.to_string());
+                    spawn_background("zk-locks-delete", move || loop {
+                        if session_gone(&client) {
+                            return;
+                        }
+                        let s = client.session().snapshot();
+                        if s.state.is_connected()
+                            && matches!(client.delete(&p, None), Ok(()) | Err(ZkError::NoNode))
+                        {
+                            return;
+                        }
+                        client.session().wait_for_change(
+                            s.epoch,
+                            Some(Instant::now() + Duration::from_millis(250)),
+                        );
+                    });
+                    return Err(Error::zk("delete", path, code));
+                }
+            },
+            Err(code) => return Err(Error::zk("delete", path, code)),
+        }
+    }
+}
+
+fn spawn_background(name: &str, f: impl FnOnce() + Send + 'static) {
+    if let Err(e) = thread::Builder::new().name(name.into()).spawn(f) {
+        log::error!("could not start background thread {name}: {e}");
+    }
+}
+
+/// Deletes our node unless disarmed: covers timeouts, errors and panics alike.
+struct NodeCleanup<'a> {
+    internals: &'a LockInternals,
+    path: Option<String>,
+    before: SessionSnapshot,
+}
+
+impl<'a> NodeCleanup<'a> {
+    fn new(internals: &'a LockInternals, path: &str, before: SessionSnapshot) -> Self {
+        NodeCleanup {
+            internals,
+            path: Some(path.to_string()),
+            before,
+        }
+    }
+
+    fn disarm(&mut self) {
+        self.path = None;
+    }
+}
+
+impl Drop for NodeCleanup<'_> {
+    fn drop(&mut self) {
+        let Some(path) = self.path.take() else { return };
+        let result = delete_guaranteed(
+            &self.internals.client,
+            &path,
+            self.internals.retry.as_ref(),
+            self.before.losses,
+        );
+        if let Err(e) = result {
+            log::warn!("cleanup of {path}: {e}");
+        }
+    }
+}
+
+fn past(deadline: Option<Instant>, t: Instant) -> bool {
+    deadline.is_some_and(|d| t >= d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn protected_names() {
+        let p = protected_prefix();
+        assert_eq!(p.len(), PROTECTED_PREFIX_LEN);
+        assert!(p.starts_with("_c_") && p.ends_with('-'));
+        assert_eq!(p, p.to_lowercase());
+        assert!(is_protected(&format!("{p}lock-0000000001")));
+        assert!(!is_protected("lock-0000000001"));
+        assert!(!is_protected(&p)); // nothing after the prefix
+    }
+}

@@ -1,0 +1,86 @@
+//! Curator's lock recipes on one engine.
+//!
+//! - [`InterProcessMutex`]: a reentrant mutex (Curator's `InterProcessMutex`).
+//!
+//! Every recipe implements [`InterProcessLock`]; [`InterProcessLock::lock`] returns a
+//! [`LockGuard`] that releases on drop and tells the holder whether it may have lost the lock
+//! ([`LockState`]) and which fencing token guards its writes.
+
+mod driver;
+mod guard;
+mod held;
+pub mod internals;
+mod mutex;
+mod revocation;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+pub use driver::{sort_children, standard_sort_key, Decision, LockDriver, StandardDriver};
+pub use guard::LockGuard;
+pub use held::{HeldNode, LockState};
+pub use mutex::InterProcessMutex;
+pub use revocation::{Revoker, REVOKE_MESSAGE};
+
+use crate::error::Result;
+
+/// A lock shared between processes. Implemented by every recipe, so code (and
+/// `InterProcessMultiLock`) can hold any of them.
+pub trait InterProcessLock: Send + Sync {
+    /// Blocks until the lock is held (or fails: session lost past the retry policy, closed
+    /// client, ...).
+    fn acquire(&self) -> Result<()>;
+
+    /// Waits at most `timeout`; `Ok(false)` when it passed (nothing is left behind then).
+    fn acquire_timeout(&self, timeout: Duration) -> Result<bool>;
+
+    /// Releases one hold of the lock.
+    fn release(&self) -> Result<()>;
+
+    /// True when some thread of this process holds it through this object.
+    fn is_acquired_in_this_process(&self) -> bool;
+
+    /// The nodes through which the calling thread holds the lock (empty when it does not).
+    fn held_nodes(&self) -> Vec<Arc<HeldNode>>;
+
+    /// Acquires and returns a guard that releases on drop.
+    fn lock(&self) -> Result<LockGuard<'_, Self>>
+    where
+        Self: Sized,
+    {
+        self.acquire()?;
+        Ok(LockGuard::new(self))
+    }
+
+    /// Acquires within `timeout` and returns a guard, or `None` when the time passed.
+    fn try_lock_for(&self, timeout: Duration) -> Result<Option<LockGuard<'_, Self>>>
+    where
+        Self: Sized,
+    {
+        Ok(self.acquire_timeout(timeout)?.then(|| LockGuard::new(self)))
+    }
+}
+
+/// The deadline for a timeout; `None` (wait forever) when it is too far to represent
+/// (`Duration::MAX`).
+pub(crate) fn deadline_after(timeout: Duration) -> Option<Instant> {
+    Instant::now().checked_add(timeout)
+}
+
+/// Default node data when a recipe is given none: `<host> <pid>`, so an operator listing the
+/// lock directory sees who waits (Curator stores the local IP; nothing reads it).
+pub(crate) fn default_node_data() -> Vec<u8> {
+    format!("{} {}", hostname(), std::process::id()).into_bytes()
+}
+
+fn hostname() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: the buffer is valid for its length; gethostname NUL-terminates within it or
+    // truncates, and we stop at the first NUL either way.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    if rc != 0 {
+        return "unknown-host".into();
+    }
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    String::from_utf8_lossy(&buf[..end]).into_owned()
+}

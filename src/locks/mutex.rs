@@ -1,0 +1,228 @@
+//! `InterProcessMutex`: a mutex shared between processes, reentrant per (lock object,
+//! thread), wire-compatible with Curator's `InterProcessMutex` (`_c_<uuid>-lock-<seq>` nodes).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::thread::{self, ThreadId};
+use std::time::Duration;
+
+use parking_lot::Mutex;
+
+use crate::client::SharedClient;
+use crate::error::{Error, Result};
+use crate::paths;
+use crate::retry::{ExponentialBackoffRetry, RetryPolicy};
+
+use super::driver::{LockDriver, StandardDriver};
+use super::held::HeldNode;
+use super::internals::{LockInternals, NodeKind};
+use super::revocation::{watch_for_revocation, RevocationListener};
+use super::{deadline_after, default_node_data, InterProcessLock};
+
+/// Curator's `InterProcessMutex.LOCK_NAME`.
+pub const LOCK_NAME: &str = "lock-";
+
+/// One thread's hold on the mutex.
+struct Owner {
+    count: usize,
+    node: Arc<HeldNode>,
+}
+
+/// A reentrant mutex across processes (Curator's `InterProcessMutex`).
+///
+/// Reentrancy is per (object, thread): a thread that holds it may acquire it again (a count,
+/// no ZooKeeper traffic) and must release as often. Two objects on the same path are two
+/// contenders, even in one thread.
+///
+/// ```
+/// use std::sync::Arc;
+/// use zk_locks::client::memory::MemoryEnsemble;
+/// use zk_locks::locks::{InterProcessLock, InterProcessMutex};
+///
+/// let ensemble = MemoryEnsemble::new();
+/// let mutex = InterProcessMutex::new(ensemble.connect(), "/locks/orders")?;
+/// {
+///     let guard = mutex.lock()?;              // blocks until held
+///     assert!(guard.is_valid());
+///     let _token = guard.fencing_token()?;    // pass to the resources you write
+/// }                                           // released here
+/// assert!(!mutex.is_acquired_in_this_process());
+/// # Ok::<(), zk_locks::Error>(())
+/// ```
+pub struct InterProcessMutex {
+    internals: LockInternals,
+    data: Option<Vec<u8>>,
+    owners: Mutex<HashMap<ThreadId, Owner>>,
+    revocation: Mutex<Option<RevocationListener>>,
+}
+
+impl InterProcessMutex {
+    /// A mutex at `path` (validated: a typed error names a bad path).
+    pub fn new(client: SharedClient, path: &str) -> Result<InterProcessMutex> {
+        Self::with_driver(client, path, Arc::new(StandardDriver::new(LOCK_NAME, 1)))
+    }
+
+    /// A mutex with another driver (the read/write lock's sides, tests).
+    pub fn with_driver(
+        client: SharedClient,
+        path: &str,
+        driver: Arc<dyn LockDriver>,
+    ) -> Result<InterProcessMutex> {
+        paths::validate_path(path)?;
+        if path == "/" {
+            return Err(Error::InvalidPath {
+                path: path.into(),
+                reason: "a lock needs its own directory, not the root",
+            });
+        }
+        Ok(InterProcessMutex {
+            internals: LockInternals::new(
+                client,
+                path.to_string(),
+                driver,
+                Arc::new(ExponentialBackoffRetry::default()),
+            ),
+            data: None,
+            owners: Mutex::new(HashMap::new()),
+            revocation: Mutex::new(None),
+        })
+    }
+
+    /// Stores `data` in the lock node instead of the default (`<host> <pid>`).
+    pub fn with_data(mut self, data: impl Into<Vec<u8>>) -> Self {
+        self.data = Some(data.into());
+        self
+    }
+
+    /// Replaces the retry policy (default: exponential backoff, 50 ms base, 10 retries).
+    pub fn with_retry_policy(mut self, retry: Arc<dyn RetryPolicy>) -> Self {
+        let i = &self.internals;
+        self.internals = LockInternals::new(
+            i.client().clone(),
+            i.base_path().to_string(),
+            i.driver().clone(),
+            retry,
+        );
+        self
+    }
+
+    /// The lock's path.
+    pub fn path(&self) -> &str {
+        self.internals.base_path()
+    }
+
+    /// Like [`InterProcessLock::acquire_timeout`]; `None` waits without limit.
+    pub(crate) fn acquire_with(&self, timeout: Option<Duration>, kind: NodeKind) -> Result<bool> {
+        let me = thread::current().id();
+        if let Some(owner) = self.owners.lock().get_mut(&me) {
+            owner.count += 1;
+            return Ok(true);
+        }
+        let deadline = timeout.and_then(deadline_after);
+        let revocation = self.revocation.lock().clone();
+        // A revocable lock's node starts empty, so that only `__REVOKE__` means revoke.
+        let data = match (&revocation, &self.data) {
+            (Some(_), _) => Vec::new(),
+            (None, Some(d)) => d.clone(),
+            (None, None) => default_node_data(),
+        };
+        let Some(node) = self.internals.attempt(deadline, &data, kind)? else {
+            return Ok(false);
+        };
+        if let Some(listener) = revocation {
+            watch_for_revocation(
+                self.internals.client().clone(),
+                node.path().to_string(),
+                listener,
+            );
+        }
+        self.owners.lock().insert(
+            me,
+            Owner {
+                count: 1,
+                node: Arc::new(node),
+            },
+        );
+        Ok(true)
+    }
+
+    /// True when the calling thread holds the lock through this object.
+    pub fn is_owned_by_current_thread(&self) -> bool {
+        self.owners.lock().contains_key(&thread::current().id())
+    }
+
+    /// The calling thread's node, when it holds the lock.
+    pub fn held_node(&self) -> Option<Arc<HeldNode>> {
+        self.owners
+            .lock()
+            .get(&thread::current().id())
+            .map(|o| o.node.clone())
+    }
+
+    /// All contenders' nodes, in queue order (the holder first), as full paths.
+    pub fn participant_nodes(&self) -> Result<Vec<String>> {
+        self.internals.participant_nodes()
+    }
+
+    /// Makes the next acquisitions revocable: when someone calls [`super::Revoker::attempt_revoke`]
+    /// on our node, `listener` runs (on a background thread) and should get the holder to
+    /// release. Cleared by each final release, as in Curator.
+    pub fn make_revocable(&self, listener: impl Fn() + Send + Sync + 'static) {
+        *self.revocation.lock() = Some(Arc::new(listener));
+    }
+}
+
+impl InterProcessLock for InterProcessMutex {
+    fn acquire(&self) -> Result<()> {
+        match self.acquire_with(None, NodeKind::Sequential)? {
+            true => Ok(()),
+            // Only a closed client ends an untimed wait without the lock.
+            false => Err(Error::Closed),
+        }
+    }
+
+    fn acquire_timeout(&self, timeout: Duration) -> Result<bool> {
+        self.acquire_with(Some(timeout), NodeKind::Sequential)
+    }
+
+    fn release(&self) -> Result<()> {
+        let me = thread::current().id();
+        let node = {
+            let mut owners = self.owners.lock();
+            let Some(owner) = owners.get_mut(&me) else {
+                return Err(Error::NotOwner {
+                    path: self.path().to_string(),
+                });
+            };
+            owner.count -= 1;
+            if owner.count > 0 {
+                return Ok(());
+            }
+            // Forget the hold even if the delete below fails: keeping it could make two
+            // holders (CURATOR-678); the delete goes on in the background instead.
+            owners.remove(&me).map(|o| o.node)
+        };
+        *self.revocation.lock() = None;
+        match node {
+            Some(node) => self.internals.release(&node),
+            None => Ok(()),
+        }
+    }
+
+    fn is_acquired_in_this_process(&self) -> bool {
+        !self.owners.lock().is_empty()
+    }
+
+    fn held_nodes(&self) -> Vec<Arc<HeldNode>> {
+        self.held_node().into_iter().collect()
+    }
+}
+
+impl std::fmt::Debug for InterProcessMutex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InterProcessMutex")
+            .field("path", &self.path())
+            .field("holders_in_process", &self.owners.lock().len())
+            .finish()
+    }
+}

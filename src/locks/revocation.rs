@@ -1,0 +1,64 @@
+//! Cooperative revocation, as Curator's: anyone may ask a holder to release by writing
+//! `__REVOKE__` to its node; a holder that made its lock revocable gets its listener called
+//! and is expected to release. Wire-compatible in both directions with Curator's `Revoker`.
+
+use std::sync::Arc;
+use std::thread;
+
+use crate::client::{EventType, SharedClient, ZkError};
+use crate::error::{Error, Result};
+
+/// The exact bytes Curator writes to ask for revocation.
+pub const REVOKE_MESSAGE: &[u8] = b"__REVOKE__";
+
+/// Asks holders to release (Curator's `Revoker`).
+#[derive(Debug, Clone, Copy)]
+pub struct Revoker;
+
+impl Revoker {
+    /// Writes `__REVOKE__` to `node_path` (from `participant_nodes()`). A node that is already
+    /// gone is not an error.
+    pub fn attempt_revoke(client: &SharedClient, node_path: &str) -> Result<()> {
+        crate::paths::validate_path(node_path)?;
+        match client.set_data(node_path, REVOKE_MESSAGE, None) {
+            Ok(_) | Err(ZkError::NoNode) => Ok(()),
+            Err(code) => Err(Error::zk("set_data", node_path, code)),
+        }
+    }
+}
+
+/// The listener called when a revocation request arrives.
+pub(crate) type RevocationListener = Arc<dyn Fn() + Send + Sync>;
+
+/// Watches `node_path` for `__REVOKE__`. The watch callback only hands off to a short-lived
+/// thread, which re-reads the data (watch callbacks must never call the client) and re-arms
+/// the watch until the node is gone.
+pub(crate) fn watch_for_revocation(
+    client: SharedClient,
+    node_path: String,
+    listener: RevocationListener,
+) {
+    let c = client.clone();
+    let p = node_path.clone();
+    let l = listener.clone();
+    let watcher = Box::new(move |event: crate::client::WatchedEvent| {
+        if event.event_type == EventType::NodeDeleted {
+            return;
+        }
+        let spawned = thread::Builder::new()
+            .name("zk-locks-revocation".into())
+            .spawn(move || watch_for_revocation(c, p, l));
+        if let Err(e) = spawned {
+            log::error!("revocation watch: cannot start a thread: {e}");
+        }
+    });
+    match client.get_data(&node_path, Some(watcher)) {
+        Ok((data, _)) if data == REVOKE_MESSAGE => {
+            if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| listener())).is_err() {
+                log::error!("revocation listener for {node_path} panicked");
+            }
+        }
+        Ok(_) | Err(ZkError::NoNode) => {}
+        Err(code) => log::warn!("revocation watch on {node_path}: {code}"),
+    }
+}
