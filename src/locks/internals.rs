@@ -26,7 +26,7 @@ use crate::client::{CreateMode, EventType, SharedClient, ZkError};
 use crate::error::{Error, Result};
 use crate::paths;
 use crate::retry::RetryPolicy;
-use crate::session::{ConnectionState, SessionSnapshot};
+use crate::session::{ConnectionState, ListenerId, SessionSnapshot};
 
 use super::driver::{sort_children, Decision, LockDriver};
 use super::held::HeldNode;
@@ -88,14 +88,14 @@ struct WakeState {
 
 /// One waiter's private wake-up: only this waiter's thread ever waits on it (no herd).
 #[derive(Default)]
-struct Waiter {
+pub(crate) struct Waiter {
     state: Mutex<WakeState>,
     cond: Condvar,
 }
 
 impl Waiter {
     /// Wakes the waiter; `deleted_in_round` is the round of a watch that saw its node deleted.
-    fn signal(&self, deleted_in_round: Option<u64>) {
+    pub(crate) fn signal(&self, deleted_in_round: Option<u64>) {
         let mut s = self.state.lock();
         s.signalled = true;
         s.deleted |= deleted_in_round == Some(s.round);
@@ -103,12 +103,29 @@ impl Waiter {
     }
 
     /// Starts a new round (before the listing it acts on) and returns its number.
-    fn next_round(&self) -> u64 {
+    pub(crate) fn next_round(&self) -> u64 {
         let mut s = self.state.lock();
         s.round += 1;
         s.deleted = false;
         s.signalled = false;
         s.round
+    }
+
+    /// Blocks until signalled in this round or the deadline passes; true when the watched
+    /// node was deleted in this round.
+    pub(crate) fn wait(&self, deadline: Option<Instant>) -> bool {
+        let mut wake = self.state.lock();
+        while !wake.signalled {
+            match deadline {
+                Some(d) => {
+                    if self.cond.wait_until(&mut wake, d).timed_out() {
+                        break;
+                    }
+                }
+                None => self.cond.wait(&mut wake),
+            }
+        }
+        wake.deleted
     }
 }
 
@@ -197,7 +214,7 @@ impl LockInternals {
 
     /// Creates our node under a fresh protection prefix; handles a missing parent and a
     /// connection loss with an unknown outcome. `Ok(None)` when the deadline passed.
-    fn create_protected(
+    pub(crate) fn create_protected(
         &self,
         data: &[u8],
         kind: NodeKind,
@@ -375,12 +392,7 @@ impl LockInternals {
                 break Ok(LoopEnd::TimedOut);
             }
             if listener.is_none() {
-                let w = Arc::downgrade(&waiter);
-                listener = Some(self.client.session().subscribe(move |_: &SessionSnapshot| {
-                    if let Some(w) = w.upgrade() {
-                        w.signal(None);
-                    }
-                }));
+                listener = Some(wake_on_session_change(&self.client, &waiter));
             }
             let w = Arc::downgrade(&waiter);
             let watcher = Box::new(move |event: crate::client::WatchedEvent| {
@@ -402,19 +414,7 @@ impl LockInternals {
                 Err(code) if code.is_retryable() => continue, // the listing retries under policy
                 Err(code) => break Err(Error::zk("get_data", pred_path, code)),
             }
-            let mut wake = waiter.state.lock();
-            while !wake.signalled {
-                match deadline {
-                    Some(d) => {
-                        if waiter.cond.wait_until(&mut wake, d).timed_out() {
-                            break;
-                        }
-                    }
-                    None => waiter.cond.wait(&mut wake),
-                }
-            }
-            let deleted = wake.deleted;
-            drop(wake);
+            let deleted = waiter.wait(deadline);
             // Hand-off without a re-list: the node that was the last one ahead of ours is
             // deleted, and no reconnect happened since our listing (an event from before a
             // reconnect, or a stale watch of an old session, must not count).
@@ -566,14 +566,14 @@ fn spawn_background(name: &str, f: impl FnOnce() + Send + 'static) {
 }
 
 /// Deletes our node unless disarmed: covers timeouts, errors and panics alike.
-struct NodeCleanup<'a> {
+pub(crate) struct NodeCleanup<'a> {
     internals: &'a LockInternals,
     path: Option<String>,
     before: SessionSnapshot,
 }
 
 impl<'a> NodeCleanup<'a> {
-    fn new(internals: &'a LockInternals, path: &str, before: SessionSnapshot) -> Self {
+    pub(crate) fn new(internals: &'a LockInternals, path: &str, before: SessionSnapshot) -> Self {
         NodeCleanup {
             internals,
             path: Some(path.to_string()),
@@ -581,7 +581,7 @@ impl<'a> NodeCleanup<'a> {
         }
     }
 
-    fn disarm(&mut self) {
+    pub(crate) fn disarm(&mut self) {
         self.path = None;
     }
 }
@@ -601,7 +601,17 @@ impl Drop for NodeCleanup<'_> {
     }
 }
 
-fn past(deadline: Option<Instant>, t: Instant) -> bool {
+/// Wakes `waiter` on every session transition (until unsubscribed).
+pub(crate) fn wake_on_session_change(client: &SharedClient, waiter: &Arc<Waiter>) -> ListenerId {
+    let w = Arc::downgrade(waiter);
+    client.session().subscribe(move |_: &SessionSnapshot| {
+        if let Some(w) = w.upgrade() {
+            w.signal(None);
+        }
+    })
+}
+
+pub(crate) fn past(deadline: Option<Instant>, t: Instant) -> bool {
     deadline.is_some_and(|d| t >= d)
 }
 

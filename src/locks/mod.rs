@@ -1,6 +1,9 @@
 //! Curator's lock recipes on one engine.
 //!
-//! - [`InterProcessMutex`]: a reentrant mutex (Curator's `InterProcessMutex`).
+//! - [`InterProcessMutex`]: a reentrant mutex (Curator's `InterProcessMutex`);
+//! - [`InterProcessReadWriteLock`]: readers/writer, with downgrade;
+//! - [`InterProcessSemaphoreV2`] and [`InterProcessSemaphoreMutex`]: N leases, and one;
+//! - [`InterProcessMultiLock`]: all or nothing over any of them.
 //!
 //! Every recipe implements [`InterProcessLock`]; [`InterProcessLock::lock`] returns a
 //! [`LockGuard`] that releases on drop and tells the holder whether it may have lost the lock
@@ -10,8 +13,12 @@ mod driver;
 mod guard;
 mod held;
 pub mod internals;
+mod multi;
 mod mutex;
+mod read_write;
 mod revocation;
+mod semaphore;
+mod shared_count;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -19,8 +26,14 @@ use std::time::{Duration, Instant};
 pub use driver::{sort_children, standard_sort_key, Decision, LockDriver, StandardDriver};
 pub use guard::LockGuard;
 pub use held::{HeldNode, LockState};
+pub use multi::InterProcessMultiLock;
 pub use mutex::InterProcessMutex;
+pub use read_write::{
+    InterProcessReadWriteLock, ReadLock, WriteLock, READ_LOCK_NAME, WRITE_LOCK_NAME,
+};
 pub use revocation::{Revoker, REVOKE_MESSAGE};
+pub use semaphore::{InterProcessSemaphoreMutex, InterProcessSemaphoreV2, Lease};
+pub use shared_count::SharedCount;
 
 use crate::error::Result;
 

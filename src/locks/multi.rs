@@ -1,0 +1,148 @@
+//! `InterProcessMultiLock`: several locks as one, all or nothing (Curator's
+//! `InterProcessMultiLock`), with two differences that matter in production:
+//! - a timed acquire shares **one deadline** across all locks (Curator gives each lock the full
+//!   timeout, so its worst case is N × timeout);
+//! - a release reports **every** failure (Curator keeps the first and a wrap count).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::client::SharedClient;
+use crate::error::{Error, Result};
+
+use super::held::HeldNode;
+use super::mutex::InterProcessMutex;
+use super::{deadline_after, InterProcessLock};
+
+/// All-or-nothing over any [`InterProcessLock`]s.
+///
+/// ```
+/// use zk_locks::client::memory::MemoryEnsemble;
+/// use zk_locks::locks::{InterProcessLock, InterProcessMultiLock};
+///
+/// let ensemble = MemoryEnsemble::new();
+/// let both = InterProcessMultiLock::from_paths(ensemble.connect(), &["/locks/a", "/locks/b"])?
+///     .ordered_by_path();
+/// let guard = both.lock()?;          // both held, or neither
+/// assert_eq!(guard.nodes().len(), 2);
+/// # drop(guard);
+/// # Ok::<(), zk_locks::Error>(())
+/// ```
+pub struct InterProcessMultiLock {
+    locks: Vec<(String, Box<dyn InterProcessLock>)>,
+}
+
+impl std::fmt::Debug for InterProcessMultiLock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list()
+            .entries(self.locks.iter().map(|(k, _)| k))
+            .finish()
+    }
+}
+
+impl InterProcessMultiLock {
+    /// Locks acquired in list order and released in reverse.
+    pub fn new(locks: Vec<Box<dyn InterProcessLock>>) -> Self {
+        let locks = locks
+            .into_iter()
+            .enumerate()
+            .map(|(i, l)| (format!("#{i}"), l))
+            .collect();
+        InterProcessMultiLock { locks }
+    }
+
+    /// Named locks (the names order them with [`Self::ordered_by_path`]).
+    pub fn with_names(locks: Vec<(String, Box<dyn InterProcessLock>)>) -> Self {
+        InterProcessMultiLock { locks }
+    }
+
+    /// A mutex per path, acquired in the order given.
+    pub fn from_paths(client: SharedClient, paths: &[&str]) -> Result<Self> {
+        let mut locks = Vec::with_capacity(paths.len());
+        for p in paths {
+            let m: Box<dyn InterProcessLock> = Box::new(InterProcessMutex::new(client.clone(), p)?);
+            locks.push((p.to_string(), m));
+        }
+        Ok(InterProcessMultiLock { locks })
+    }
+
+    /// Acquire in name (path) order instead of list order: two multi-locks over the same paths,
+    /// listed in different orders, then cannot deadlock each other.
+    pub fn ordered_by_path(mut self) -> Self {
+        self.locks.sort_by(|a, b| a.0.cmp(&b.0));
+        self
+    }
+
+    /// Acquires every lock before `deadline` or none: on failure or timeout, what this call
+    /// took is released in reverse order.
+    fn acquire_all(&self, deadline: Option<Instant>, timed: bool) -> Result<bool> {
+        let mut taken: Vec<&dyn InterProcessLock> = Vec::with_capacity(self.locks.len());
+        let mut outcome = Ok(true);
+        for (_, lock) in &self.locks {
+            let step = if timed {
+                let left = deadline.map_or(Duration::MAX, |d| {
+                    d.saturating_duration_since(Instant::now())
+                });
+                lock.acquire_timeout(left)
+            } else {
+                lock.acquire().map(|()| true)
+            };
+            match step {
+                Ok(true) => taken.push(lock.as_ref()),
+                Ok(false) => {
+                    outcome = Ok(false);
+                    break;
+                }
+                Err(e) => {
+                    outcome = Err(e);
+                    break;
+                }
+            }
+        }
+        if !matches!(outcome, Ok(true)) {
+            for lock in taken.iter().rev() {
+                if let Err(e) = lock.release() {
+                    log::warn!("multi-lock: releasing after a failed acquire: {e}");
+                }
+            }
+        }
+        outcome
+    }
+}
+
+impl InterProcessLock for InterProcessMultiLock {
+    fn acquire(&self) -> Result<()> {
+        self.acquire_all(None, false).map(|_| ())
+    }
+
+    fn acquire_timeout(&self, timeout: Duration) -> Result<bool> {
+        self.acquire_all(deadline_after(timeout), true)
+    }
+
+    /// Releases every lock in reverse order, going on after failures; the error lists them all.
+    fn release(&self) -> Result<()> {
+        let mut failures = Vec::new();
+        for (_, lock) in self.locks.iter().rev() {
+            if let Err(e) = lock.release() {
+                failures.push(e);
+            }
+        }
+        match failures.len() {
+            0 => Ok(()),
+            _ => Err(Error::Multiple(failures)),
+        }
+    }
+
+    fn is_acquired_in_this_process(&self) -> bool {
+        self.locks
+            .iter()
+            .all(|(_, l)| l.is_acquired_in_this_process())
+    }
+
+    fn held_nodes(&self) -> Vec<Arc<HeldNode>> {
+        self.locks
+            .iter()
+            .flat_map(|(_, l)| l.held_nodes())
+            .collect()
+    }
+}

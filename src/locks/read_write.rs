@@ -1,0 +1,343 @@
+//! `InterProcessReadWriteLock`: many readers or one writer, across processes, wire-compatible
+//! with Curator's (`_c_<uuid>-__READ__<seq>` and `_c_<uuid>-__WRIT__<seq>` nodes in one
+//! directory, one shared queue).
+//!
+//! Reentrant per thread on each side. A write holder may take the read lock and then release
+//! the write lock (**downgrade**): the read node then takes the write node's sequence, so a
+//! writer already queued stays behind it (Curator 5.5, CURATOR-621). A read holder asking for
+//! the write lock gets [`Error::UpgradeNotSupported`] at once (Curator waits forever).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::client::SharedClient;
+use crate::error::{Error, Result};
+use crate::paths;
+
+use super::driver::{standard_sort_key, Decision, LockDriver};
+use super::held::HeldNode;
+use super::internals::NodeKind;
+use super::mutex::InterProcessMutex;
+use super::InterProcessLock;
+
+/// Curator's read lock name.
+pub const READ_LOCK_NAME: &str = "__READ__";
+/// Curator's write lock name.
+pub const WRITE_LOCK_NAME: &str = "__WRIT__";
+
+/// Both kinds sort by their sequence in one queue: the text after the last `__READ__`, then
+/// after the last `__WRIT__` (Curator's `SortingLockInternalsDriver`).
+fn rw_sort_key(child: &str) -> &str {
+    standard_sort_key(standard_sort_key(child, READ_LOCK_NAME), WRITE_LOCK_NAME)
+}
+
+fn is_writer(child: &str) -> bool {
+    child.contains(WRITE_LOCK_NAME)
+}
+
+/// Writers: first among all children, readers included; watch the node just ahead.
+#[derive(Debug)]
+struct WriteDriver;
+
+impl LockDriver for WriteDriver {
+    fn lock_name(&self) -> &str {
+        WRITE_LOCK_NAME
+    }
+
+    fn sort_key<'a>(&self, child: &'a str) -> &'a str {
+        rw_sort_key(child)
+    }
+
+    fn decide(&self, sorted: &[String], our_index: usize) -> Decision {
+        if our_index == 0 {
+            return Decision::Acquired;
+        }
+        let predecessor = sorted[our_index - 1].clone();
+        // A writer ahead may downgrade: its read node appears with the writer's own sequence,
+        // ahead of us, just before the write node goes. So only a reader as the last node
+        // ahead lets us in without listing again.
+        let last_ahead = our_index == 1 && !is_writer(&predecessor);
+        Decision::Watch {
+            predecessor,
+            last_ahead,
+        }
+    }
+}
+
+/// Readers: hold unless a writer is ahead (or this thread owns the write lock); watch the
+/// first writer ahead.
+struct ReadDriver {
+    write: Arc<InterProcessMutex>,
+}
+
+impl std::fmt::Debug for ReadDriver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ReadDriver")
+    }
+}
+
+impl LockDriver for ReadDriver {
+    fn lock_name(&self) -> &str {
+        READ_LOCK_NAME
+    }
+
+    fn sort_key<'a>(&self, child: &'a str) -> &'a str {
+        rw_sort_key(child)
+    }
+
+    fn decide(&self, sorted: &[String], our_index: usize) -> Decision {
+        // Called on the acquiring thread: a downgrading write holder reads at once (its own
+        // write node, with the same sequence, may sort either side of its read node).
+        if self.write.is_owned_by_current_thread() {
+            return Decision::Acquired;
+        }
+        let mut writers = sorted[..our_index].iter().filter(|c| is_writer(c));
+        match writers.next() {
+            None => Decision::Acquired,
+            Some(first) => Decision::Watch {
+                predecessor: first.clone(),
+                // A downgrade of that writer adds a reader, which does not block us.
+                last_ahead: writers.next().is_none(),
+            },
+        }
+    }
+}
+
+/// A read/write lock across processes (Curator's `InterProcessReadWriteLock`).
+///
+/// ```
+/// use zk_locks::client::memory::MemoryEnsemble;
+/// use zk_locks::locks::{InterProcessLock, InterProcessReadWriteLock};
+///
+/// let ensemble = MemoryEnsemble::new();
+/// let rw = InterProcessReadWriteLock::new(ensemble.connect(), "/locks/catalog")?;
+/// let w = rw.write_lock().lock()?;        // exclusive
+/// let r = rw.read_lock().lock()?;         // downgrade: take read while holding write...
+/// drop(w);                                // ...then let the write lock go
+/// assert!(r.is_valid());
+/// # drop(r);
+/// # Ok::<(), zk_locks::Error>(())
+/// ```
+#[derive(Debug)]
+pub struct InterProcessReadWriteLock {
+    read: ReadLock,
+    write: WriteLock,
+}
+
+/// The shared side of an [`InterProcessReadWriteLock`].
+#[derive(Debug)]
+pub struct ReadLock {
+    read: Arc<InterProcessMutex>,
+    write: Arc<InterProcessMutex>,
+}
+
+/// The exclusive side of an [`InterProcessReadWriteLock`].
+#[derive(Debug)]
+pub struct WriteLock {
+    read: Arc<InterProcessMutex>,
+    write: Arc<InterProcessMutex>,
+}
+
+impl InterProcessReadWriteLock {
+    /// A read/write lock at `path`.
+    pub fn new(client: SharedClient, path: &str) -> Result<Self> {
+        Self::build(client, path, None)
+    }
+
+    /// A read/write lock whose nodes (of both kinds) hold `data`.
+    pub fn with_data(client: SharedClient, path: &str, data: impl Into<Vec<u8>>) -> Result<Self> {
+        Self::build(client, path, Some(data.into()))
+    }
+
+    fn build(client: SharedClient, path: &str, data: Option<Vec<u8>>) -> Result<Self> {
+        let mut write =
+            InterProcessMutex::with_driver(client.clone(), path, Arc::new(WriteDriver))?;
+        if let Some(d) = &data {
+            write = write.with_data(d.clone());
+        }
+        let write = Arc::new(write);
+        let mut read = InterProcessMutex::with_driver(
+            client,
+            path,
+            Arc::new(ReadDriver {
+                write: write.clone(),
+            }),
+        )?;
+        if let Some(d) = data {
+            read = read.with_data(d);
+        }
+        let read = Arc::new(read);
+        Ok(InterProcessReadWriteLock {
+            read: ReadLock {
+                read: read.clone(),
+                write: write.clone(),
+            },
+            write: WriteLock { read, write },
+        })
+    }
+
+    /// The read (shared) lock.
+    pub fn read_lock(&self) -> &ReadLock {
+        &self.read
+    }
+
+    /// The write (exclusive) lock.
+    pub fn write_lock(&self) -> &WriteLock {
+        &self.write
+    }
+}
+
+fn participants(mutex: &InterProcessMutex, lock_name: &str) -> Result<Vec<String>> {
+    let all = mutex.participant_nodes()?;
+    Ok(all
+        .into_iter()
+        .filter(|p| paths::node_name(p).contains(lock_name))
+        .collect())
+}
+
+impl ReadLock {
+    /// Read nodes in queue order, as full paths.
+    pub fn participant_nodes(&self) -> Result<Vec<String>> {
+        participants(&self.read, READ_LOCK_NAME)
+    }
+
+    /// True when the calling thread holds the read lock.
+    pub fn is_owned_by_current_thread(&self) -> bool {
+        self.read.is_owned_by_current_thread()
+    }
+
+    fn acquire_with(&self, timeout: Option<Duration>) -> Result<bool> {
+        let kind = match self.downgrade_sequence()? {
+            Some(seq) => NodeKind::WithSequence(seq),
+            None => NodeKind::Sequential,
+        };
+        self.read.acquire_with(timeout, kind)
+    }
+
+    /// When this thread holds the write lock (and not yet the read lock), the read node takes
+    /// the write node's sequence.
+    fn downgrade_sequence(&self) -> Result<Option<i32>> {
+        if self.read.is_owned_by_current_thread() {
+            return Ok(None);
+        }
+        let Some(node) = self.write.held_node() else {
+            return Ok(None);
+        };
+        let name = paths::node_name(node.path());
+        match paths::sequence_after(name, WRITE_LOCK_NAME) {
+            Some(seq) => Ok(Some(seq)),
+            None => Err(Error::InvalidArgument {
+                name: "write node",
+                reason: format!("{name:?} has no sequence to downgrade with"),
+            }),
+        }
+    }
+}
+
+impl InterProcessLock for ReadLock {
+    fn acquire(&self) -> Result<()> {
+        match self.acquire_with(None)? {
+            true => Ok(()),
+            false => Err(Error::Closed),
+        }
+    }
+
+    fn acquire_timeout(&self, timeout: Duration) -> Result<bool> {
+        self.acquire_with(Some(timeout))
+    }
+
+    fn release(&self) -> Result<()> {
+        self.read.release()
+    }
+
+    fn is_acquired_in_this_process(&self) -> bool {
+        self.read.is_acquired_in_this_process()
+    }
+
+    fn held_nodes(&self) -> Vec<Arc<HeldNode>> {
+        self.read.held_nodes()
+    }
+}
+
+impl WriteLock {
+    /// Write nodes in queue order, as full paths.
+    pub fn participant_nodes(&self) -> Result<Vec<String>> {
+        participants(&self.write, WRITE_LOCK_NAME)
+    }
+
+    /// True when the calling thread holds the write lock.
+    pub fn is_owned_by_current_thread(&self) -> bool {
+        self.write.is_owned_by_current_thread()
+    }
+
+    fn check_upgrade(&self) -> Result<()> {
+        // Our own read node is ahead of any write node we would create: waiting would never
+        // end. Re-entering a write lock we hold (after a downgrade too) is fine.
+        if self.read.is_owned_by_current_thread() && !self.write.is_owned_by_current_thread() {
+            return Err(Error::UpgradeNotSupported {
+                path: self.write.path().to_string(),
+            });
+        }
+        Ok(())
+    }
+}
+
+impl InterProcessLock for WriteLock {
+    fn acquire(&self) -> Result<()> {
+        self.check_upgrade()?;
+        self.write.acquire()
+    }
+
+    fn acquire_timeout(&self, timeout: Duration) -> Result<bool> {
+        self.check_upgrade()?;
+        self.write.acquire_timeout(timeout)
+    }
+
+    fn release(&self) -> Result<()> {
+        self.write.release()
+    }
+
+    fn is_acquired_in_this_process(&self) -> bool {
+        self.write.is_acquired_in_this_process()
+    }
+
+    fn held_nodes(&self) -> Vec<Arc<HeldNode>> {
+        self.write.held_nodes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn sort_key_strips_both_names() {
+        assert_eq!(rw_sort_key("_c_a-__READ__0000000003"), "0000000003");
+        assert_eq!(rw_sort_key("_c_a-__WRIT__0000000004"), "0000000004");
+        assert_eq!(rw_sort_key("other"), "other");
+    }
+
+    #[test]
+    fn writer_hand_off_only_after_a_reader() {
+        let c = names(&["a-__WRIT__0000000001", "b-__WRIT__0000000002"]);
+        assert_eq!(
+            WriteDriver.decide(&c, 1),
+            Decision::Watch {
+                predecessor: c[0].clone(),
+                last_ahead: false
+            }
+        );
+        let c = names(&["a-__READ__0000000001", "b-__WRIT__0000000002"]);
+        assert_eq!(
+            WriteDriver.decide(&c, 1),
+            Decision::Watch {
+                predecessor: c[0].clone(),
+                last_ahead: true
+            }
+        );
+    }
+}
