@@ -1,0 +1,300 @@
+//! Deterministic failure modes of the lock engine on the in-memory ensemble: connection loss
+//! before/after the create is applied, session loss at exact points, request counts, herd.
+
+mod common;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc};
+use std::thread;
+use std::time::Duration;
+
+use common::{eventually, Memory};
+use zk_locks::client::memory::{Fault, MemoryEnsemble, Op};
+use zk_locks::locks::{InterProcessLock, InterProcessMutex, LockState};
+use zk_locks::ZkClient;
+
+const PATIENCE: Duration = Duration::from_secs(10);
+
+fn mutex(c: &Arc<zk_locks::client::memory::MemoryClient>, path: &str) -> InterProcessMutex {
+    InterProcessMutex::new(c.clone(), path).unwrap()
+}
+
+#[test]
+fn connection_loss_before_create_is_applied_creates_once() {
+    let e = MemoryEnsemble::new();
+    let c = e.connect();
+    let m = mutex(&c, "/locks/a");
+    m.acquire().unwrap(); // parents exist from here on
+    m.release().unwrap();
+    c.inject(Fault::before(Op::Create));
+    let g = m.lock().unwrap();
+    assert_eq!(e.children("/locks/a").unwrap().len(), 1);
+    drop(g);
+    assert_eq!(e.children("/locks/a").unwrap().len(), 0);
+}
+
+#[test]
+fn connection_loss_after_create_is_applied_adopts_our_node() {
+    let e = MemoryEnsemble::new();
+    let c = e.connect();
+    let m = mutex(&c, "/locks/a");
+    m.acquire().unwrap();
+    m.release().unwrap();
+    c.inject(Fault::after(Op::Create));
+    let g = m.lock().unwrap();
+    let kids = e.children("/locks/a").unwrap();
+    assert_eq!(kids.len(), 1, "adopted, not created twice: {kids:?}");
+    assert_eq!(g.node_path().unwrap(), format!("/locks/a/{}", kids[0]));
+    drop(g);
+    assert_eq!(e.children("/locks/a").unwrap().len(), 0, "no orphan");
+}
+
+#[test]
+fn a_node_left_by_our_previous_session_is_not_adopted() {
+    // CURATOR-498: the create is applied, the connection drops, and the session expires before
+    // we look: the node we find by prefix (if the server still lists it) is not ours.
+    let e = MemoryEnsemble::new();
+    let c = e.connect();
+    let m = mutex(&c, "/locks/a");
+    m.acquire().unwrap();
+    m.release().unwrap();
+    let c2 = c.clone();
+    let expired = Arc::new(AtomicUsize::new(0));
+    let ex = expired.clone();
+    c.inject(Fault::after(Op::Create));
+    c.on_request(Some(Box::new(move |op, _path| {
+        // The first look-up after the lost create: expire the session first.
+        if op == Op::GetChildren && ex.fetch_add(1, Ordering::SeqCst) == 0 {
+            let c3 = c2.clone();
+            thread::spawn(move || c3.expire()).join().unwrap();
+        }
+    })));
+    let g = m.lock().unwrap();
+    c.on_request(None);
+    let kids = e.children("/locks/a").unwrap();
+    assert_eq!(kids.len(), 1, "{kids:?}");
+    let (_, stat) = e.node(g.node_path().unwrap()).unwrap();
+    assert_eq!(stat.ephemeral_owner, c.session_id(), "owned by the current session");
+    assert_eq!(g.state(), LockState::Held);
+}
+
+#[test]
+fn our_node_vanishing_while_waiting_retries_with_a_new_node() {
+    let e = MemoryEnsemble::new();
+    let (c1, c2) = (e.connect(), e.connect());
+    let m1 = mutex(&c1, "/l");
+    let m2 = mutex(&c2, "/l");
+    let g = m1.lock().unwrap();
+    thread::scope(|s| {
+        let w = s.spawn(|| m2.acquire_timeout(PATIENCE).unwrap());
+        eventually(PATIENCE, "queued", || e.children("/l").unwrap().len() == 2);
+        let theirs = m1.participant_nodes().unwrap()[1].clone();
+        c1.delete(&theirs, None).unwrap(); // deleted by hand (Curator's testNoOrphanedNodes idea)
+        eventually(PATIENCE, "re-queued", || e.children("/l").unwrap().len() == 2);
+        drop(g);
+        assert!(w.join().unwrap());
+    });
+    m2.release().unwrap();
+    assert!(e.children("/l").unwrap().is_empty());
+}
+
+#[test]
+fn uncontended_acquire_release_is_three_requests() {
+    let e = MemoryEnsemble::new();
+    let c = e.connect();
+    let m = mutex(&c, "/locks/count");
+    m.acquire().unwrap();
+    m.release().unwrap();
+    c.reset_counters();
+    for _ in 0..10 {
+        m.acquire().unwrap();
+        m.release().unwrap();
+    }
+    let n = c.counters();
+    assert_eq!((n.create, n.get_children, n.delete), (10, 10, 10), "{n:?}");
+    assert_eq!(n.requests(), 30, "{n:?}");
+}
+
+/// A thread that owns one mutex and acquires or releases it on command (a reentrant mutex is
+/// released by the thread that took it).
+struct Worker {
+    tx: mpsc::Sender<(bool, mpsc::Sender<()>)>,
+}
+
+impl Worker {
+    fn start(m: InterProcessMutex) -> Worker {
+        let (tx, rx) = mpsc::channel::<(bool, mpsc::Sender<()>)>();
+        thread::spawn(move || {
+            for (acquire, done) in rx {
+                if acquire {
+                    m.acquire().unwrap();
+                } else {
+                    m.release().unwrap();
+                }
+                let _ = done.send(());
+            }
+        });
+        Worker { tx }
+    }
+
+    /// Starts the command; the returned receiver says when it is done.
+    fn start_cmd(&self, acquire: bool) -> mpsc::Receiver<()> {
+        let (done_tx, done_rx) = mpsc::channel();
+        self.tx.send((acquire, done_tx)).unwrap();
+        done_rx
+    }
+}
+
+#[test]
+fn two_sessions_alternating_cost_four_requests_per_acquisition() {
+    let e = MemoryEnsemble::new();
+    let (c1, c2) = (e.connect(), e.connect());
+    let workers = [Worker::start(mutex(&c1, "/l")), Worker::start(mutex(&c2, "/l"))];
+    workers[0].start_cmd(true).recv().unwrap();
+    c1.reset_counters();
+    c2.reset_counters();
+    let rounds = 20;
+    for round in 0..rounds {
+        let (holder, waiter) = (&workers[round % 2], &workers[(round + 1) % 2]);
+        let acquired = waiter.start_cmd(true);
+        eventually(PATIENCE, "waiter queued", || e.children("/l").unwrap().len() == 2);
+        holder.start_cmd(false).recv().unwrap();
+        acquired.recv().unwrap();
+    }
+    workers[rounds % 2].start_cmd(false).recv().unwrap();
+    let (n1, n2) = (c1.counters(), c2.counters());
+    // Each contended acquisition: create, list, watch (get_data), and the delete on release;
+    // the hand-off itself needs no second listing.
+    assert_eq!(n1.requests() + n2.requests(), 4 * rounds as u64, "{n1:?} {n2:?}");
+    assert_eq!(n1.get_children + n2.get_children, rounds as u64, "{n1:?} {n2:?}");
+}
+
+#[test]
+fn deep_queue_waiter_relists_once() {
+    let e = MemoryEnsemble::new();
+    let cs: Vec<_> = (0..3).map(|_| e.connect()).collect();
+    let ms: Vec<_> = cs.iter().map(|c| mutex(c, "/l")).collect();
+    let g0 = ms[0].lock().unwrap();
+    thread::scope(|s| {
+        let w1 = s.spawn(|| ms[1].lock().map(|g| g.unlock()).unwrap());
+        eventually(PATIENCE, "1 queued", || e.children("/l").unwrap().len() == 2);
+        cs[2].reset_counters();
+        let w2 = s.spawn(|| {
+            let g = ms[2].lock().unwrap();
+            let n = cs[2].counters();
+            drop(g);
+            n
+        });
+        eventually(PATIENCE, "2 queued", || e.children("/l").unwrap().len() == 3);
+        drop(g0);
+        w1.join().unwrap().unwrap();
+        let n = w2.join().unwrap();
+        // create, list (2 ahead), watch #1, list again after #1's deletion (then 0 ahead).
+        assert_eq!((n.create, n.get_children, n.get_data), (1, 2, 1), "{n:?}");
+    });
+}
+
+#[test]
+fn one_release_wakes_one_waiter() {
+    let e = MemoryEnsemble::new();
+    let holder_c = e.connect();
+    let holder = mutex(&holder_c, "/l");
+    let g = holder.lock().unwrap();
+    let n = 50;
+    let clients: Vec<_> = (0..n).map(|_| e.connect()).collect();
+    let acquired = AtomicUsize::new(0);
+    thread::scope(|s| {
+        let ms: Vec<_> = clients.iter().map(|c| mutex(c, "/l")).collect();
+        let (tx, rx) = mpsc::channel::<()>();
+        let rx = parking_lot::Mutex::new(rx);
+        for m in &ms {
+            let (acquired, rx) = (&acquired, &rx);
+            s.spawn(move || {
+                let _g = m.lock().unwrap();
+                acquired.fetch_add(1, Ordering::SeqCst);
+                // Hold until the test lets go, so only one hand-off happens at first.
+                let _ = rx.lock().recv();
+            });
+        }
+        eventually(PATIENCE, "all queued", || e.children("/l").unwrap().len() == n + 1);
+        let before: u64 = clients.iter().map(|c| c.counters().watch_events).sum();
+        drop(g);
+        eventually(PATIENCE, "one acquired", || acquired.load(Ordering::SeqCst) == 1);
+        let after: u64 = clients.iter().map(|c| c.counters().watch_events).sum();
+        assert_eq!(after - before, 1, "exactly one watch event for one release");
+        for _ in 0..n {
+            tx.send(()).unwrap();
+        }
+    });
+    assert_eq!(acquired.load(Ordering::SeqCst), n);
+    assert_eq!(e.watch_count(), 0);
+}
+
+#[test]
+fn holder_sees_suspect_then_held_on_a_blip_and_lost_on_expiry() {
+    let e = MemoryEnsemble::new();
+    let c = e.connect();
+    let m = mutex(&c, "/l");
+    let g = m.lock().unwrap();
+    c.suspend();
+    assert_eq!(g.state(), LockState::Suspect);
+    c.resume();
+    common::wait_connected(c.as_ref());
+    assert_eq!(g.state(), LockState::Held);
+    thread::scope(|s| {
+        let waiting = s.spawn(|| g.wait_while_held(Some(PATIENCE)));
+        c.expire();
+        assert_eq!(waiting.join().unwrap(), LockState::Lost);
+    });
+    assert_eq!(g.state(), LockState::Lost);
+}
+
+#[test]
+fn node_deleted_by_hand_while_holding_is_lost_after_reconnect() {
+    let e = MemoryEnsemble::new();
+    let (c, admin) = (e.connect(), e.connect());
+    let m = mutex(&c, "/l");
+    let g = m.lock().unwrap();
+    admin.delete(g.node_path().unwrap(), None).unwrap();
+    c.suspend();
+    c.resume();
+    common::wait_connected(c.as_ref());
+    assert_eq!(g.state(), LockState::Lost);
+}
+
+#[test]
+fn thousand_waiters_are_served_in_order() {
+    let e = MemoryEnsemble::new();
+    let c = e.connect();
+    let holder = Arc::new(mutex(&c, "/deep"));
+    let n = 1000;
+    let order = Arc::new(parking_lot::Mutex::new(Vec::with_capacity(n)));
+    let g = holder.lock().unwrap();
+    let clients: Vec<_> = (0..n).map(|_| e.connect()).collect();
+    thread::scope(|s| {
+        for (i, cl) in clients.iter().enumerate() {
+            let order = order.clone();
+            let m = mutex(cl, "/deep");
+            thread::Builder::new()
+                .stack_size(64 * 1024)
+                .spawn_scoped(s, move || {
+                    let _g = m.lock().unwrap();
+                    order.lock().push(i);
+                })
+                .unwrap();
+            eventually(PATIENCE, "queued", || e.children("/deep").unwrap().len() == i + 2);
+        }
+        drop(g);
+    });
+    let order = order.lock();
+    assert_eq!(*order, (0..n).collect::<Vec<_>>());
+    assert_eq!(e.watch_count(), 0);
+}
+
+#[test]
+fn memory_backend_module_is_used() {
+    // Keeps the shared harness's memory helpers exercised from this file too.
+    let m = Memory::new();
+    let c = m.connect_memory();
+    assert!(c.session().state().is_connected());
+}
