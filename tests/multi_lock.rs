@@ -1,0 +1,250 @@
+//! InterProcessMultiLock: the base mutex cases over two paths, Curator's
+//! testSomeReleasesFail / testSomeLocksFailToLock, mixed kinds, and ordering against deadlock.
+
+mod common;
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Barrier};
+use std::thread;
+use std::time::Duration;
+
+use common::{children, Backend};
+use zk_locks::locks::{
+    HeldNode, InterProcessLock, InterProcessMultiLock, InterProcessMutex, InterProcessReadWriteLock,
+    InterProcessSemaphoreMutex,
+};
+use zk_locks::{Error, Result, SharedClient};
+
+fn paths(b: &dyn Backend) -> (String, String) {
+    let root = b.root();
+    (format!("{root}/locks/our-lock-1"), format!("{root}/locks/our-lock-2"))
+}
+
+fn basic_two_paths(b: &dyn Backend) {
+    let (p1, p2) = paths(b);
+    let c = b.connect();
+    let multi = InterProcessMultiLock::from_paths(c.client.clone(), &[&p1, &p2]).unwrap();
+    let g = multi.lock().unwrap();
+    assert_eq!(g.nodes().len(), 2);
+    assert!(multi.is_acquired_in_this_process());
+    assert_eq!(children(c.client.as_ref(), &p1).len(), 1);
+    assert_eq!(children(c.client.as_ref(), &p2).len(), 1);
+    // Reentrancy through the inner mutexes.
+    multi.acquire().unwrap();
+    multi.release().unwrap();
+    assert!(multi.is_acquired_in_this_process());
+    drop(g);
+    assert!(!multi.is_acquired_in_this_process());
+    assert!(children(c.client.as_ref(), &p1).is_empty() && children(c.client.as_ref(), &p2).is_empty());
+}
+
+fn two_clients_exclude(b: &dyn Backend) {
+    let (p1, p2) = paths(b);
+    let inside = AtomicBool::new(false);
+    let clients: Vec<_> = (0..3).map(|_| b.connect()).collect();
+    thread::scope(|s| {
+        for c in &clients {
+            let (inside, p1, p2) = (&inside, &p1, &p2);
+            s.spawn(move || {
+                let multi = InterProcessMultiLock::from_paths(c.client.clone(), &[p1, p2]).unwrap();
+                for _ in 0..5 {
+                    let _g = multi.lock().unwrap();
+                    assert!(!inside.swap(true, Ordering::SeqCst), "two holders");
+                    inside.store(false, Ordering::SeqCst);
+                }
+            });
+        }
+    });
+}
+
+fn timeout_takes_nothing(b: &dyn Backend) {
+    let (p1, p2) = paths(b);
+    let (c1, c2) = (b.connect(), b.connect());
+    let blocker = InterProcessMutex::new(c1.client.clone(), &p2).unwrap();
+    let g = blocker.lock().unwrap();
+    let multi = InterProcessMultiLock::from_paths(c2.client.clone(), &[&p1, &p2]).unwrap();
+    assert!(!multi.acquire_timeout(Duration::from_millis(100)).unwrap());
+    assert!(children(c1.client.as_ref(), &p1).is_empty(), "lock 1 was given back");
+    drop(g);
+}
+
+/// A test double: a lock whose acquire or release fails on demand.
+struct Flaky {
+    fail_acquire: bool,
+    fail_release: bool,
+    held: AtomicUsize,
+}
+
+impl Flaky {
+    fn new(fail_acquire: bool, fail_release: bool) -> Flaky {
+        Flaky { fail_acquire, fail_release, held: AtomicUsize::new(0) }
+    }
+}
+
+impl InterProcessLock for Arc<Flaky> {
+    fn acquire(&self) -> Result<()> {
+        if self.fail_acquire {
+            return Err(Error::SessionLost { path: "/flaky".into() });
+        }
+        self.held.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    }
+    fn acquire_timeout(&self, _t: Duration) -> Result<bool> {
+        self.acquire().map(|()| true)
+    }
+    fn release(&self) -> Result<()> {
+        if self.fail_release {
+            return Err(Error::NotOwner { path: "/flaky".into() });
+        }
+        self.held.fetch_sub(1, Ordering::SeqCst);
+        Ok(())
+    }
+    fn is_acquired_in_this_process(&self) -> bool {
+        self.held.load(Ordering::SeqCst) > 0
+    }
+    fn held_nodes(&self) -> Vec<Arc<HeldNode>> {
+        Vec::new()
+    }
+}
+
+/// Curator's testSomeReleasesFail: every lock is released, every failure reported.
+fn some_releases_fail(b: &dyn Backend) {
+    let (p1, _) = paths(b);
+    let c = b.connect();
+    let bad1 = Arc::new(Flaky::new(false, true));
+    let bad2 = Arc::new(Flaky::new(false, true));
+    let good = Arc::new(InterProcessMutex::new(c.client.clone(), &p1).unwrap());
+    struct Shared(Arc<InterProcessMutex>);
+    impl InterProcessLock for Shared {
+        fn acquire(&self) -> Result<()> {
+            self.0.acquire()
+        }
+        fn acquire_timeout(&self, t: Duration) -> Result<bool> {
+            self.0.acquire_timeout(t)
+        }
+        fn release(&self) -> Result<()> {
+            self.0.release()
+        }
+        fn is_acquired_in_this_process(&self) -> bool {
+            self.0.is_acquired_in_this_process()
+        }
+        fn held_nodes(&self) -> Vec<Arc<HeldNode>> {
+            self.0.held_nodes()
+        }
+    }
+    let multi = InterProcessMultiLock::new(vec![
+        Box::new(Shared(good.clone())),
+        Box::new(bad1.clone()),
+        Box::new(bad2.clone()),
+    ]);
+    multi.acquire().unwrap();
+    match multi.release() {
+        Err(Error::Multiple(errors)) => assert_eq!(errors.len(), 2, "every failure: {errors:?}"),
+        other => panic!("{other:?}"),
+    }
+    assert!(!good.is_acquired_in_this_process(), "the good lock was released despite the failures");
+    assert!(bad1.is_acquired_in_this_process() && bad2.is_acquired_in_this_process());
+}
+
+/// Curator's testSomeLocksFailToLock: what was taken is given back, the error propagates.
+fn some_locks_fail_to_lock(b: &dyn Backend) {
+    let (p1, _) = paths(b);
+    let c = b.connect();
+    let good = InterProcessMutex::new(c.client.clone(), &p1).unwrap();
+    let bad = Arc::new(Flaky::new(true, false));
+    let multi = InterProcessMultiLock::new(vec![Box::new(good), Box::new(bad)]);
+    assert!(matches!(multi.acquire(), Err(Error::SessionLost { .. })));
+    assert!(children(c.client.as_ref(), &p1).is_empty());
+    assert!(matches!(multi.acquire_timeout(Duration::from_secs(1)), Err(Error::SessionLost { .. })));
+    assert!(children(c.client.as_ref(), &p1).is_empty());
+}
+
+fn mixed_kinds(b: &dyn Backend) {
+    let root = b.root();
+    let c = b.connect();
+    let client: SharedClient = c.client.clone();
+    let rw = InterProcessReadWriteLock::new(client.clone(), &format!("{root}/rw")).unwrap();
+    struct WriteOf(InterProcessReadWriteLock);
+    impl InterProcessLock for WriteOf {
+        fn acquire(&self) -> Result<()> {
+            self.0.write_lock().acquire()
+        }
+        fn acquire_timeout(&self, t: Duration) -> Result<bool> {
+            self.0.write_lock().acquire_timeout(t)
+        }
+        fn release(&self) -> Result<()> {
+            self.0.write_lock().release()
+        }
+        fn is_acquired_in_this_process(&self) -> bool {
+            self.0.write_lock().is_acquired_in_this_process()
+        }
+        fn held_nodes(&self) -> Vec<Arc<HeldNode>> {
+            self.0.write_lock().held_nodes()
+        }
+    }
+    let multi = InterProcessMultiLock::new(vec![
+        Box::new(InterProcessMutex::new(client.clone(), &format!("{root}/m")).unwrap()),
+        Box::new(InterProcessSemaphoreMutex::new(client.clone(), &format!("{root}/sm")).unwrap()),
+        Box::new(WriteOf(rw)),
+    ]);
+    let g = multi.try_lock_for(Duration::from_secs(10)).unwrap().expect("all three");
+    assert_eq!(g.nodes().len(), 3);
+    assert!(g.is_valid());
+    assert!(g.fencing_token().is_ok());
+    g.unlock().unwrap();
+    assert!(children(client.as_ref(), &format!("{root}/m")).is_empty());
+    assert!(children(client.as_ref(), &format!("{root}/sm/leases")).is_empty());
+    assert!(children(client.as_ref(), &format!("{root}/rw")).is_empty());
+}
+
+/// Two multi-locks over the same paths listed in opposite orders: without ordering they can
+/// deadlock (broken here by timeouts); with `ordered_by_path` they never do.
+fn ordering_prevents_deadlock(b: &dyn Backend) {
+    let (p1, p2) = paths(b);
+    let run = |ordered: bool| -> usize {
+        let (c1, c2) = (b.connect(), b.connect());
+        let a = InterProcessMultiLock::from_paths(c1.client.clone(), &[&p1, &p2]).unwrap();
+        let z = InterProcessMultiLock::from_paths(c2.client.clone(), &[&p2, &p1]).unwrap();
+        let (a, z) = if ordered { (a.ordered_by_path(), z.ordered_by_path()) } else { (a, z) };
+        let timeouts = AtomicUsize::new(0);
+        let barrier = Barrier::new(2);
+        thread::scope(|s| {
+            for m in [&a, &z] {
+                let (timeouts, barrier) = (&timeouts, &barrier);
+                s.spawn(move || {
+                    barrier.wait();
+                    for _ in 0..5 {
+                        match m.acquire_timeout(Duration::from_millis(300)).unwrap() {
+                            true => m.release().unwrap(),
+                            false => {
+                                timeouts.fetch_add(1, Ordering::SeqCst);
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        timeouts.load(Ordering::SeqCst)
+    };
+    assert_eq!(run(true), 0, "ordered multi-locks never time out against each other");
+}
+
+macro_rules! suite {
+    ($name:ident, $backend:expr, [$($case:ident),* $(,)?]) => {
+        mod $name {
+            $(
+                #[test]
+                fn $case() {
+                    if let Some(b) = $backend {
+                        super::$case(&b);
+                    }
+                }
+            )*
+        }
+    };
+}
+
+suite!(memory, Some(crate::common::Memory::new()), [
+    basic_two_paths, two_clients_exclude, timeout_takes_nothing, some_releases_fail,
+    some_locks_fail_to_lock, mixed_kinds, ordering_prevents_deadlock,
+]);

@@ -1,0 +1,260 @@
+//! InterProcessReadWriteLock: Curator's TestInterProcessReadWriteLock cases plus writer
+//! progress and faults, on the memory backend and a real server.
+
+mod common;
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Barrier};
+use std::thread;
+use std::time::Duration;
+
+use common::{children, eventually, Backend};
+use zk_locks::locks::{InterProcessLock, InterProcessReadWriteLock};
+use zk_locks::Error;
+
+fn participant_nodes(b: &dyn Backend) {
+    let path = format!("{}/lock", b.root());
+    let readers = 20;
+    let writers = 8;
+    let clients: Vec<_> = (0..readers + writers).map(|_| b.connect()).collect();
+    let inspector = InterProcessReadWriteLock::new(b.connect().client, &path).unwrap();
+    let hold = Barrier::new(readers + 1);
+    let release = AtomicBool::new(false);
+    thread::scope(|s| {
+        for (i, c) in clients.iter().enumerate() {
+            let (hold, release, path) = (&hold, &release, &path);
+            s.spawn(move || {
+                let rw = InterProcessReadWriteLock::new(c.client.clone(), path).unwrap();
+                if i < readers {
+                    let _g = rw.read_lock().lock().unwrap();
+                    hold.wait();
+                    while !release.load(Ordering::SeqCst) {
+                        thread::sleep(Duration::from_millis(5));
+                    }
+                } else {
+                    let _ = rw.write_lock().acquire_timeout(Duration::from_secs(60)).unwrap();
+                    let _ = rw.write_lock().release();
+                }
+            });
+        }
+        hold.wait();
+        eventually(b.patience(), "writers queued", || {
+            inspector.write_lock().participant_nodes().unwrap().len() == writers
+        });
+        assert_eq!(inspector.read_lock().participant_nodes().unwrap().len(), readers);
+        assert_eq!(inspector.write_lock().participant_nodes().unwrap().len(), writers);
+        release.store(true, Ordering::SeqCst);
+    });
+}
+
+fn upgrade_is_refused(b: &dyn Backend) {
+    let c = b.connect();
+    let rw = InterProcessReadWriteLock::new(c.client.clone(), &format!("{}/lock", b.root())).unwrap();
+    rw.read_lock().acquire().unwrap();
+    assert!(matches!(rw.write_lock().acquire_timeout(Duration::from_secs(5)), Err(Error::UpgradeNotSupported { .. })));
+    assert!(matches!(rw.write_lock().acquire(), Err(Error::UpgradeNotSupported { .. })));
+    rw.read_lock().release().unwrap();
+    assert!(rw.write_lock().acquire_timeout(Duration::from_secs(5)).unwrap());
+    rw.write_lock().release().unwrap();
+}
+
+fn downgrade_respects_threads(b: &dyn Backend) {
+    let c = b.connect();
+    let rw = Arc::new(InterProcessReadWriteLock::new(c.client.clone(), &format!("{}/lock", b.root())).unwrap());
+    rw.write_lock().acquire().unwrap();
+    let rw2 = rw.clone();
+    let got = thread::spawn(move || rw2.read_lock().acquire_timeout(Duration::from_millis(200)).unwrap());
+    assert!(!got.join().unwrap(), "another thread cannot read while this one writes");
+    rw.write_lock().release().unwrap();
+}
+
+fn downgrading(b: &dyn Backend) {
+    let c = b.connect();
+    let path = format!("{}/lock", b.root());
+    let rw = InterProcessReadWriteLock::new(c.client.clone(), &path).unwrap();
+    assert!(rw.write_lock().acquire_timeout(Duration::from_secs(5)).unwrap());
+    assert!(rw.read_lock().acquire_timeout(Duration::from_secs(5)).unwrap());
+    let names = children(c.client.as_ref(), &path);
+    let seq = |kind: &str| names.iter().find(|n| n.contains(kind)).map(|n| n[n.len() - 10..].to_string());
+    assert_eq!(seq("__READ__"), seq("__WRIT__"), "the read node takes the write node's sequence: {names:?}");
+    rw.write_lock().release().unwrap();
+    assert_eq!(children(c.client.as_ref(), &path).len(), 1);
+    rw.read_lock().release().unwrap();
+    assert!(children(c.client.as_ref(), &path).is_empty());
+}
+
+/// CURATOR-621: a writer queued behind a downgrading writer stays blocked.
+fn contending_downgrade(b: &dyn Backend) {
+    let path = format!("{}/lock", b.root());
+    let (c1, c2) = (b.connect(), b.connect());
+    let rw1 = InterProcessReadWriteLock::new(c1.client.clone(), &path).unwrap();
+    let rw2 = InterProcessReadWriteLock::new(c2.client.clone(), &path).unwrap();
+    rw1.write_lock().acquire().unwrap();
+    let got_write = AtomicBool::new(false);
+    thread::scope(|s| {
+        let w = s.spawn(|| {
+            rw2.write_lock().acquire().unwrap();
+            got_write.store(true, Ordering::SeqCst);
+            rw2.write_lock().release().unwrap();
+        });
+        eventually(b.patience(), "writer 2 queued", || rw1.write_lock().participant_nodes().unwrap().len() == 2);
+        rw1.read_lock().acquire().unwrap();
+        rw1.write_lock().release().unwrap();
+        // The read node must keep writer 2 out: confirm through a third contender, which can
+        // read (no writer ahead of it holds) while writer 2 still waits.
+        let c3 = b.connect();
+        let rw3 = InterProcessReadWriteLock::new(c3.client.clone(), &path).unwrap();
+        assert!(!rw3.write_lock().acquire_timeout(Duration::from_millis(300)).unwrap());
+        assert!(!got_write.load(Ordering::SeqCst), "writer 2 got in while a reader held the lock");
+        rw1.read_lock().release().unwrap();
+        w.join().unwrap();
+    });
+    assert!(got_write.load(Ordering::SeqCst));
+}
+
+/// Curator's testBasic: 8 clients x 100 iterations with 10% writes.
+fn basic_mix(b: &dyn Backend) {
+    let path = format!("{}/lock", b.root());
+    let readers_in = AtomicUsize::new(0);
+    let writer_in = AtomicBool::new(false);
+    let max_readers = AtomicUsize::new(0);
+    let clients: Vec<_> = (0..8).map(|_| b.connect()).collect();
+    let start = Barrier::new(8);
+    thread::scope(|s| {
+        for (i, c) in clients.iter().enumerate() {
+            let (readers_in, writer_in, max_readers, start, path) =
+                (&readers_in, &writer_in, &max_readers, &start, &path);
+            s.spawn(move || {
+                let rw = InterProcessReadWriteLock::new(c.client.clone(), path).unwrap();
+                start.wait();
+                for j in 0..100 {
+                    if (i * 100 + j) % 10 == 0 {
+                        let _g = rw.write_lock().lock().unwrap();
+                        assert!(!writer_in.swap(true, Ordering::SeqCst), "two writers");
+                        assert_eq!(readers_in.load(Ordering::SeqCst), 0, "writer with readers");
+                        thread::sleep(Duration::from_micros(200));
+                        writer_in.store(false, Ordering::SeqCst);
+                    } else {
+                        let _g = rw.read_lock().lock().unwrap();
+                        assert!(!writer_in.load(Ordering::SeqCst), "reader with a writer");
+                        let now = readers_in.fetch_add(1, Ordering::SeqCst) + 1;
+                        max_readers.fetch_max(now, Ordering::SeqCst);
+                        thread::sleep(Duration::from_micros(500));
+                        readers_in.fetch_sub(1, Ordering::SeqCst);
+                    }
+                }
+            });
+        }
+    });
+    assert!(max_readers.load(Ordering::SeqCst) > 1, "reads were never concurrent");
+}
+
+/// A queued writer gets in while readers keep arriving (no writer starvation).
+fn writer_is_not_starved(b: &dyn Backend) {
+    let path = format!("{}/lock", b.root());
+    let stop = AtomicBool::new(false);
+    let clients: Vec<_> = (0..3).map(|_| b.connect()).collect();
+    let writer_c = b.connect();
+    thread::scope(|s| {
+        for c in &clients {
+            let (stop, path) = (&stop, &path);
+            s.spawn(move || {
+                let rw = InterProcessReadWriteLock::new(c.client.clone(), path).unwrap();
+                while !stop.load(Ordering::SeqCst) {
+                    let _g = rw.read_lock().lock().unwrap();
+                    thread::sleep(Duration::from_millis(2));
+                }
+            });
+        }
+        let rw = InterProcessReadWriteLock::new(writer_c.client.clone(), &path).unwrap();
+        let got = rw.write_lock().acquire_timeout(b.patience()).unwrap();
+        stop.store(true, Ordering::SeqCst);
+        assert!(got, "the writer starved");
+        rw.write_lock().release().unwrap();
+    });
+}
+
+/// Curator's testLockPath: the writer's session is killed; a reader gets in and the old write
+/// node is gone.
+fn lock_path_after_killed_session(b: &dyn Backend) {
+    let path = format!("{}/lock", b.root());
+    let (c1, c2) = (b.connect(), b.connect());
+    let rw1 = InterProcessReadWriteLock::new(c1.client.clone(), &path).unwrap();
+    let rw2 = InterProcessReadWriteLock::new(c2.client.clone(), &path).unwrap();
+    let g = rw1.write_lock().lock().unwrap();
+    let write_node = g.node_path().unwrap().to_string();
+    c1.faults.expire();
+    assert!(rw2.read_lock().acquire_timeout(b.patience()).unwrap());
+    assert_eq!(c2.client.exists(&write_node).unwrap(), None);
+    assert!(!g.is_valid());
+    rw2.read_lock().release().unwrap();
+}
+
+/// A reader waiting on a writer survives the expiry of its own session.
+fn expiry_while_reader_waits(b: &dyn Backend) {
+    let path = format!("{}/lock", b.root());
+    let (c1, c2) = (b.connect(), b.connect());
+    let rw1 = InterProcessReadWriteLock::new(c1.client.clone(), &path).unwrap();
+    let rw2 = InterProcessReadWriteLock::new(c2.client.clone(), &path).unwrap();
+    rw1.write_lock().acquire().unwrap();
+    let patience = b.patience();
+    thread::scope(|s| {
+        let r = s.spawn(|| rw2.read_lock().acquire_timeout(patience * 2).unwrap());
+        eventually(patience, "reader queued", || rw1.read_lock().participant_nodes().unwrap().len() == 1);
+        c2.faults.expire();
+        eventually(patience, "reader re-queued", || rw1.read_lock().participant_nodes().unwrap().len() == 1);
+        rw1.write_lock().release().unwrap();
+        assert!(r.join().unwrap());
+    });
+    rw2.read_lock().release().unwrap();
+}
+
+fn node_data(b: &dyn Backend) {
+    let c = b.connect();
+    let path = format!("{}/lock", b.root());
+    let rw = InterProcessReadWriteLock::with_data(c.client.clone(), &path, vec![1, 2, 3, 4]).unwrap();
+    let g = rw.write_lock().lock().unwrap();
+    let kids = children(c.client.as_ref(), &path);
+    assert_eq!(kids.len(), 1);
+    let (data, _) = c.client.get_data(&format!("{path}/{}", kids[0]), None).unwrap();
+    assert_eq!(data, vec![1, 2, 3, 4]);
+    drop(g);
+}
+
+fn reentrant_both_sides(b: &dyn Backend) {
+    let c = b.connect();
+    let rw = InterProcessReadWriteLock::new(c.client.clone(), &format!("{}/lock", b.root())).unwrap();
+    rw.write_lock().acquire().unwrap();
+    rw.write_lock().acquire().unwrap();
+    rw.read_lock().acquire().unwrap();
+    rw.read_lock().acquire().unwrap();
+    rw.write_lock().acquire().unwrap(); // re-entering write while also reading (after downgrade) is fine
+    for _ in 0..3 {
+        rw.write_lock().release().unwrap();
+    }
+    assert!(matches!(rw.write_lock().release(), Err(Error::NotOwner { .. })));
+    rw.read_lock().release().unwrap();
+    rw.read_lock().release().unwrap();
+    assert!(!rw.read_lock().is_acquired_in_this_process());
+}
+
+macro_rules! suite {
+    ($name:ident, $backend:expr, [$($case:ident),* $(,)?]) => {
+        mod $name {
+            $(
+                #[test]
+                fn $case() {
+                    if let Some(b) = $backend {
+                        super::$case(&b);
+                    }
+                }
+            )*
+        }
+    };
+}
+
+suite!(memory, Some(crate::common::Memory::new()), [
+    participant_nodes, upgrade_is_refused, downgrade_respects_threads, downgrading,
+    contending_downgrade, basic_mix, writer_is_not_starved, lock_path_after_killed_session,
+    expiry_while_reader_waits, node_data, reentrant_both_sides,
+]);
