@@ -9,8 +9,11 @@
 //! they must only record and notify (set a flag, notify a `Condvar`), never call the client —
 //! a callback that calls the `zookeeper` crate deadlocks its IO thread.
 
+pub mod counting;
 pub mod memory;
 pub mod zookeeper;
+
+pub use counting::{Counters, CountingClient, Op};
 
 use std::fmt;
 use std::sync::Arc;
@@ -222,5 +225,41 @@ impl fmt::Debug for dyn ZkClient {
         f.debug_struct("ZkClient")
             .field("session", self.session())
             .finish()
+    }
+}
+
+/// Lets a shared handle (`Arc<MemoryClient>`, `Arc<dyn ZkClient>`) be used wherever a
+/// `ZkClient` is expected, e.g. wrapped in a [`CountingClient`].
+impl<T: ZkClient + ?Sized> ZkClient for Arc<T> {
+    fn create(&self, path: &str, data: &[u8], mode: CreateMode) -> ZkResult<String> {
+        (**self).create(path, data, mode)
+    }
+
+    fn delete(&self, path: &str, version: Option<i32>) -> ZkResult<()> {
+        (**self).delete(path, version)
+    }
+
+    fn exists(&self, path: &str) -> ZkResult<Option<Stat>> {
+        (**self).exists(path)
+    }
+
+    fn get_data(&self, path: &str, watcher: Option<Watcher>) -> ZkResult<(Vec<u8>, Stat)> {
+        (**self).get_data(path, watcher)
+    }
+
+    fn get_children(&self, path: &str, watcher: Option<Watcher>) -> ZkResult<Vec<String>> {
+        (**self).get_children(path, watcher)
+    }
+
+    fn set_data(&self, path: &str, data: &[u8], version: Option<i32>) -> ZkResult<Stat> {
+        (**self).set_data(path, data, version)
+    }
+
+    fn session(&self) -> &Session {
+        (**self).session()
+    }
+
+    fn close(&self) {
+        (**self).close()
     }
 }

@@ -1,0 +1,227 @@
+//! Request counting: how many ZooKeeper calls a recipe makes, by operation.
+//!
+//! Lock recipes are judged by their load on the ensemble (Curator's herd-effect fix is about
+//! exactly that), so tests and benches need a cheap way to count requests. [`CountingClient`]
+//! wraps any [`ZkClient`] (including `Arc<dyn ZkClient>`); the in-memory backend counts with the
+//! same [`Counters`] type natively.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use zk_locks::client::counting::CountingClient;
+//! use zk_locks::client::memory::MemoryEnsemble;
+//! use zk_locks::{CreateMode, ZkClient};
+//!
+//! let client = CountingClient::new(MemoryEnsemble::new().connect());
+//! client.create("/a", b"", CreateMode::Persistent)?;
+//! client.exists("/a")?;
+//! let counters = client.counters();
+//! assert_eq!((counters.create, counters.exists, counters.requests()), (1, 1, 2));
+//! # Ok::<(), zk_locks::ZkError>(())
+//! ```
+
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use super::{CreateMode, Stat, WatchedEvent, Watcher, ZkClient, ZkResult};
+use crate::session::Session;
+
+/// A [`ZkClient`] operation, for counters, fault injection and request hooks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Op {
+    /// [`ZkClient::create`].
+    Create,
+    /// [`ZkClient::delete`].
+    Delete,
+    /// [`ZkClient::exists`].
+    Exists,
+    /// [`ZkClient::get_data`].
+    GetData,
+    /// [`ZkClient::get_children`].
+    GetChildren,
+    /// [`ZkClient::set_data`].
+    SetData,
+}
+
+/// Requests made by one client, by operation (failed requests included), plus the watch
+/// callbacks delivered to it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counters {
+    /// `create` calls.
+    pub create: u64,
+    /// `delete` calls.
+    pub delete: u64,
+    /// `exists` calls.
+    pub exists: u64,
+    /// `get_data` calls.
+    pub get_data: u64,
+    /// `get_children` calls.
+    pub get_children: u64,
+    /// `set_data` calls.
+    pub set_data: u64,
+    /// Watch callbacks delivered (not a request).
+    pub watch_events: u64,
+}
+
+impl Counters {
+    /// All requests (every operation, not the watch events): the load put on the ensemble.
+    pub fn requests(&self) -> u64 {
+        self.create + self.delete + self.exists + self.get_data + self.get_children + self.set_data
+    }
+
+    /// The count of one operation.
+    pub fn get(&self, op: Op) -> u64 {
+        match op {
+            Op::Create => self.create,
+            Op::Delete => self.delete,
+            Op::Exists => self.exists,
+            Op::GetData => self.get_data,
+            Op::GetChildren => self.get_children,
+            Op::SetData => self.set_data,
+        }
+    }
+}
+
+/// Lock-free counters behind [`Counters`] snapshots (shared with event threads).
+#[derive(Debug, Default)]
+pub(crate) struct AtomicCounters {
+    ops: [AtomicU64; 6],
+    watch_events: AtomicU64,
+}
+
+impl AtomicCounters {
+    fn index(op: Op) -> usize {
+        match op {
+            Op::Create => 0,
+            Op::Delete => 1,
+            Op::Exists => 2,
+            Op::GetData => 3,
+            Op::GetChildren => 4,
+            Op::SetData => 5,
+        }
+    }
+
+    pub(crate) fn request(&self, op: Op) {
+        self.ops[Self::index(op)].fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn watch_event(&self) {
+        self.watch_events.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn snapshot(&self) -> Counters {
+        let op = |op| self.ops[Self::index(op)].load(Ordering::Relaxed);
+        Counters {
+            create: op(Op::Create),
+            delete: op(Op::Delete),
+            exists: op(Op::Exists),
+            get_data: op(Op::GetData),
+            get_children: op(Op::GetChildren),
+            set_data: op(Op::SetData),
+            watch_events: self.watch_events.load(Ordering::Relaxed),
+        }
+    }
+
+    pub(crate) fn reset(&self) {
+        for c in &self.ops {
+            c.store(0, Ordering::Relaxed);
+        }
+        self.watch_events.store(0, Ordering::Relaxed);
+    }
+}
+
+/// Wraps any [`ZkClient`] and counts its requests by operation, and the watch callbacks it
+/// delivers. Every call is counted, failed ones included.
+pub struct CountingClient<C: ZkClient> {
+    inner: C,
+    counters: Arc<AtomicCounters>,
+}
+
+impl<C: ZkClient> CountingClient<C> {
+    /// Wraps `inner`, with all counters at zero.
+    pub fn new(inner: C) -> CountingClient<C> {
+        CountingClient {
+            inner,
+            counters: Arc::default(),
+        }
+    }
+
+    /// The wrapped client.
+    pub fn inner(&self) -> &C {
+        &self.inner
+    }
+
+    /// Unwraps the client.
+    pub fn into_inner(self) -> C {
+        self.inner
+    }
+
+    /// The counts so far.
+    pub fn counters(&self) -> Counters {
+        self.counters.snapshot()
+    }
+
+    /// Sets every counter back to zero.
+    pub fn reset_counters(&self) {
+        self.counters.reset();
+    }
+
+    fn count_watch(&self, watcher: Option<Watcher>) -> Option<Watcher> {
+        watcher.map(|w| {
+            let counters = self.counters.clone();
+            Box::new(move |event: WatchedEvent| {
+                counters.watch_event();
+                w(event)
+            }) as Watcher
+        })
+    }
+}
+
+impl<C: ZkClient> fmt::Debug for CountingClient<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CountingClient")
+            .field("counters", &self.counters())
+            .field("session", self.inner.session())
+            .finish()
+    }
+}
+
+impl<C: ZkClient> ZkClient for CountingClient<C> {
+    fn create(&self, path: &str, data: &[u8], mode: CreateMode) -> ZkResult<String> {
+        self.counters.request(Op::Create);
+        self.inner.create(path, data, mode)
+    }
+
+    fn delete(&self, path: &str, version: Option<i32>) -> ZkResult<()> {
+        self.counters.request(Op::Delete);
+        self.inner.delete(path, version)
+    }
+
+    fn exists(&self, path: &str) -> ZkResult<Option<Stat>> {
+        self.counters.request(Op::Exists);
+        self.inner.exists(path)
+    }
+
+    fn get_data(&self, path: &str, watcher: Option<Watcher>) -> ZkResult<(Vec<u8>, Stat)> {
+        self.counters.request(Op::GetData);
+        self.inner.get_data(path, self.count_watch(watcher))
+    }
+
+    fn get_children(&self, path: &str, watcher: Option<Watcher>) -> ZkResult<Vec<String>> {
+        self.counters.request(Op::GetChildren);
+        self.inner.get_children(path, self.count_watch(watcher))
+    }
+
+    fn set_data(&self, path: &str, data: &[u8], version: Option<i32>) -> ZkResult<Stat> {
+        self.counters.request(Op::SetData);
+        self.inner.set_data(path, data, version)
+    }
+
+    fn session(&self) -> &Session {
+        self.inner.session()
+    }
+
+    fn close(&self) {
+        self.inner.close()
+    }
+}
