@@ -10,14 +10,17 @@ use std::time::Duration;
 
 use common::{children, Backend};
 use zk_locks::locks::{
-    HeldNode, InterProcessLock, InterProcessMultiLock, InterProcessMutex, InterProcessReadWriteLock,
-    InterProcessSemaphoreMutex,
+    HeldNode, InterProcessLock, InterProcessMultiLock, InterProcessMutex,
+    InterProcessReadWriteLock, InterProcessSemaphoreMutex,
 };
 use zk_locks::{Error, Result, SharedClient};
 
 fn paths(b: &dyn Backend) -> (String, String) {
     let root = b.root();
-    (format!("{root}/locks/our-lock-1"), format!("{root}/locks/our-lock-2"))
+    (
+        format!("{root}/locks/our-lock-1"),
+        format!("{root}/locks/our-lock-2"),
+    )
 }
 
 fn basic_two_paths(b: &dyn Backend) {
@@ -35,7 +38,9 @@ fn basic_two_paths(b: &dyn Backend) {
     assert!(multi.is_acquired_in_this_process());
     drop(g);
     assert!(!multi.is_acquired_in_this_process());
-    assert!(children(c.client.as_ref(), &p1).is_empty() && children(c.client.as_ref(), &p2).is_empty());
+    assert!(
+        children(c.client.as_ref(), &p1).is_empty() && children(c.client.as_ref(), &p2).is_empty()
+    );
 }
 
 fn two_clients_exclude(b: &dyn Backend) {
@@ -64,27 +69,41 @@ fn timeout_takes_nothing(b: &dyn Backend) {
     let g = blocker.lock().unwrap();
     let multi = InterProcessMultiLock::from_paths(c2.client.clone(), &[&p1, &p2]).unwrap();
     assert!(!multi.acquire_timeout(Duration::from_millis(100)).unwrap());
-    assert!(children(c1.client.as_ref(), &p1).is_empty(), "lock 1 was given back");
+    assert!(
+        children(c1.client.as_ref(), &p1).is_empty(),
+        "lock 1 was given back"
+    );
     drop(g);
 }
 
 /// A test double: a lock whose acquire or release fails on demand.
+/// `held` is shared with the test, which keeps a clone to look at.
 struct Flaky {
     fail_acquire: bool,
     fail_release: bool,
-    held: AtomicUsize,
+    held: Arc<AtomicUsize>,
 }
 
 impl Flaky {
-    fn new(fail_acquire: bool, fail_release: bool) -> Flaky {
-        Flaky { fail_acquire, fail_release, held: AtomicUsize::new(0) }
+    fn new(fail_acquire: bool, fail_release: bool) -> (Flaky, Arc<AtomicUsize>) {
+        let held = Arc::new(AtomicUsize::new(0));
+        (
+            Flaky {
+                fail_acquire,
+                fail_release,
+                held: held.clone(),
+            },
+            held,
+        )
     }
 }
 
-impl InterProcessLock for Arc<Flaky> {
+impl InterProcessLock for Flaky {
     fn acquire(&self) -> Result<()> {
         if self.fail_acquire {
-            return Err(Error::SessionLost { path: "/flaky".into() });
+            return Err(Error::SessionLost {
+                path: "/flaky".into(),
+            });
         }
         self.held.fetch_add(1, Ordering::SeqCst);
         Ok(())
@@ -94,7 +113,9 @@ impl InterProcessLock for Arc<Flaky> {
     }
     fn release(&self) -> Result<()> {
         if self.fail_release {
-            return Err(Error::NotOwner { path: "/flaky".into() });
+            return Err(Error::NotOwner {
+                path: "/flaky".into(),
+            });
         }
         self.held.fetch_sub(1, Ordering::SeqCst);
         Ok(())
@@ -111,8 +132,8 @@ impl InterProcessLock for Arc<Flaky> {
 fn some_releases_fail(b: &dyn Backend) {
     let (p1, _) = paths(b);
     let c = b.connect();
-    let bad1 = Arc::new(Flaky::new(false, true));
-    let bad2 = Arc::new(Flaky::new(false, true));
+    let (bad1, held1) = Flaky::new(false, true);
+    let (bad2, held2) = Flaky::new(false, true);
     let good = Arc::new(InterProcessMutex::new(c.client.clone(), &p1).unwrap());
     struct Shared(Arc<InterProcessMutex>);
     impl InterProcessLock for Shared {
@@ -134,16 +155,22 @@ fn some_releases_fail(b: &dyn Backend) {
     }
     let multi = InterProcessMultiLock::new(vec![
         Box::new(Shared(good.clone())),
-        Box::new(bad1.clone()),
-        Box::new(bad2.clone()),
+        Box::new(bad1),
+        Box::new(bad2),
     ]);
     multi.acquire().unwrap();
     match multi.release() {
         Err(Error::Multiple(errors)) => assert_eq!(errors.len(), 2, "every failure: {errors:?}"),
         other => panic!("{other:?}"),
     }
-    assert!(!good.is_acquired_in_this_process(), "the good lock was released despite the failures");
-    assert!(bad1.is_acquired_in_this_process() && bad2.is_acquired_in_this_process());
+    assert!(
+        !good.is_acquired_in_this_process(),
+        "the good lock was released despite the failures"
+    );
+    assert_eq!(
+        (held1.load(Ordering::SeqCst), held2.load(Ordering::SeqCst)),
+        (1, 1)
+    );
 }
 
 /// Curator's testSomeLocksFailToLock: what was taken is given back, the error propagates.
@@ -151,11 +178,14 @@ fn some_locks_fail_to_lock(b: &dyn Backend) {
     let (p1, _) = paths(b);
     let c = b.connect();
     let good = InterProcessMutex::new(c.client.clone(), &p1).unwrap();
-    let bad = Arc::new(Flaky::new(true, false));
+    let (bad, _) = Flaky::new(true, false);
     let multi = InterProcessMultiLock::new(vec![Box::new(good), Box::new(bad)]);
     assert!(matches!(multi.acquire(), Err(Error::SessionLost { .. })));
     assert!(children(c.client.as_ref(), &p1).is_empty());
-    assert!(matches!(multi.acquire_timeout(Duration::from_secs(1)), Err(Error::SessionLost { .. })));
+    assert!(matches!(
+        multi.acquire_timeout(Duration::from_secs(1)),
+        Err(Error::SessionLost { .. })
+    ));
     assert!(children(c.client.as_ref(), &p1).is_empty());
 }
 
@@ -187,7 +217,10 @@ fn mixed_kinds(b: &dyn Backend) {
         Box::new(InterProcessSemaphoreMutex::new(client.clone(), &format!("{root}/sm")).unwrap()),
         Box::new(WriteOf(rw)),
     ]);
-    let g = multi.try_lock_for(Duration::from_secs(10)).unwrap().expect("all three");
+    let g = multi
+        .try_lock_for(Duration::from_secs(10))
+        .unwrap()
+        .expect("all three");
     assert_eq!(g.nodes().len(), 3);
     assert!(g.is_valid());
     assert!(g.fencing_token().is_ok());
@@ -205,7 +238,11 @@ fn ordering_prevents_deadlock(b: &dyn Backend) {
         let (c1, c2) = (b.connect(), b.connect());
         let a = InterProcessMultiLock::from_paths(c1.client.clone(), &[&p1, &p2]).unwrap();
         let z = InterProcessMultiLock::from_paths(c2.client.clone(), &[&p2, &p1]).unwrap();
-        let (a, z) = if ordered { (a.ordered_by_path(), z.ordered_by_path()) } else { (a, z) };
+        let (a, z) = if ordered {
+            (a.ordered_by_path(), z.ordered_by_path())
+        } else {
+            (a, z)
+        };
         let timeouts = AtomicUsize::new(0);
         let barrier = Barrier::new(2);
         thread::scope(|s| {
@@ -226,7 +263,11 @@ fn ordering_prevents_deadlock(b: &dyn Backend) {
         });
         timeouts.load(Ordering::SeqCst)
     };
-    assert_eq!(run(true), 0, "ordered multi-locks never time out against each other");
+    assert_eq!(
+        run(true),
+        0,
+        "ordered multi-locks never time out against each other"
+    );
 }
 
 macro_rules! suite {
@@ -244,7 +285,16 @@ macro_rules! suite {
     };
 }
 
-suite!(memory, Some(crate::common::Memory::new()), [
-    basic_two_paths, two_clients_exclude, timeout_takes_nothing, some_releases_fail,
-    some_locks_fail_to_lock, mixed_kinds, ordering_prevents_deadlock,
-]);
+suite!(
+    memory,
+    Some(crate::common::Memory::new()),
+    [
+        basic_two_paths,
+        two_clients_exclude,
+        timeout_takes_nothing,
+        some_releases_fail,
+        some_locks_fail_to_lock,
+        mixed_kinds,
+        ordering_prevents_deadlock,
+    ]
+);

@@ -18,7 +18,9 @@ fn is_curator_mutex_name(name: &str) -> bool {
     name.len() == 40 + 5 + 10
         && name.starts_with("_c_")
         && b[39] == b'-'
-        && name[3..39].chars().all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase() || c == '-')
+        && name[3..39]
+            .chars()
+            .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase() || c == '-')
         && &name[40..45] == "lock-"
         && name[45..].bytes().all(|c| c.is_ascii_digit())
 }
@@ -32,7 +34,10 @@ fn basic_and_wire_names(b: &dyn Backend) {
     assert_eq!(kids.len(), 1);
     assert!(is_curator_mutex_name(&kids[0]), "{kids:?}");
     assert_eq!(g.node_path().unwrap(), format!("{path}/{}", kids[0]));
-    assert_eq!(m.participant_nodes().unwrap(), vec![format!("{path}/{}", kids[0])]);
+    assert_eq!(
+        m.participant_nodes().unwrap(),
+        vec![format!("{path}/{}", kids[0])]
+    );
     assert!(m.is_acquired_in_this_process() && m.is_owned_by_current_thread());
     assert_eq!(g.state(), LockState::Held);
     drop(g);
@@ -46,7 +51,11 @@ fn reentrant(b: &dyn Backend) {
     m.acquire().unwrap();
     m.acquire().unwrap();
     assert!(m.acquire_timeout(Duration::ZERO).unwrap());
-    assert_eq!(m.participant_nodes().unwrap().len(), 1, "reentry creates no node");
+    assert_eq!(
+        m.participant_nodes().unwrap().len(),
+        1,
+        "reentry creates no node"
+    );
     m.release().unwrap();
     m.release().unwrap();
     assert!(m.is_acquired_in_this_process());
@@ -57,16 +66,23 @@ fn reentrant(b: &dyn Backend) {
 
 fn reentrant_two_threads(b: &dyn Backend) {
     let c = b.connect();
-    let m = Arc::new(InterProcessMutex::new(c.client.clone(), &format!("{}/lock", b.root())).unwrap());
+    let m =
+        Arc::new(InterProcessMutex::new(c.client.clone(), &format!("{}/lock", b.root())).unwrap());
     m.acquire().unwrap();
     m.acquire().unwrap();
     let m2 = m.clone();
     let other = thread::spawn(move || {
         let early = m2.acquire_timeout(Duration::from_millis(100)).unwrap();
-        assert!(matches!(m2.release(), Err(Error::NotOwner { .. })), "a foreign thread cannot release");
+        assert!(
+            matches!(m2.release(), Err(Error::NotOwner { .. })),
+            "a foreign thread cannot release"
+        );
         early
     });
-    assert!(!other.join().unwrap(), "the lock is held by the main thread");
+    assert!(
+        !other.join().unwrap(),
+        "the lock is held by the main thread"
+    );
     m.release().unwrap();
     m.release().unwrap();
     let m3 = m.clone();
@@ -82,7 +98,8 @@ fn reentrant_two_threads(b: &dyn Backend) {
 /// Ten threads share one lock object; a flag proves they never hold it together.
 fn single_lock_many_threads(b: &dyn Backend) {
     let c = b.connect();
-    let m = Arc::new(InterProcessMutex::new(c.client.clone(), &format!("{}/lock", b.root())).unwrap());
+    let m =
+        Arc::new(InterProcessMutex::new(c.client.clone(), &format!("{}/lock", b.root())).unwrap());
     let inside = Arc::new(AtomicBool::new(false));
     let handles: Vec<_> = (0..10)
         .map(|_| {
@@ -137,10 +154,17 @@ fn timeout_leaves_nothing(b: &dyn Backend) {
     let g = m1.lock().unwrap();
     assert!(!m2.acquire_timeout(Duration::from_millis(50)).unwrap());
     assert!(!m2.acquire_timeout(Duration::ZERO).unwrap());
-    assert_eq!(children(c1.client.as_ref(), &path).len(), 1, "the timed-out node is gone");
+    assert_eq!(
+        children(c1.client.as_ref(), &path).len(),
+        1,
+        "the timed-out node is gone"
+    );
     assert!(matches!(m2.release(), Err(Error::NotOwner { .. })));
     drop(g);
-    assert!(m2.acquire_timeout(Duration::ZERO).unwrap(), "uncontended zero timeout acquires");
+    assert!(
+        m2.acquire_timeout(Duration::ZERO).unwrap(),
+        "uncontended zero timeout acquires"
+    );
     m2.release().unwrap();
     eventually(b.patience(), "no watches left", || b.watch_count() == 0);
 }
@@ -162,7 +186,9 @@ fn fifo_order(b: &dyn Backend) {
                 tx.send(i).unwrap();
             });
             // Start the next waiter only once this one is queued, so the queue order is known.
-            eventually(b.patience(), "waiter queued", || holder.participant_nodes().unwrap().len() == i + 2);
+            eventually(b.patience(), "waiter queued", || {
+                holder.participant_nodes().unwrap().len() == i + 2
+            });
         }
         drop(g);
     });
@@ -192,14 +218,21 @@ fn killed_session_waiter_acquires(b: &dyn Backend) {
     let m2 = InterProcessMutex::new(c2.client.clone(), &path).unwrap();
     let patience = b.patience();
     thread::scope(|s| {
-        let waiter = s.spawn(|| m2.acquire_timeout(patience * 2).unwrap());
-        eventually(patience, "waiter queued", || m1.participant_nodes().unwrap().len() == 2);
+        let waiter = s.spawn(|| {
+            let ok = m2.acquire_timeout(patience * 2).unwrap();
+            m2.release().unwrap();
+            ok
+        });
+        eventually(patience, "waiter queued", || {
+            m1.participant_nodes().unwrap().len() == 2
+        });
         c2.faults.expire();
-        eventually(patience, "waiter re-queued on its new session", || m1.participant_nodes().unwrap().len() == 2);
+        eventually(patience, "waiter re-queued on its new session", || {
+            m1.participant_nodes().unwrap().len() == 2
+        });
         drop(g);
         assert!(waiter.join().unwrap());
     });
-    m2.release().unwrap();
 }
 
 /// The holder's session expires: its guard says Lost, another client gets the lock, and the
@@ -214,10 +247,16 @@ fn expiry_while_holding(b: &dyn Backend) {
     c1.faults.expire();
     assert_eq!(g1.state(), LockState::Lost);
     assert!(!g1.is_valid());
-    let g2 = m2.try_lock_for(b.patience()).unwrap().expect("the lock is free after the expiry");
+    let g2 = m2
+        .try_lock_for(b.patience())
+        .unwrap()
+        .expect("the lock is free after the expiry");
     assert!(g2.fencing_token().unwrap() > token1, "fencing tokens grow");
     g1.unlock().unwrap();
-    assert_eq!(m1.participant_nodes().unwrap(), vec![g2.node_path().unwrap().to_string()]);
+    assert_eq!(
+        m1.participant_nodes().unwrap(),
+        vec![g2.node_path().unwrap().to_string()]
+    );
     assert!(g2.is_valid());
 }
 
@@ -230,13 +269,18 @@ fn dropped_watch_still_acquires(b: &dyn Backend) {
     let g = m1.lock().unwrap();
     let patience = b.patience();
     thread::scope(|s| {
-        let waiter = s.spawn(|| m2.acquire_timeout(patience).unwrap());
-        eventually(patience, "waiter queued", || m1.participant_nodes().unwrap().len() == 2);
+        let waiter = s.spawn(|| {
+            let ok = m2.acquire_timeout(patience).unwrap();
+            m2.release().unwrap();
+            ok
+        });
+        eventually(patience, "waiter queued", || {
+            m1.participant_nodes().unwrap().len() == 2
+        });
         c2.faults.blip();
         drop(g);
         assert!(waiter.join().unwrap());
     });
-    m2.release().unwrap();
     eventually(b.patience(), "no watches left", || b.watch_count() == 0);
 }
 
@@ -246,7 +290,11 @@ fn blip_while_holding_keeps_lock(b: &dyn Backend) {
     let m = InterProcessMutex::new(c.client.clone(), &format!("{}/lock", b.root())).unwrap();
     let g = m.lock().unwrap();
     c.faults.blip();
-    assert_eq!(g.state(), LockState::Held, "same session: the node is still ours");
+    assert_eq!(
+        g.state(),
+        LockState::Held,
+        "same session: the node is still ours"
+    );
 }
 
 fn fencing_tokens_increase(b: &dyn Backend) {
@@ -276,7 +324,8 @@ fn revoking(b: &dyn Backend) {
     assert_eq!(nodes.len(), 1);
     let other = b.connect();
     Revoker::attempt_revoke(&other.client, &nodes[0]).unwrap();
-    rx.recv_timeout(b.patience()).expect("revocation listener called");
+    rx.recv_timeout(b.patience())
+        .expect("revocation listener called");
     m.release().unwrap();
     let m2 = InterProcessMutex::new(other.client.clone(), &path).unwrap();
     assert!(m2.acquire_timeout(b.patience()).unwrap());
@@ -286,7 +335,16 @@ fn revoking(b: &dyn Backend) {
 
 fn bad_paths_are_typed_errors(b: &dyn Backend) {
     let c = b.connect();
-    for bad in ["", "relative", "/trailing/", "/a//b", "/a/./b", "/a/../b", "/nul\0", "/"] {
+    for bad in [
+        "",
+        "relative",
+        "/trailing/",
+        "/a//b",
+        "/a/./b",
+        "/a/../b",
+        "/nul\0",
+        "/",
+    ] {
         match InterProcessMutex::new(c.client.clone(), bad) {
             Err(Error::InvalidPath { path, .. }) => assert_eq!(path, bad),
             other => panic!("{bad:?}: {other:?}"),
@@ -314,7 +372,9 @@ fn many_waiters_one_release(b: &dyn Backend) {
             });
         }
         start.wait();
-        eventually(b.patience(), "all queued", || holder.participant_nodes().unwrap().len() == n + 1);
+        eventually(b.patience(), "all queued", || {
+            holder.participant_nodes().unwrap().len() == n + 1
+        });
         drop(g);
     });
     assert_eq!(done.load(Ordering::SeqCst), n);
@@ -336,10 +396,25 @@ macro_rules! suite {
     };
 }
 
-suite!(memory, Some(crate::common::Memory::new()), [
-    basic_and_wire_names, reentrant, reentrant_two_threads, single_lock_many_threads,
-    many_sessions_exclude, timeout_leaves_nothing, fifo_order, panic_in_critical_section_releases,
-    killed_session_waiter_acquires, expiry_while_holding, dropped_watch_still_acquires,
-    blip_while_holding_keeps_lock, fencing_tokens_increase, revoking, bad_paths_are_typed_errors,
-    many_waiters_one_release,
-]);
+suite!(
+    memory,
+    Some(crate::common::Memory::new()),
+    [
+        basic_and_wire_names,
+        reentrant,
+        reentrant_two_threads,
+        single_lock_many_threads,
+        many_sessions_exclude,
+        timeout_leaves_nothing,
+        fifo_order,
+        panic_in_critical_section_releases,
+        killed_session_waiter_acquires,
+        expiry_while_holding,
+        dropped_watch_still_acquires,
+        blip_while_holding_keeps_lock,
+        fencing_tokens_increase,
+        revoking,
+        bad_paths_are_typed_errors,
+        many_waiters_one_release,
+    ]
+);

@@ -32,7 +32,10 @@ fn participant_nodes(b: &dyn Backend) {
                         thread::sleep(Duration::from_millis(5));
                     }
                 } else {
-                    let _ = rw.write_lock().acquire_timeout(Duration::from_secs(60)).unwrap();
+                    let _ = rw
+                        .write_lock()
+                        .acquire_timeout(Duration::from_secs(60))
+                        .unwrap();
                     let _ = rw.write_lock().release();
                 }
             });
@@ -41,30 +44,55 @@ fn participant_nodes(b: &dyn Backend) {
         eventually(b.patience(), "writers queued", || {
             inspector.write_lock().participant_nodes().unwrap().len() == writers
         });
-        assert_eq!(inspector.read_lock().participant_nodes().unwrap().len(), readers);
-        assert_eq!(inspector.write_lock().participant_nodes().unwrap().len(), writers);
+        assert_eq!(
+            inspector.read_lock().participant_nodes().unwrap().len(),
+            readers
+        );
+        assert_eq!(
+            inspector.write_lock().participant_nodes().unwrap().len(),
+            writers
+        );
         release.store(true, Ordering::SeqCst);
     });
 }
 
 fn upgrade_is_refused(b: &dyn Backend) {
     let c = b.connect();
-    let rw = InterProcessReadWriteLock::new(c.client.clone(), &format!("{}/lock", b.root())).unwrap();
+    let rw =
+        InterProcessReadWriteLock::new(c.client.clone(), &format!("{}/lock", b.root())).unwrap();
     rw.read_lock().acquire().unwrap();
-    assert!(matches!(rw.write_lock().acquire_timeout(Duration::from_secs(5)), Err(Error::UpgradeNotSupported { .. })));
-    assert!(matches!(rw.write_lock().acquire(), Err(Error::UpgradeNotSupported { .. })));
+    assert!(matches!(
+        rw.write_lock().acquire_timeout(Duration::from_secs(5)),
+        Err(Error::UpgradeNotSupported { .. })
+    ));
+    assert!(matches!(
+        rw.write_lock().acquire(),
+        Err(Error::UpgradeNotSupported { .. })
+    ));
     rw.read_lock().release().unwrap();
-    assert!(rw.write_lock().acquire_timeout(Duration::from_secs(5)).unwrap());
+    assert!(rw
+        .write_lock()
+        .acquire_timeout(Duration::from_secs(5))
+        .unwrap());
     rw.write_lock().release().unwrap();
 }
 
 fn downgrade_respects_threads(b: &dyn Backend) {
     let c = b.connect();
-    let rw = Arc::new(InterProcessReadWriteLock::new(c.client.clone(), &format!("{}/lock", b.root())).unwrap());
+    let rw = Arc::new(
+        InterProcessReadWriteLock::new(c.client.clone(), &format!("{}/lock", b.root())).unwrap(),
+    );
     rw.write_lock().acquire().unwrap();
     let rw2 = rw.clone();
-    let got = thread::spawn(move || rw2.read_lock().acquire_timeout(Duration::from_millis(200)).unwrap());
-    assert!(!got.join().unwrap(), "another thread cannot read while this one writes");
+    let got = thread::spawn(move || {
+        rw2.read_lock()
+            .acquire_timeout(Duration::from_millis(200))
+            .unwrap()
+    });
+    assert!(
+        !got.join().unwrap(),
+        "another thread cannot read while this one writes"
+    );
     rw.write_lock().release().unwrap();
 }
 
@@ -72,11 +100,26 @@ fn downgrading(b: &dyn Backend) {
     let c = b.connect();
     let path = format!("{}/lock", b.root());
     let rw = InterProcessReadWriteLock::new(c.client.clone(), &path).unwrap();
-    assert!(rw.write_lock().acquire_timeout(Duration::from_secs(5)).unwrap());
-    assert!(rw.read_lock().acquire_timeout(Duration::from_secs(5)).unwrap());
+    assert!(rw
+        .write_lock()
+        .acquire_timeout(Duration::from_secs(5))
+        .unwrap());
+    assert!(rw
+        .read_lock()
+        .acquire_timeout(Duration::from_secs(5))
+        .unwrap());
     let names = children(c.client.as_ref(), &path);
-    let seq = |kind: &str| names.iter().find(|n| n.contains(kind)).map(|n| n[n.len() - 10..].to_string());
-    assert_eq!(seq("__READ__"), seq("__WRIT__"), "the read node takes the write node's sequence: {names:?}");
+    let seq = |kind: &str| {
+        names
+            .iter()
+            .find(|n| n.contains(kind))
+            .map(|n| n[n.len() - 10..].to_string())
+    };
+    assert_eq!(
+        seq("__READ__"),
+        seq("__WRIT__"),
+        "the read node takes the write node's sequence: {names:?}"
+    );
     rw.write_lock().release().unwrap();
     assert_eq!(children(c.client.as_ref(), &path).len(), 1);
     rw.read_lock().release().unwrap();
@@ -97,15 +140,23 @@ fn contending_downgrade(b: &dyn Backend) {
             got_write.store(true, Ordering::SeqCst);
             rw2.write_lock().release().unwrap();
         });
-        eventually(b.patience(), "writer 2 queued", || rw1.write_lock().participant_nodes().unwrap().len() == 2);
+        eventually(b.patience(), "writer 2 queued", || {
+            rw1.write_lock().participant_nodes().unwrap().len() == 2
+        });
         rw1.read_lock().acquire().unwrap();
         rw1.write_lock().release().unwrap();
         // The read node must keep writer 2 out: confirm through a third contender, which can
         // read (no writer ahead of it holds) while writer 2 still waits.
         let c3 = b.connect();
         let rw3 = InterProcessReadWriteLock::new(c3.client.clone(), &path).unwrap();
-        assert!(!rw3.write_lock().acquire_timeout(Duration::from_millis(300)).unwrap());
-        assert!(!got_write.load(Ordering::SeqCst), "writer 2 got in while a reader held the lock");
+        assert!(!rw3
+            .write_lock()
+            .acquire_timeout(Duration::from_millis(300))
+            .unwrap());
+        assert!(
+            !got_write.load(Ordering::SeqCst),
+            "writer 2 got in while a reader held the lock"
+        );
         rw1.read_lock().release().unwrap();
         w.join().unwrap();
     });
@@ -146,7 +197,10 @@ fn basic_mix(b: &dyn Backend) {
             });
         }
     });
-    assert!(max_readers.load(Ordering::SeqCst) > 1, "reads were never concurrent");
+    assert!(
+        max_readers.load(Ordering::SeqCst) > 1,
+        "reads were never concurrent"
+    );
 }
 
 /// A queued writer gets in while readers keep arriving (no writer starvation).
@@ -199,31 +253,43 @@ fn expiry_while_reader_waits(b: &dyn Backend) {
     rw1.write_lock().acquire().unwrap();
     let patience = b.patience();
     thread::scope(|s| {
-        let r = s.spawn(|| rw2.read_lock().acquire_timeout(patience * 2).unwrap());
-        eventually(patience, "reader queued", || rw1.read_lock().participant_nodes().unwrap().len() == 1);
+        let r = s.spawn(|| {
+            let ok = rw2.read_lock().acquire_timeout(patience * 2).unwrap();
+            rw2.read_lock().release().unwrap();
+            ok
+        });
+        eventually(patience, "reader queued", || {
+            rw1.read_lock().participant_nodes().unwrap().len() == 1
+        });
         c2.faults.expire();
-        eventually(patience, "reader re-queued", || rw1.read_lock().participant_nodes().unwrap().len() == 1);
+        eventually(patience, "reader re-queued", || {
+            rw1.read_lock().participant_nodes().unwrap().len() == 1
+        });
         rw1.write_lock().release().unwrap();
         assert!(r.join().unwrap());
     });
-    rw2.read_lock().release().unwrap();
 }
 
 fn node_data(b: &dyn Backend) {
     let c = b.connect();
     let path = format!("{}/lock", b.root());
-    let rw = InterProcessReadWriteLock::with_data(c.client.clone(), &path, vec![1, 2, 3, 4]).unwrap();
+    let rw =
+        InterProcessReadWriteLock::with_data(c.client.clone(), &path, vec![1, 2, 3, 4]).unwrap();
     let g = rw.write_lock().lock().unwrap();
     let kids = children(c.client.as_ref(), &path);
     assert_eq!(kids.len(), 1);
-    let (data, _) = c.client.get_data(&format!("{path}/{}", kids[0]), None).unwrap();
+    let (data, _) = c
+        .client
+        .get_data(&format!("{path}/{}", kids[0]), None)
+        .unwrap();
     assert_eq!(data, vec![1, 2, 3, 4]);
     drop(g);
 }
 
 fn reentrant_both_sides(b: &dyn Backend) {
     let c = b.connect();
-    let rw = InterProcessReadWriteLock::new(c.client.clone(), &format!("{}/lock", b.root())).unwrap();
+    let rw =
+        InterProcessReadWriteLock::new(c.client.clone(), &format!("{}/lock", b.root())).unwrap();
     rw.write_lock().acquire().unwrap();
     rw.write_lock().acquire().unwrap();
     rw.read_lock().acquire().unwrap();
@@ -232,7 +298,10 @@ fn reentrant_both_sides(b: &dyn Backend) {
     for _ in 0..3 {
         rw.write_lock().release().unwrap();
     }
-    assert!(matches!(rw.write_lock().release(), Err(Error::NotOwner { .. })));
+    assert!(matches!(
+        rw.write_lock().release(),
+        Err(Error::NotOwner { .. })
+    ));
     rw.read_lock().release().unwrap();
     rw.read_lock().release().unwrap();
     assert!(!rw.read_lock().is_acquired_in_this_process());
@@ -253,8 +322,20 @@ macro_rules! suite {
     };
 }
 
-suite!(memory, Some(crate::common::Memory::new()), [
-    participant_nodes, upgrade_is_refused, downgrade_respects_threads, downgrading,
-    contending_downgrade, basic_mix, writer_is_not_starved, lock_path_after_killed_session,
-    expiry_while_reader_waits, node_data, reentrant_both_sides,
-]);
+suite!(
+    memory,
+    Some(crate::common::Memory::new()),
+    [
+        participant_nodes,
+        upgrade_is_refused,
+        downgrade_respects_threads,
+        downgrading,
+        contending_downgrade,
+        basic_mix,
+        writer_is_not_starved,
+        lock_path_after_killed_session,
+        expiry_while_reader_waits,
+        node_data,
+        reentrant_both_sides,
+    ]
+);

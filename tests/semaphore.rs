@@ -9,14 +9,17 @@ use std::thread;
 use std::time::Duration;
 
 use common::{children, eventually, Backend};
-use zk_locks::locks::{InterProcessLock, InterProcessSemaphoreMutex, InterProcessSemaphoreV2, SharedCount};
+use zk_locks::locks::{
+    InterProcessLock, InterProcessSemaphoreMutex, InterProcessSemaphoreV2, SharedCount,
+};
 use zk_locks::Error;
 
 const SHORT: Duration = Duration::from_millis(100);
 
 fn simple(b: &dyn Backend) {
     let c = b.connect();
-    let s = InterProcessSemaphoreV2::new(c.client.clone(), &format!("{}/test", b.root()), 1).unwrap();
+    let s =
+        InterProcessSemaphoreV2::new(c.client.clone(), &format!("{}/test", b.root()), 1).unwrap();
     let lease = s.acquire_timeout(b.patience()).unwrap().unwrap();
     assert!(s.acquire_timeout(SHORT).unwrap().is_none());
     lease.close().unwrap();
@@ -27,11 +30,17 @@ fn simple2(b: &dyn Backend) {
     let c = b.connect();
     let path = format!("{}/test", b.root());
     let s = InterProcessSemaphoreV2::new(c.client.clone(), &path, 3).unwrap();
-    let mut leases: Vec<_> = (0..3).map(|_| s.acquire_timeout(b.patience()).unwrap().unwrap()).collect();
+    let mut leases: Vec<_> = (0..3)
+        .map(|_| s.acquire_timeout(b.patience()).unwrap().unwrap())
+        .collect();
     assert!(s.acquire_timeout(SHORT).unwrap().is_none());
     assert_eq!(s.participant_nodes().unwrap().len(), 3);
     for l in &leases {
-        assert!(l.node_name().starts_with("_c_") && l.node_name().contains("-lease-"), "{}", l.node_name());
+        assert!(
+            l.node_name().starts_with("_c_") && l.node_name().contains("-lease-"),
+            "{}",
+            l.node_name()
+        );
         assert!(l.node_path().starts_with(&format!("{path}/leases/")));
         assert!(l.is_valid());
     }
@@ -41,7 +50,8 @@ fn simple2(b: &dyn Backend) {
 
 fn threads_max_one(b: &dyn Backend) {
     let c = b.connect();
-    let s = InterProcessSemaphoreV2::new(c.client.clone(), &format!("{}/test", b.root()), 1).unwrap();
+    let s =
+        InterProcessSemaphoreV2::new(c.client.clone(), &format!("{}/test", b.root()), 1).unwrap();
     let inside = AtomicBool::new(false);
     thread::scope(|sc| {
         for _ in 0..10 {
@@ -75,7 +85,9 @@ fn release_one_at_a_time(b: &dyn Backend) {
                 peak.fetch_max(now, Ordering::SeqCst);
                 assert!(now <= max, "{now} leases of {max}");
                 // Hold until the pool has been full once, then give back.
-                eventually(Duration::from_secs(60), "pool full once", || peak.load(Ordering::SeqCst) == max);
+                eventually(Duration::from_secs(60), "pool full once", || {
+                    peak.load(Ordering::SeqCst) == max
+                });
                 holding.fetch_sub(1, Ordering::SeqCst);
                 drop(lease);
             });
@@ -88,7 +100,8 @@ fn release_one_at_a_time(b: &dyn Backend) {
 fn release_in_chunks(b: &dyn Backend) {
     let c = b.connect();
     let max = 4;
-    let s = InterProcessSemaphoreV2::new(c.client.clone(), &format!("{}/test", b.root()), max).unwrap();
+    let s =
+        InterProcessSemaphoreV2::new(c.client.clone(), &format!("{}/test", b.root()), max).unwrap();
     let holding = AtomicUsize::new(0);
     let peak = AtomicUsize::new(0);
     thread::scope(|sc| {
@@ -126,7 +139,10 @@ fn max_per_session(b: &dyn Backend) {
                     // part of what they want can block each other; a timeout returns the part
                     // and lets the others through.
                     let leases = loop {
-                        if let Some(l) = s.acquire_many_timeout(qty, Duration::from_millis(300)).unwrap() {
+                        if let Some(l) = s
+                            .acquire_many_timeout(qty, Duration::from_millis(300))
+                            .unwrap()
+                        {
                             break l;
                         }
                     };
@@ -165,13 +181,19 @@ fn no_orphaned_nodes(b: &dyn Backend) {
     let leases_path = format!("{path}/leases");
     thread::scope(|sc| {
         let w = sc.spawn(|| s2.acquire_timeout(Duration::from_secs(30)).unwrap());
-        eventually(b.patience(), "waiter's lease created", || children(c1.client.as_ref(), &leases_path).len() == 2);
+        eventually(b.patience(), "waiter's lease created", || {
+            children(c1.client.as_ref(), &leases_path).len() == 2
+        });
         let theirs = children(c1.client.as_ref(), &leases_path)
             .into_iter()
             .find(|n| format!("{leases_path}/{n}") != lease.node_path())
             .unwrap();
-        c1.client.delete(&format!("{leases_path}/{theirs}"), None).unwrap();
-        eventually(b.patience(), "waiter retried", || children(c1.client.as_ref(), &leases_path).len() == 2);
+        c1.client
+            .delete(&format!("{leases_path}/{theirs}"), None)
+            .unwrap();
+        eventually(b.patience(), "waiter retried", || {
+            children(c1.client.as_ref(), &leases_path).len() == 2
+        });
         drop(lease);
         let l2 = w.join().unwrap().expect("acquired after retry");
         drop(l2);
@@ -187,8 +209,14 @@ fn timed_out_acquire_leaves_no_lease(b: &dyn Backend) {
     let s = InterProcessSemaphoreV2::new(c.client.clone(), &path, 1).unwrap();
     let lease = s.acquire().unwrap();
     assert!(s.acquire_many_timeout(1, SHORT).unwrap().is_none());
-    assert_eq!(children(c.client.as_ref(), &format!("{path}/leases")).len(), 1);
-    assert!(children(c.client.as_ref(), &format!("{path}/locks")).is_empty(), "admission released");
+    assert_eq!(
+        children(c.client.as_ref(), &format!("{path}/leases")).len(),
+        1
+    );
+    assert!(
+        children(c.client.as_ref(), &format!("{path}/locks")).is_empty(),
+        "admission released"
+    );
     drop(lease);
     eventually(b.patience(), "no watches left", || b.watch_count() == 0);
 }
@@ -198,11 +226,18 @@ fn lease_count_increase_wakes_waiter(b: &dyn Backend) {
     let root = b.root();
     let c = b.connect();
     let count = SharedCount::new(c.client.clone(), &format!("{root}/count"), 1).unwrap();
-    let s = InterProcessSemaphoreV2::with_shared_count(c.client.clone(), &format!("{root}/test"), count.clone()).unwrap();
+    let s = InterProcessSemaphoreV2::with_shared_count(
+        c.client.clone(),
+        &format!("{root}/test"),
+        count.clone(),
+    )
+    .unwrap();
     let first = s.acquire().unwrap();
     thread::scope(|sc| {
         let w = sc.spawn(|| s.acquire_timeout(Duration::from_secs(30)).unwrap());
-        eventually(b.patience(), "waiter queued", || s.participant_nodes().unwrap().len() == 2);
+        eventually(b.patience(), "waiter queued", || {
+            s.participant_nodes().unwrap().len() == 2
+        });
         let other = b.connect();
         let writer = SharedCount::new(other.client.clone(), &format!("{root}/count"), 1).unwrap();
         writer.set_count(2).unwrap();
@@ -215,11 +250,26 @@ fn lease_count_increase_wakes_waiter(b: &dyn Backend) {
 fn bad_input(b: &dyn Backend) {
     let c = b.connect();
     let path = format!("{}/test", b.root());
-    assert!(matches!(InterProcessSemaphoreV2::new(c.client.clone(), &path, 0), Err(Error::InvalidArgument { name: "max_leases", .. })));
+    assert!(matches!(
+        InterProcessSemaphoreV2::new(c.client.clone(), &path, 0),
+        Err(Error::InvalidArgument {
+            name: "max_leases",
+            ..
+        })
+    ));
     let s = InterProcessSemaphoreV2::new(c.client.clone(), &path, 2).unwrap();
-    assert!(matches!(s.acquire_many(0), Err(Error::InvalidArgument { name: "qty", .. })));
-    assert!(matches!(s.acquire_many(3), Err(Error::InvalidArgument { name: "qty", .. })));
-    assert!(matches!(InterProcessSemaphoreV2::new(c.client.clone(), "bad", 1), Err(Error::InvalidPath { .. })));
+    assert!(matches!(
+        s.acquire_many(0),
+        Err(Error::InvalidArgument { name: "qty", .. })
+    ));
+    assert!(matches!(
+        s.acquire_many(3),
+        Err(Error::InvalidArgument { name: "qty", .. })
+    ));
+    assert!(matches!(
+        InterProcessSemaphoreV2::new(c.client.clone(), "bad", 1),
+        Err(Error::InvalidPath { .. })
+    ));
     let m = InterProcessSemaphoreMutex::new(c.client.clone(), &path).unwrap();
     assert!(matches!(m.release(), Err(Error::NotAcquired { .. })));
     assert!(children(c.client.as_ref(), &format!("{path}/leases")).is_empty());
@@ -250,7 +300,9 @@ fn expiry_while_waiting_for_lease(b: &dyn Backend) {
     let patience = b.patience();
     thread::scope(|sc| {
         let w = sc.spawn(|| s2.acquire_timeout(patience * 2).unwrap());
-        eventually(patience, "waiting", || s1.participant_nodes().unwrap().len() == 2);
+        eventually(patience, "waiting", || {
+            s1.participant_nodes().unwrap().len() == 2
+        });
         c2.faults.expire();
         drop(lease);
         assert!(w.join().unwrap().is_some());
@@ -268,14 +320,19 @@ fn semaphore_mutex_basics(b: &dyn Backend) {
         let g = m1.lock().unwrap();
         assert!(g.is_valid());
         assert!(!m2.acquire_timeout(SHORT).unwrap());
-        assert!(!m1.acquire_timeout(SHORT).unwrap(), "not reentrant: the same object waits too");
+        assert!(
+            !m1.acquire_timeout(SHORT).unwrap(),
+            "not reentrant: the same object waits too"
+        );
     }
     assert!(m2.acquire_timeout(Duration::from_secs(10)).unwrap());
     assert!(m2.is_acquired_in_this_process());
     // Releasable from any thread.
     let m2 = Arc::new(m2);
     let m2b = m2.clone();
-    thread::spawn(move || m2b.release().unwrap()).join().unwrap();
+    thread::spawn(move || m2b.release().unwrap())
+        .join()
+        .unwrap();
     assert!(matches!(m2.release(), Err(Error::NotAcquired { .. })));
 }
 
@@ -313,9 +370,24 @@ macro_rules! suite {
     };
 }
 
-suite!(memory, Some(crate::common::Memory::new()), [
-    simple, simple2, threads_max_one, release_one_at_a_time, release_in_chunks, max_per_session,
-    client_close_frees_leases, no_orphaned_nodes, timed_out_acquire_leaves_no_lease,
-    lease_count_increase_wakes_waiter, bad_input, expiry_while_holding_lease,
-    expiry_while_waiting_for_lease, semaphore_mutex_basics, semaphore_mutex_two_clients_exclude,
-]);
+suite!(
+    memory,
+    Some(crate::common::Memory::new()),
+    [
+        simple,
+        simple2,
+        threads_max_one,
+        release_one_at_a_time,
+        release_in_chunks,
+        max_per_session,
+        client_close_frees_leases,
+        no_orphaned_nodes,
+        timed_out_acquire_leaves_no_lease,
+        lease_count_increase_wakes_waiter,
+        bad_input,
+        expiry_while_holding_lease,
+        expiry_while_waiting_for_lease,
+        semaphore_mutex_basics,
+        semaphore_mutex_two_clients_exclude,
+    ]
+);

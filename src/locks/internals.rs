@@ -223,7 +223,8 @@ impl LockInternals {
     ) -> Result<Option<String>> {
         let mut prefix = protected_prefix();
         let mut retries = 0u32;
-        let mut created_parents = false;
+        // A container parent can be reaped between our creates: recreate it a few times.
+        let mut parent_creations = 0;
         loop {
             let (path, mode) = self.node_path(&prefix, kind);
             let code = match self.client.create(&path, data, mode) {
@@ -233,12 +234,27 @@ impl LockInternals {
             match code {
                 // Parents are created only when missing, as Curator does (one create when the
                 // directory exists, which is the common case).
-                ZkError::NoNode if !created_parents => {
+                ZkError::NoNode if parent_creations < 3 => {
                     self.create_parents()?;
-                    created_parents = true;
+                    parent_creations += 1;
                     continue;
                 }
                 code if code.is_retryable() => {}
+                // The session ended before the create was applied in it: nothing of ours
+                // can exist. Create again on the next session (under the retry policy).
+                ZkError::SessionExpired => {
+                    let Some(sleep) = self.retry.next_retry(retries, start.elapsed()) else {
+                        return Err(Error::SessionLost {
+                            path: self.base_path.clone(),
+                        });
+                    };
+                    retries += 1;
+                    if !self.pause_until_connected(sleep, deadline) {
+                        return Ok(None);
+                    }
+                    prefix = protected_prefix();
+                    continue;
+                }
                 code => return Err(Error::zk("create", path, code)),
             }
             // The create may or may not have been applied. Never create again blindly: a
@@ -267,6 +283,10 @@ impl LockInternals {
                 }
                 Err(code) if code.is_retryable() => {
                     // Still unknown: keep the prefix so the next look-up can find it.
+                }
+                Err(ZkError::SessionExpired) => {
+                    // The session that may have created it is gone, and the node with it.
+                    prefix = protected_prefix();
                 }
                 Err(code) => {
                     self.delete_by_prefix_in_background(prefix);
@@ -376,6 +396,7 @@ impl LockInternals {
                         None => break Err(Error::zk("get_children", self.base_path.clone(), code)),
                     }
                 }
+                Err(ZkError::SessionExpired) => break Ok(LoopEnd::OurNodeGone),
                 Err(code) => break Err(Error::zk("get_children", self.base_path.clone(), code)),
             };
             let Some(our_index) = children.iter().position(|c| c == our_name) else {
@@ -412,6 +433,7 @@ impl LockInternals {
                     continue;
                 }
                 Err(code) if code.is_retryable() => continue, // the listing retries under policy
+                Err(ZkError::SessionExpired) => break Ok(LoopEnd::OurNodeGone),
                 Err(code) => break Err(Error::zk("get_data", pred_path, code)),
             }
             let deleted = waiter.wait(deadline);

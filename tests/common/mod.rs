@@ -41,7 +41,11 @@ static NEXT_ROOT: AtomicU64 = AtomicU64::new(0);
 
 /// A unique path for one test.
 pub fn unique_root(prefix: &str) -> String {
-    format!("/{prefix}-{}-{}", std::process::id(), NEXT_ROOT.fetch_add(1, Ordering::SeqCst))
+    format!(
+        "/{prefix}-{}-{}",
+        std::process::id(),
+        NEXT_ROOT.fetch_add(1, Ordering::SeqCst)
+    )
 }
 
 /// The in-memory ensemble.
@@ -51,7 +55,9 @@ pub struct Memory {
 
 impl Memory {
     pub fn new() -> Memory {
-        Memory { ensemble: MemoryEnsemble::new() }
+        Memory {
+            ensemble: MemoryEnsemble::new(),
+        }
     }
 
     pub fn connect_memory(&self) -> Arc<MemoryClient> {
@@ -77,7 +83,10 @@ impl Faults for MemoryFaults {
 impl Backend for Memory {
     fn connect(&self) -> TestClient {
         let c = self.ensemble.connect();
-        TestClient { client: c.clone(), faults: Arc::new(MemoryFaults(c)) }
+        TestClient {
+            client: c.clone(),
+            faults: Arc::new(MemoryFaults(c)),
+        }
     }
 
     fn root(&self) -> String {
@@ -95,7 +104,9 @@ impl Backend for Memory {
 
 /// Blocks until the client is connected (any state that serves requests), or panics after 30 s.
 pub fn wait_connected(c: &dyn ZkClient) {
-    let s = c.session().wait_until_connected(Some(Instant::now() + Duration::from_secs(30)));
+    let s = c
+        .session()
+        .wait_until_connected(Some(Instant::now() + Duration::from_secs(30)));
     assert!(s.state.is_connected(), "client did not reconnect: {s:?}");
 }
 
