@@ -629,6 +629,8 @@ fn container_is_deleted_when_its_last_child_goes() {
         .unwrap();
 
     client.delete("/d/c/inner/lock-0000000000", None).unwrap();
+    assert!(ensemble.node("/d/c/inner").is_some(), "reaped only by the sweep");
+    assert_eq!(ensemble.reap_containers(), 1);
     assert!(
         ensemble.node("/d/c/inner").is_none(),
         "emptied container reaped"
@@ -637,6 +639,7 @@ fn container_is_deleted_when_its_last_child_goes() {
     assert_eq!(events.next(), ev(EventType::NodeChildrenChanged, "/d/c"));
     assert!(ensemble.node("/d/c").is_some(), "still has a child");
     client.delete("/d/c/other", None).unwrap();
+    ensemble.reap_containers();
     assert!(ensemble.node("/d/c").is_none());
     assert!(
         ensemble.node("/d/never-used").is_some(),
@@ -652,6 +655,7 @@ fn container_is_deleted_when_its_last_child_goes() {
         .create("/d/c1/c2/e", b"", CreateMode::Ephemeral)
         .unwrap();
     client.expire();
+    assert_eq!(ensemble.reap_containers(), 2, "cascades");
     assert!(ensemble.node("/d/c1").is_none());
     assert_eq!(
         ensemble.children("/d"),

@@ -166,7 +166,7 @@ fn timeout_leaves_nothing(b: &dyn Backend) {
         "uncontended zero timeout acquires"
     );
     m2.release().unwrap();
-    eventually(b.patience(), "no watches left", || b.watch_count() == 0);
+    eventually(b.patience(), "no watches left", || b.watches_under(&path) == 0);
 }
 
 fn fifo_order(b: &dyn Backend) {
@@ -281,7 +281,7 @@ fn dropped_watch_still_acquires(b: &dyn Backend) {
         drop(g);
         assert!(waiter.join().unwrap());
     });
-    eventually(b.patience(), "no watches left", || b.watch_count() == 0);
+    eventually(b.patience(), "no watches left", || b.watches_under(&path) == 0);
 }
 
 /// A connection blip while holding: the lock survives (same session) and is Held again.
@@ -378,7 +378,7 @@ fn many_waiters_one_release(b: &dyn Backend) {
         drop(g);
     });
     assert_eq!(done.load(Ordering::SeqCst), n);
-    eventually(b.patience(), "no watches left", || b.watch_count() == 0);
+    eventually(b.patience(), "no watches left", || b.watches_under(&path) == 0);
 }
 
 macro_rules! suite {

@@ -21,8 +21,12 @@ fn participant_nodes(b: &dyn Backend) {
     let hold = Barrier::new(readers + 1);
     let release = AtomicBool::new(false);
     thread::scope(|s| {
+        // Readers first: a reader queued behind a writer would (rightly) wait for it.
         for (i, c) in clients.iter().enumerate() {
             let (hold, release, path) = (&hold, &release, &path);
+            if i == readers {
+                hold.wait();
+            }
             s.spawn(move || {
                 let rw = InterProcessReadWriteLock::new(c.client.clone(), path).unwrap();
                 if i < readers {
@@ -32,15 +36,11 @@ fn participant_nodes(b: &dyn Backend) {
                         thread::sleep(Duration::from_millis(5));
                     }
                 } else {
-                    let _ = rw
-                        .write_lock()
-                        .acquire_timeout(Duration::from_secs(60))
-                        .unwrap();
+                    let _ = rw.write_lock().acquire_timeout(Duration::from_secs(60)).unwrap();
                     let _ = rw.write_lock().release();
                 }
             });
         }
-        hold.wait();
         eventually(b.patience(), "writers queued", || {
             inspector.write_lock().participant_nodes().unwrap().len() == writers
         });

@@ -218,7 +218,7 @@ fn timed_out_acquire_leaves_no_lease(b: &dyn Backend) {
         "admission released"
     );
     drop(lease);
-    eventually(b.patience(), "no watches left", || b.watch_count() == 0);
+    eventually(b.patience(), "no watches left", || b.watches_under(&path) == 0);
 }
 
 /// Curator's testThreadedLeaseIncrease: raising the shared count wakes a waiter.

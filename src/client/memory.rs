@@ -132,11 +132,11 @@ impl Fault {
     }
 
     fn matches(&self, op: Op, path: &str) -> bool {
-        self.op.map_or(true, |o| o == op)
+        self.op.is_none_or(|o| o == op)
             && self
                 .path_prefix
                 .as_deref()
-                .map_or(true, |p| path.starts_with(p))
+                .is_none_or(|p| path.starts_with(p))
     }
 }
 
@@ -527,14 +527,12 @@ impl Inner {
         Ok(())
     }
 
-    /// Removes a childless node in transaction `zxid` and fires its watches; then deletes its
-    /// parent if that is a container left empty.
+    /// Removes a childless node in transaction `zxid` and fires its watches.
     fn remove_node(&mut self, path: &str, zxid: i64) {
         let Some(node) = self.nodes.remove(path) else {
             return;
         };
         let (parent_path, name) = split(path);
-        let mut reap_parent = false;
         if let Some(parent) = self.nodes.get_mut(parent_path) {
             parent.children.remove(name);
             parent.stat.num_children -= 1;
@@ -542,9 +540,6 @@ impl Inner {
             if zxid > parent.stat.pzxid {
                 parent.stat.pzxid = zxid;
             }
-            reap_parent = parent.stat.ephemeral_owner == CONTAINER_OWNER
-                && parent.children.is_empty()
-                && parent.stat.cversion != 0;
         }
         let owner = node.stat.ephemeral_owner;
         if owner != 0 && owner != CONTAINER_OWNER {
@@ -559,12 +554,32 @@ impl Inner {
             parent_path,
             EventType::NodeChildrenChanged,
         );
-        if reap_parent {
-            // ZooKeeper's ContainerManager deletes such containers in a background sweep
-            // (every 60 s by default); we do it at once so tests are deterministic.
-            let parent_path = parent_path.to_string();
-            let zxid = self.next_zxid();
-            self.remove_node(&parent_path, zxid);
+    }
+
+    /// ZooKeeper's ContainerManager sweep: deletes every container that had a child and has
+    /// none left, repeatedly (a reaped container can empty its container parent). Returns how
+    /// many were deleted.
+    fn reap_containers(&mut self) -> usize {
+        let mut reaped = 0;
+        loop {
+            let empty: Vec<String> = self
+                .nodes
+                .iter()
+                .filter(|(_, n)| {
+                    n.stat.ephemeral_owner == CONTAINER_OWNER
+                        && n.children.is_empty()
+                        && n.stat.cversion != 0
+                })
+                .map(|(p, _)| p.clone())
+                .collect();
+            if empty.is_empty() {
+                return reaped;
+            }
+            for path in empty {
+                let zxid = self.next_zxid();
+                self.remove_node(&path, zxid);
+                reaped += 1;
+            }
         }
     }
 
@@ -747,6 +762,14 @@ impl MemoryEnsemble {
             Some(client) => client.expire_session(session_id),
             None => self.with_inner(|inner| inner.kill_session(session_id)),
         }
+    }
+
+    /// Runs the container sweep now: every container that had a child and has none left is
+    /// deleted (cascading). A real server sweeps every `znode.container.checkIntervalMs`
+    /// (60 s by default), so a lock directory survives between a release and the next
+    /// acquire; this ensemble sweeps only when asked, which keeps tests deterministic.
+    pub fn reap_containers(&self) -> usize {
+        self.with_inner(|inner| inner.reap_containers())
     }
 
     /// Sets a node's `cversion` (the next sequence number under it), to test the sequence

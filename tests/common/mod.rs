@@ -31,8 +31,9 @@ pub trait Backend: Sync {
     fn connect(&self) -> TestClient;
     /// A fresh path no other test uses.
     fn root(&self) -> String;
-    /// Watches registered on the server(s), all sessions.
-    fn watch_count(&self) -> usize;
+    /// Watches registered on the server on paths under `prefix`, all sessions (a real server is
+    /// shared by tests running in parallel, so counts are taken per test path).
+    fn watches_under(&self, prefix: &str) -> usize;
     /// A deadline generous enough for this backend.
     fn patience(&self) -> Duration;
 }
@@ -93,8 +94,8 @@ impl Backend for Memory {
         unique_root("mem")
     }
 
-    fn watch_count(&self) -> usize {
-        self.ensemble.watch_count()
+    fn watches_under(&self, _prefix: &str) -> usize {
+        self.ensemble.watch_count() // one ensemble per test
     }
 
     fn patience(&self) -> Duration {
