@@ -9,7 +9,8 @@
 //!   the `zookeeper` crate, and an in-memory ensemble with fault injection);
 //! - [`session`]: the connection-state machine (Connected, Suspended, Reconnected, Lost) and
 //!   the connection epoch every waiter and holder observes;
-//! - [`paths`], [`retry`], [`error`]: path rules, retry policies, typed errors.
+//! - [`paths`], [`retry`], [`error`]: path rules, retry policies, typed errors;
+//! - `testing` (feature `testing`): real ZooKeeper servers, clusters and a fault proxy for tests.
 
 #![warn(missing_docs)]
 
@@ -19,6 +20,8 @@ pub mod locks;
 pub mod paths;
 pub mod retry;
 pub mod session;
+#[cfg(feature = "testing")]
+pub mod testing;
 
 pub use client::{CreateMode, SharedClient, Stat, WatchedEvent, ZkClient, ZkError};
 pub use error::{Error, Result};

@@ -1,0 +1,75 @@
+//! Test support (feature `testing`), like Curator's `curator-test`: real ZooKeeper servers and
+//! clusters on loopback ports, and a fault-injecting proxy.
+//!
+//! - [`TestingServer`]: one standalone ZooKeeper 3.8 (Debian's jars, plain `java`, no root);
+//! - [`TestingCluster`]: an n-member quorum on 127.0.0.1;
+//! - [`FaultProxy`]: cut / freeze / refuse connections, expire a session for real;
+//! - [`shared_server`]: one lazily started server per test process;
+//! - [`require_server`]: the skip-or-fail rule for machines without Java or ZooKeeper.
+//!
+//! When Java or the jars are missing, tests skip with a note, unless the environment sets
+//! `ZK_LOCKS_REQUIRE_SERVER=1` (CI does), where they fail with a clear message instead.
+//! `ZK_LOCKS_ZOOKEEPER_CLASSPATH` overrides the classpath (default: Debian's
+//! `/usr/share/java/zookeeper.jar`, whose manifest names its dependencies).
+
+mod cluster;
+mod process;
+mod proxy;
+mod server;
+
+use std::sync::OnceLock;
+
+pub use cluster::TestingCluster;
+pub use proxy::FaultProxy;
+pub use server::TestingServer;
+
+/// The environment variable that turns a missing ZooKeeper into a test failure.
+pub const REQUIRE_SERVER_ENV: &str = "ZK_LOCKS_REQUIRE_SERVER";
+
+fn server_required() -> bool {
+    std::env::var(REQUIRE_SERVER_ENV).is_ok_and(|v| v == "1" || v.eq_ignore_ascii_case("true"))
+}
+
+/// Whether tests against a real server can run here: `true` when Java and the ZooKeeper jars
+/// are present. Otherwise prints a skip note and returns `false` — or panics with the reason
+/// when `ZK_LOCKS_REQUIRE_SERVER=1`.
+pub fn require_server() -> bool {
+    match process::missing_requirements() {
+        None => true,
+        Some(missing) if server_required() => panic!(
+            "{REQUIRE_SERVER_ENV}=1 but a real ZooKeeper cannot run here: {missing}. \
+             Run ./scripts/test.sh, which installs them."
+        ),
+        Some(missing) => {
+            eprintln!("skipping: no real ZooKeeper ({missing}); set {REQUIRE_SERVER_ENV}=1 to fail instead");
+            false
+        }
+    }
+}
+
+/// Same rule as [`require_server`]; kept under the name other test files use.
+pub fn require_java() -> bool {
+    require_server()
+}
+
+/// One server per test process, started on first use and shared by every test (each test
+/// should work under its own root path). `None` (after a skip note) when Java or the jars are
+/// missing, unless `ZK_LOCKS_REQUIRE_SERVER=1`, which panics instead. Panics when the server
+/// fails to start although everything is installed.
+///
+/// Tests must not stop or restart the shared server: use a [`FaultProxy`] in front of it, or
+/// an own [`TestingServer`].
+pub fn shared_server() -> Option<&'static TestingServer> {
+    static SERVER: OnceLock<Option<TestingServer>> = OnceLock::new();
+    SERVER
+        .get_or_init(|| {
+            if !require_server() {
+                return None;
+            }
+            match TestingServer::start() {
+                Ok(server) => Some(server),
+                Err(e) => panic!("could not start the shared ZooKeeper test server: {e}"),
+            }
+        })
+        .as_ref()
+}

@@ -1,0 +1,393 @@
+//! One ZooKeeper JVM: locating Java and the Debian jars, writing its config, spawning it so it
+//! dies with the test process, four-letter-word commands, and readiness polling.
+//!
+//! Each JVM is spawned from its own *keeper* thread that lives exactly as long as the child:
+//! the child gets `PR_SET_PDEATHSIG(SIGKILL)`, which Linux ties to the spawning **thread**, so
+//! a shared server started from a short-lived test thread would otherwise die with that test,
+//! and a server in a `static` (never dropped) would otherwise outlive the test process.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use crate::error::{Error, Result};
+
+/// Where Debian's `zookeeper` / `libzookeeper-java` packages put the server jar. Its manifest
+/// `Class-Path` names every dependency jar in `/usr/share/java`.
+const DEBIAN_ZOOKEEPER_JAR: &str = "/usr/share/java/zookeeper.jar";
+/// An slf4j binding + log4j 1.2, so the server logs (to a file) instead of printing a
+/// "no binding" warning.
+const DEBIAN_LOG_JARS: [&str; 2] = [
+    "/usr/share/java/slf4j-log4j12.jar",
+    "/usr/share/java/log4j-1.2.jar",
+];
+/// Prefix of every temp dir this module creates (stale ones of dead processes are removed).
+const TEMP_PREFIX: &str = "zk-locks-test-";
+
+pub(crate) fn io_err(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> Error {
+    let context = context.into();
+    move |source| Error::Io { context, source }
+}
+
+/// The `java` binary: `$JAVA_HOME/bin/java` when set, else the first `java` on `PATH`.
+pub(crate) fn find_java() -> Option<PathBuf> {
+    if let Some(home) = std::env::var_os("JAVA_HOME") {
+        let java = Path::new(&home).join("bin/java");
+        if java.is_file() {
+            return Some(java);
+        }
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join("java"))
+        .find(|p| p.is_file())
+}
+
+/// The server classpath: `$ZK_LOCKS_ZOOKEEPER_CLASSPATH` when set, else Debian's jars.
+pub(crate) fn find_classpath() -> Option<String> {
+    if let Ok(cp) = std::env::var("ZK_LOCKS_ZOOKEEPER_CLASSPATH") {
+        if !cp.is_empty() {
+            return Some(cp);
+        }
+    }
+    if !Path::new(DEBIAN_ZOOKEEPER_JAR).is_file() {
+        return None;
+    }
+    let mut cp = vec![DEBIAN_ZOOKEEPER_JAR.to_string()];
+    if DEBIAN_LOG_JARS.iter().all(|j| Path::new(j).is_file()) {
+        cp.extend(DEBIAN_LOG_JARS.iter().map(|j| j.to_string()));
+    }
+    Some(cp.join(":"))
+}
+
+/// Why a real server cannot run here, or `None` when Java and the jars are present.
+pub(crate) fn missing_requirements() -> Option<String> {
+    let mut missing = Vec::new();
+    if find_java().is_none() {
+        missing.push("java (apt-get install default-jre-headless)");
+    }
+    if find_classpath().is_none() {
+        missing.push("ZooKeeper jars (apt-get install zookeeper)");
+    }
+    if missing.is_empty() {
+        None
+    } else {
+        Some(format!("missing {}", missing.join(" and ")))
+    }
+}
+
+/// A free TCP port on 127.0.0.1 (bound, then released; fine for tests).
+pub(crate) fn free_port() -> Result<u16> {
+    let listener = TcpListener::bind("127.0.0.1:0").map_err(io_err("binding a free port"))?;
+    Ok(listener
+        .local_addr()
+        .map_err(io_err("reading a bound port"))?
+        .port())
+}
+
+/// A fresh temp dir `zk-locks-test-<pid>-<n>-<nanos>`; first removes dirs left by dead processes.
+pub(crate) fn make_temp_dir() -> Result<PathBuf> {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let base = std::env::temp_dir();
+    remove_stale_dirs(&base);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    let dir = base.join(format!(
+        "{TEMP_PREFIX}{}-{}-{nanos}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    ));
+    fs::create_dir_all(&dir).map_err(io_err(format!("creating {}", dir.display())))?;
+    Ok(dir)
+}
+
+fn remove_stale_dirs(base: &Path) {
+    let Ok(entries) = fs::read_dir(base) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(rest) = name.strip_prefix(TEMP_PREFIX) else {
+            continue;
+        };
+        let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<i32>().ok()) else {
+            continue;
+        };
+        // kill(pid, 0) fails with ESRCH when no such process exists.
+        let alive = unsafe { libc::kill(pid, 0) } == 0
+            || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH);
+        if !alive {
+            let _ = fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
+/// Sends a four-letter-word command and returns the whole reply.
+pub(crate) fn four_letter(addr: SocketAddr, cmd: &str) -> Result<String> {
+    let context = || format!("four-letter command {cmd:?} to {addr}");
+    let mut stream =
+        TcpStream::connect_timeout(&addr, Duration::from_secs(2)).map_err(io_err(context()))?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .map_err(io_err(context()))?;
+    stream
+        .write_all(cmd.as_bytes())
+        .map_err(io_err(context()))?;
+    let mut reply = String::new();
+    stream
+        .read_to_string(&mut reply)
+        .map_err(io_err(context()))?;
+    Ok(reply)
+}
+
+/// The last `max` bytes of a log file, for error messages.
+pub(crate) fn log_tail(path: &Path, max: u64) -> String {
+    let Ok(mut file) = File::open(path) else {
+        return format!("(no log at {})", path.display());
+    };
+    let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let _ = file.seek(SeekFrom::Start(len.saturating_sub(max)));
+    let mut tail = String::new();
+    let _ = file.read_to_string(&mut tail);
+    tail
+}
+
+/// What a node's `zoo.cfg` says besides the per-node dirs and ports.
+pub(crate) struct NodeConfig {
+    /// Its client port on 127.0.0.1.
+    pub client_port: u16,
+    /// `server.N=...` lines (empty for standalone) and this node's id.
+    pub quorum: Option<(u32, Vec<String>)>,
+}
+
+/// One ZooKeeper JVM with its own dir (config, data, log), restartable on the same port.
+pub(crate) struct Node {
+    pub dir: PathBuf,
+    pub client_port: u16,
+    main_class: &'static str,
+    pid: Option<i32>,
+    keeper: Option<JoinHandle<()>>,
+    exited: Option<mpsc::Receiver<()>>,
+}
+
+impl Node {
+    /// Writes the config in a fresh temp dir; does not start the JVM.
+    pub fn create(config: NodeConfig) -> Result<Node> {
+        let dir = make_temp_dir()?;
+        let data = dir.join("data");
+        fs::create_dir_all(&data).map_err(io_err("creating the data dir"))?;
+        let mut cfg = format!(
+            "tickTime=500\n\
+             initLimit=20\n\
+             syncLimit=10\n\
+             dataDir={}\n\
+             clientPort={}\n\
+             clientPortAddress=127.0.0.1\n\
+             maxClientCnxns=0\n\
+             minSessionTimeout=1000\n\
+             maxSessionTimeout=60000\n\
+             4lw.commands.whitelist=*\n\
+             admin.enableServer=false\n\
+             forceSync=no\n\
+             electionPortBindRetry=0\n",
+            data.display(),
+            config.client_port
+        );
+        if let Some((myid, servers)) = &config.quorum {
+            for line in servers {
+                cfg.push_str(line);
+                cfg.push('\n');
+            }
+            fs::write(data.join("myid"), format!("{myid}\n")).map_err(io_err("writing myid"))?;
+        }
+        fs::write(dir.join("zoo.cfg"), cfg).map_err(io_err("writing zoo.cfg"))?;
+        // Everything to stdout, which goes to zookeeper.log in this dir (never the test output).
+        fs::write(
+            dir.join("log4j.properties"),
+            "log4j.rootLogger=INFO, CONSOLE\n\
+             log4j.appender.CONSOLE=org.apache.log4j.ConsoleAppender\n\
+             log4j.appender.CONSOLE.layout=org.apache.log4j.PatternLayout\n\
+             log4j.appender.CONSOLE.layout.ConversionPattern=%d{ISO8601} [myid:%X{myid}] %-5p [%t] %c{1}: %m%n\n",
+        )
+        .map_err(io_err("writing log4j.properties"))?;
+        Ok(Node {
+            dir,
+            client_port: config.client_port,
+            main_class: if config.quorum.is_some() {
+                "org.apache.zookeeper.server.quorum.QuorumPeerMain"
+            } else {
+                "org.apache.zookeeper.server.ZooKeeperServerMain"
+            },
+            pid: None,
+            keeper: None,
+            exited: None,
+        })
+    }
+
+    pub fn client_addr(&self) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], self.client_port))
+    }
+
+    pub fn log_path(&self) -> PathBuf {
+        self.dir.join("zookeeper.log")
+    }
+
+    /// True while the JVM runs.
+    pub fn is_running(&self) -> bool {
+        match &self.exited {
+            Some(rx) => matches!(rx.try_recv(), Err(mpsc::TryRecvError::Empty)),
+            None => false,
+        }
+    }
+
+    /// Spawns the JVM (from a keeper thread, see the module docs). Does not wait for readiness.
+    pub fn spawn(&mut self) -> Result<()> {
+        if self.is_running() {
+            return Ok(());
+        }
+        self.reap();
+        let java = find_java().ok_or_else(|| Error::Connect {
+            hosts: self.client_addr().to_string(),
+            reason: missing_requirements().unwrap_or_default(),
+        })?;
+        let classpath = find_classpath().ok_or_else(|| Error::Connect {
+            hosts: self.client_addr().to_string(),
+            reason: missing_requirements().unwrap_or_default(),
+        })?;
+        let log = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.log_path())
+            .map_err(io_err("opening the server log"))?;
+        let log2 = log.try_clone().map_err(io_err("cloning the log handle"))?;
+        let mut command = Command::new(java);
+        command
+            .arg("-Xmx256m")
+            .arg("-XX:+UseSerialGC")
+            .arg("-XX:TieredStopAtLevel=1")
+            .arg("-Djava.net.preferIPv4Stack=true")
+            .arg("-Dzookeeper.jmx.log4j.disable=true")
+            .arg("-cp")
+            .arg(format!("{}:{}", self.dir.display(), classpath))
+            .arg(self.main_class)
+            .arg(self.dir.join("zoo.cfg"))
+            .current_dir(&self.dir)
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(log2);
+        // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
+        unsafe {
+            use std::os::unix::process::CommandExt;
+            command.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                Ok(())
+            });
+        }
+        let (pid_tx, pid_rx) = mpsc::channel();
+        let (exit_tx, exit_rx) = mpsc::channel::<()>();
+        let keeper = std::thread::Builder::new()
+            .name(format!("zk-server-{}", self.client_port))
+            .spawn(move || match command.spawn() {
+                Ok(mut child) => {
+                    let _ = pid_tx.send(Ok(child.id() as i32));
+                    let _ = child.wait();
+                    drop(exit_tx);
+                }
+                Err(e) => {
+                    let _ = pid_tx.send(Err(e));
+                }
+            })
+            .map_err(io_err("spawning the server keeper thread"))?;
+        let pid = pid_rx
+            .recv()
+            .map_err(|_| Error::Io {
+                context: "server keeper thread died".into(),
+                source: std::io::Error::other("no pid"),
+            })?
+            .map_err(io_err("spawning java"))?;
+        self.pid = Some(pid);
+        self.keeper = Some(keeper);
+        self.exited = Some(exit_rx);
+        Ok(())
+    }
+
+    /// SIGKILLs the JVM and waits for it to exit. Keeps the data.
+    pub fn kill(&mut self) {
+        if let Some(pid) = self.pid {
+            if self.is_running() {
+                // SAFETY: plain kill(2) on our own child's pid, still unreaped (the keeper
+                // thread reaps it only after it exits).
+                unsafe {
+                    libc::kill(pid, libc::SIGKILL);
+                }
+            }
+        }
+        self.reap();
+    }
+
+    fn reap(&mut self) {
+        if let Some(keeper) = self.keeper.take() {
+            let _ = keeper.join();
+        }
+        self.pid = None;
+        self.exited = None;
+    }
+
+    /// A four-letter-word command to this node.
+    pub fn four_letter(&self, cmd: &str) -> Result<String> {
+        four_letter(self.client_addr(), cmd)
+    }
+
+    /// Waits until `ready(reply to cmd)` holds, the JVM dies, or the deadline passes.
+    pub fn wait_until(
+        &self,
+        cmd: &str,
+        ready: impl Fn(&str) -> bool,
+        timeout: Duration,
+    ) -> Result<()> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if !self.is_running() {
+                return Err(self.startup_error("the server process exited".into()));
+            }
+            let last = match self.four_letter(cmd) {
+                Ok(reply) if ready(&reply) => return Ok(()),
+                Ok(reply) => reply,
+                Err(e) => e.to_string(),
+            };
+            if Instant::now() >= deadline {
+                return Err(self.startup_error(format!(
+                    "not ready within {timeout:?} (last {cmd:?} reply: {last:?})"
+                )));
+            }
+            // Polling a child process for readiness: there is nothing to wait on instead.
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn startup_error(&self, reason: String) -> Error {
+        Error::Connect {
+            hosts: self.client_addr().to_string(),
+            reason: format!(
+                "{reason}; server log {} ends with:\n{}",
+                self.log_path().display(),
+                log_tail(&self.log_path(), 3000)
+            ),
+        }
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        self.kill();
+        let _ = fs::remove_dir_all(&self.dir);
+    }
+}

@@ -1,0 +1,122 @@
+//! [`TestingServer`]: one standalone ZooKeeper 3.8 on a free 127.0.0.1 port (like Curator's
+//! `TestingServer`).
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+
+use super::process::{free_port, Node, NodeConfig};
+use crate::error::Result;
+
+/// How long a (re)started server may take to answer `ruok` (a JVM on a loaded 2-core box).
+const STARTUP_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A standalone ZooKeeper server for tests: Debian's ZooKeeper 3.8 run as a plain `java`
+/// process (no service, no root) on a free loopback port with a temp data dir, `tickTime=500`
+/// (sessions from 1 s to 60 s), every four-letter word enabled, no admin server, no fsync.
+///
+/// The server logs to `zookeeper.log` in its temp dir. Dropping it kills the JVM and removes
+/// the dir; the JVM also dies with the test process.
+pub struct TestingServer {
+    node: Mutex<Node>,
+    port: u16,
+}
+
+impl std::fmt::Debug for TestingServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TestingServer")
+            .field("port", &self.port)
+            .finish()
+    }
+}
+
+impl TestingServer {
+    /// Starts a server and waits until it answers `ruok` with `imok` and serves requests.
+    ///
+    /// Fails with [`crate::Error::Connect`] (carrying the log tail) when Java or the jars are
+    /// missing or the server does not come up in time.
+    pub fn start() -> Result<TestingServer> {
+        let port = free_port()?;
+        let node = Node::create(NodeConfig {
+            client_port: port,
+            quorum: None,
+        })?;
+        let server = TestingServer {
+            node: Mutex::new(node),
+            port,
+        };
+        server.restart()?;
+        Ok(server)
+    }
+
+    /// `127.0.0.1:<port>`.
+    pub fn connect_string(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    /// The client port.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The client address.
+    pub fn addr(&self) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], self.port))
+    }
+
+    /// Kills the server (SIGKILL) and waits for it to exit. The data dir is kept, so
+    /// [`restart`](Self::restart) brings back every persistent node and unexpired session.
+    pub fn stop(&self) {
+        self.node.lock().kill();
+    }
+
+    /// Starts the server again (same port, same data) and waits for `imok`. A no-op wait when it
+    /// already runs.
+    pub fn restart(&self) -> Result<()> {
+        let mut node = self.node.lock();
+        node.spawn()?;
+        node.wait_until("ruok", |r| r.trim() == "imok", STARTUP_TIMEOUT)?;
+        // `imok` only means the process runs; `srvr` reports a mode once requests are served.
+        node.wait_until("srvr", |r| r.contains("Mode: "), STARTUP_TIMEOUT)
+    }
+
+    /// True while the server process runs.
+    pub fn is_running(&self) -> bool {
+        self.node.lock().is_running()
+    }
+
+    /// Sends a four-letter-word command (`ruok`, `srvr`, `cons`, `wchc`, `wchs`, `mntr`, ...)
+    /// and returns the reply.
+    pub fn four_letter(&self, cmd: &str) -> Result<String> {
+        super::process::four_letter(self.addr(), cmd)
+    }
+
+    /// The number of watches the server holds (all sessions), from `wchs`'s "Total watches:".
+    pub fn watch_count(&self) -> Result<usize> {
+        let reply = self.four_letter("wchs")?;
+        Ok(parse_total_watches(&reply))
+    }
+
+    /// The server's log so far (the last `max_bytes`), for assertions and failure messages.
+    pub fn log_tail(&self, max_bytes: u64) -> String {
+        super::process::log_tail(&self.node.lock().log_path(), max_bytes)
+    }
+}
+
+pub(crate) fn parse_total_watches(wchs: &str) -> usize {
+    wchs.lines()
+        .find_map(|l| l.trim().strip_prefix("Total watches:"))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn parses_wchs() {
+        let reply = "2 connections watching 3 paths\nTotal watches:4\n";
+        assert_eq!(super::parse_total_watches(reply), 4);
+        assert_eq!(super::parse_total_watches(""), 0);
+    }
+}

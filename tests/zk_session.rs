@@ -1,0 +1,441 @@
+//! The `zookeeper` crate backend on a real ZooKeeper 3.8: session states under faults
+//! (FaultProxy), server restarts, a cluster leader kill, deadlines, watchers, chroot.
+//!
+//! No sleeps as synchronisation: tests wait on `Session::wait_for_change` or channels, always
+//! with a deadline.
+
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use zk_locks::client::zookeeper::{ZkOptions, ZookeeperClient};
+use zk_locks::session::{ConnectionState, SessionSnapshot};
+use zk_locks::testing::{shared_server, FaultProxy, TestingCluster, TestingServer};
+use zk_locks::{CreateMode, Error, ZkClient, ZkError};
+
+const SESSION: Duration = Duration::from_secs(2);
+
+fn connect(connect_string: &str) -> Arc<ZookeeperClient> {
+    ZookeeperClient::connect(connect_string, SESSION).expect("connect")
+}
+
+fn unique(prefix: &str) -> String {
+    format!("/{prefix}-{}", uuid::Uuid::new_v4())
+}
+
+/// Waits until the session reaches `state` (or the deadline passes); returns every snapshot
+/// seen on the way, the last one being the final state.
+fn wait_for_state(
+    client: &ZookeeperClient,
+    state: ConnectionState,
+    within: Duration,
+) -> Vec<SessionSnapshot> {
+    let deadline = Instant::now() + within;
+    let mut seen = vec![client.session().snapshot()];
+    while seen.last().unwrap().state != state && Instant::now() < deadline {
+        let epoch = seen.last().unwrap().epoch;
+        let next = client.session().wait_for_change(epoch, Some(deadline));
+        if next.epoch != epoch {
+            seen.push(next);
+        }
+    }
+    seen
+}
+
+fn states(seen: &[SessionSnapshot]) -> Vec<ConnectionState> {
+    seen.iter().map(|s| s.state).collect()
+}
+
+/// Waits until a call succeeds (the client may be reconnecting), with a deadline.
+fn until_ok<T>(within: Duration, mut f: impl FnMut() -> Result<T, ZkError>) -> T {
+    let deadline = Instant::now() + within;
+    loop {
+        match f() {
+            Ok(v) => return v,
+            Err(e) if e.is_retryable() || e == ZkError::SessionExpired => {
+                assert!(Instant::now() < deadline, "still failing: {e}");
+                // Retry pacing for a client that is reconnecting on its own; not synchronisation.
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Err(e) => panic!("call failed: {e}"),
+        }
+    }
+}
+
+#[test]
+fn basic_operations_and_ephemeral_owner() {
+    let Some(server) = shared_server() else {
+        return;
+    };
+    let client = connect(&server.connect_string());
+    let root = unique("basic");
+    assert_eq!(
+        client.create(&root, b"x", CreateMode::Persistent).unwrap(),
+        root
+    );
+    let seq = client
+        .create(&format!("{root}/n-"), b"", CreateMode::EphemeralSequential)
+        .unwrap();
+    assert!(seq.starts_with(&format!("{root}/n-")) && seq.len() == root.len() + 3 + 10);
+    let stat = client.exists(&seq).unwrap().unwrap();
+    assert_eq!(Some(stat.ephemeral_owner), client.session().session_id());
+    assert_eq!(client.get_children(&root, None).unwrap().len(), 1);
+    assert_eq!(client.exists(&format!("{root}/none")).unwrap(), None);
+    assert_eq!(
+        client.get_data(&format!("{root}/none"), None).unwrap_err(),
+        ZkError::NoNode
+    );
+    let stat = client.set_data(&root, b"y", Some(0)).unwrap();
+    assert_eq!(stat.version, 1);
+    assert_eq!(
+        client.set_data(&root, b"z", Some(0)).unwrap_err(),
+        ZkError::BadVersion
+    );
+    // Container is created Persistent on purpose.
+    let container = client
+        .create(&format!("{root}/c"), b"", CreateMode::Container)
+        .unwrap();
+    assert_eq!(
+        client.exists(&container).unwrap().unwrap().ephemeral_owner,
+        0
+    );
+    assert_eq!(client.delete(&root, None).unwrap_err(), ZkError::NotEmpty);
+    assert_eq!(
+        client
+            .create("bad", b"", CreateMode::Persistent)
+            .unwrap_err(),
+        ZkError::BadArguments
+    );
+    // close deletes the ephemerals and is idempotent.
+    client.close();
+    client.close();
+    assert_eq!(client.session().state(), ConnectionState::Closed);
+    assert_eq!(client.exists("/").unwrap_err(), ZkError::Closed);
+    let other = connect(&server.connect_string());
+    assert_eq!(other.exists(&seq).unwrap(), None);
+}
+
+#[test]
+fn watches_fire_and_a_panicking_watcher_does_not_kill_the_client() {
+    let Some(server) = shared_server() else {
+        return;
+    };
+    let client = connect(&server.connect_string());
+    let root = unique("watch");
+    client.create(&root, b"", CreateMode::Persistent).unwrap();
+    client
+        .get_data(&root, Some(Box::new(|_| panic!("a watcher that panics"))))
+        .unwrap();
+    client.set_data(&root, b"1", None).unwrap();
+    let (tx, rx) = mpsc::channel();
+    client
+        .get_children(&root, Some(Box::new(move |e| tx.send(e).unwrap())))
+        .unwrap();
+    client
+        .create(&format!("{root}/a"), b"", CreateMode::Persistent)
+        .unwrap();
+    let event = rx
+        .recv_timeout(SESSION)
+        .expect("child watch after a panicking watcher");
+    assert_eq!(event.path, root);
+    assert_eq!(
+        event.event_type,
+        zk_locks::client::EventType::NodeChildrenChanged
+    );
+    client.exists("/").unwrap();
+    // A watcher on a missing node is disarmed, not left to fire later.
+    let (tx, rx) = mpsc::channel();
+    let missing = format!("{root}/missing");
+    assert_eq!(
+        client
+            .get_data(&missing, Some(Box::new(move |e| tx.send(e).unwrap())))
+            .unwrap_err(),
+        ZkError::NoNode
+    );
+    client
+        .create(&missing, b"", CreateMode::Persistent)
+        .unwrap();
+    client.delete(&missing, None).unwrap();
+    client.exists("/").unwrap();
+    assert!(rx.try_recv().is_err());
+}
+
+#[test]
+fn chroot_is_applied_to_paths_and_events() {
+    let Some(server) = shared_server() else {
+        return;
+    };
+    let chroot = unique("chroot") + "/nested";
+    let client = connect(&format!("{}{chroot}", server.connect_string()));
+    assert_eq!(client.chroot(), Some(chroot.as_str()));
+    assert_eq!(
+        client.create("/a", b"", CreateMode::Persistent).unwrap(),
+        "/a"
+    );
+    let plain = connect(&server.connect_string());
+    assert!(plain.exists(&format!("{chroot}/a")).unwrap().is_some());
+    let (tx, rx) = mpsc::channel();
+    client
+        .get_children("/", Some(Box::new(move |e| tx.send(e).unwrap())))
+        .unwrap();
+    plain
+        .create(&format!("{chroot}/b"), b"", CreateMode::Persistent)
+        .unwrap();
+    assert_eq!(rx.recv_timeout(SESSION).unwrap().path, "/");
+    let mut children = client.get_children("/", None).unwrap();
+    children.sort();
+    assert_eq!(children, vec!["a", "b"]);
+    assert!(matches!(
+        ZookeeperClient::connect(&format!("{}/bad/", server.connect_string()), SESSION),
+        Err(Error::InvalidArgument { .. })
+    ));
+}
+
+#[test]
+fn bad_connect_strings_are_typed_errors() {
+    for bad in ["", ",", "no-such-host.invalid:2181"] {
+        let err = ZookeeperClient::connect(bad, SESSION).unwrap_err();
+        assert!(matches!(err, Error::Connect { .. }), "{bad:?}: {err}");
+    }
+}
+
+#[test]
+fn no_server_fails_within_the_connect_timeout() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let started = Instant::now();
+    let options = ZkOptions::new(format!("127.0.0.1:{port}"))
+        .session_timeout(SESSION)
+        .connect_timeout(Duration::from_secs(1));
+    let err = ZookeeperClient::connect_with(options).unwrap_err();
+    assert!(
+        matches!(&err, Error::Connect { hosts, .. } if hosts.contains(&port.to_string())),
+        "{err}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_millis(1900),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[test]
+fn young_client_cut_suspends_then_reconnects_the_same_session() {
+    let Some(server) = shared_server() else {
+        return;
+    };
+    let proxy = FaultProxy::start(server.addr()).unwrap();
+    let client = connect(&proxy.connect_string());
+    let before = client.session().snapshot();
+    proxy.cut();
+    let seen = wait_for_state(&client, ConnectionState::Reconnected, SESSION * 2);
+    let last = seen.last().unwrap();
+    assert_eq!(
+        last.state,
+        ConnectionState::Reconnected,
+        "{:?}",
+        states(&seen)
+    );
+    // Suspended then Reconnected: two transitions (a waiter may wake only once).
+    assert_eq!(last.session_id, before.session_id);
+    assert!(last.epoch >= before.epoch + 2);
+    assert_eq!(last.losses, 0);
+    client.exists("/").unwrap();
+}
+
+#[test]
+fn freeze_longer_than_the_session_is_lost_in_time_then_a_new_session() {
+    let Some(server) = shared_server() else {
+        return;
+    };
+    let proxy = FaultProxy::start(server.addr()).unwrap();
+    let client = connect(&proxy.connect_string());
+    let before = client.session().snapshot();
+    proxy.freeze();
+    let frozen_at = Instant::now();
+    let seen = wait_for_state(&client, ConnectionState::Lost, SESSION * 2);
+    let lost_after = frozen_at.elapsed();
+    assert_eq!(
+        seen.last().unwrap().state,
+        ConnectionState::Lost,
+        "{:?}",
+        states(&seen)
+    );
+    assert!(
+        lost_after <= SESSION + Duration::from_secs(1),
+        "Lost after {lost_after:?}"
+    );
+    assert!(
+        states(&seen).contains(&ConnectionState::Suspended),
+        "{:?}",
+        states(&seen)
+    );
+    proxy.thaw();
+    let seen = wait_for_state(&client, ConnectionState::Connected, SESSION * 4);
+    let last = seen.last().unwrap();
+    assert_eq!(
+        last.state,
+        ConnectionState::Connected,
+        "{:?}",
+        states(&seen)
+    );
+    assert_ne!(last.session_id, before.session_id);
+    assert_eq!(last.losses, 1);
+    client.exists("/").unwrap();
+}
+
+#[test]
+fn a_call_in_flight_during_a_freeze_returns_by_the_deadline() {
+    let Some(server) = shared_server() else {
+        return;
+    };
+    let proxy = FaultProxy::start(server.addr()).unwrap();
+    let client = connect(&proxy.connect_string());
+    proxy.freeze();
+    let started = Instant::now();
+    let err = client.get_children("/", None).unwrap_err();
+    let took = started.elapsed();
+    assert!(err.is_retryable(), "{err}");
+    assert!(
+        took <= SESSION + Duration::from_millis(300),
+        "returned after {took:?}"
+    );
+    proxy.thaw();
+}
+
+#[test]
+fn targeted_expiry_is_lost_then_a_new_session() {
+    let Some(server) = shared_server() else {
+        return;
+    };
+    let proxy = FaultProxy::start(server.addr()).unwrap();
+    let client = connect(&proxy.connect_string());
+    let root = unique("expiry");
+    client.create(&root, b"", CreateMode::Persistent).unwrap();
+    let ephemeral = client
+        .create(&format!("{root}/e"), b"", CreateMode::Ephemeral)
+        .unwrap();
+    let before = client.session().snapshot();
+    // Listeners see every transition (a waiter may wake only after Lost → Connected).
+    let (tx, rx) = mpsc::channel();
+    let tx = std::sync::Mutex::new(tx);
+    client.session().subscribe(move |s| {
+        let _ = tx.lock().unwrap().send(s.state);
+    });
+    assert_eq!(proxy.expire_session().unwrap(), before.session_id.unwrap());
+    let deadline = Instant::now() + SESSION * 3;
+    let mut seen = Vec::new();
+    while seen.last() != Some(&ConnectionState::Connected) {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(state) => seen.push(state),
+            Err(_) => panic!("no new session in time: {seen:?}"),
+        }
+    }
+    let lost = seen.iter().position(|s| *s == ConnectionState::Lost);
+    assert!(
+        lost.is_some_and(|i| i + 1 < seen.len()),
+        "Lost then Connected: {seen:?}"
+    );
+    let last = client.session().snapshot();
+    assert_eq!(last.losses, before.losses + 1);
+    assert_ne!(last.session_id, before.session_id);
+    assert_eq!(client.exists(&ephemeral).unwrap(), None);
+}
+
+#[test]
+fn server_stop_and_restart() {
+    if shared_server().is_none() {
+        return;
+    }
+    let server = TestingServer::start().unwrap();
+    let client = connect(&server.connect_string());
+    let root = unique("restart");
+    client.create(&root, b"", CreateMode::Persistent).unwrap();
+    server.stop();
+    let seen = wait_for_state(&client, ConnectionState::Suspended, SESSION * 2);
+    assert!(
+        !seen.last().unwrap().state.is_connected(),
+        "{:?}",
+        states(&seen)
+    );
+    server.restart().unwrap();
+    until_ok(SESSION * 5, || client.exists(&root)).expect("persistent node survives a restart");
+    let state = client
+        .session()
+        .wait_until_connected(Some(Instant::now() + SESSION * 3))
+        .state;
+    assert!(state.is_connected(), "{state:?}");
+}
+
+#[test]
+fn cluster_leader_kill_the_client_moves_on() {
+    if shared_server().is_none() {
+        return;
+    }
+    let cluster = TestingCluster::start(3).unwrap();
+    let client =
+        ZookeeperClient::connect(&cluster.connect_string(), Duration::from_secs(4)).unwrap();
+    let root = unique("cluster");
+    client.create(&root, b"", CreateMode::Persistent).unwrap();
+    let leader = cluster.leader().expect("a leader");
+    cluster.kill(leader);
+    cluster.wait_for_quorum(Duration::from_secs(60)).unwrap();
+    assert_ne!(cluster.leader(), Some(leader));
+    until_ok(Duration::from_secs(30), || {
+        client
+            .create(&format!("{root}/after"), b"", CreateMode::Persistent)
+            .or_else(|e| {
+                if e == ZkError::NodeExists {
+                    Ok(String::new())
+                } else {
+                    Err(e)
+                }
+            })
+    });
+    assert!(client.exists(&format!("{root}/after")).unwrap().is_some());
+}
+
+/// Known limitation (see the report): the `zookeeper` crate gives up on reconnecting
+/// (`Closed`) when it has not sent one of its own pings for a session timeout, and it only
+/// pings when idle for 2/3 of it — which a heartbeat every 1/3 (or any busy client) prevents.
+/// So a client older than one session timeout turns a mere cut into Lost + a new session.
+#[test]
+#[ignore = "zookeeper 0.8 stale-ping give-up: needs a crate fix (refresh ping_sent on every reply)"]
+fn aged_client_cut_suspends_then_reconnects_the_same_session() {
+    let Some(server) = shared_server() else {
+        return;
+    };
+    let proxy = FaultProxy::start(server.addr()).unwrap();
+    let client = connect(&proxy.connect_string());
+    let before = client.session().snapshot();
+    // Let the client be older than a session timeout (the crate's stale-ping rule).
+    let idle = client
+        .session()
+        .wait_for_change(before.epoch, Some(Instant::now() + SESSION * 2));
+    assert_eq!(
+        idle.epoch, before.epoch,
+        "no transition while idle: {idle:?}"
+    );
+    proxy.cut();
+    let seen = wait_for_state(&client, ConnectionState::Reconnected, SESSION * 3);
+    let last = seen.last().unwrap();
+    assert_eq!(
+        last.state,
+        ConnectionState::Reconnected,
+        "{:?}",
+        states(&seen)
+    );
+    assert!(
+        states(&seen).contains(&ConnectionState::Suspended),
+        "{:?}",
+        states(&seen)
+    );
+    assert_eq!(last.session_id, before.session_id);
+    assert!(last.epoch > before.epoch);
+    assert_eq!(last.losses, 0);
+    client.exists("/").unwrap();
+}
