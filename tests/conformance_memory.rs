@@ -21,6 +21,6 @@ impl conformance::ClientFactory for MemoryFactory {
     }
 }
 
-conformance_tests!(MemoryFactory {
+conformance_tests!(Some(MemoryFactory {
     ensemble: MemoryEnsemble::new(),
-});
+}));

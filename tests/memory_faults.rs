@@ -629,7 +629,10 @@ fn container_is_deleted_when_its_last_child_goes() {
         .unwrap();
 
     client.delete("/d/c/inner/lock-0000000000", None).unwrap();
-    assert!(ensemble.node("/d/c/inner").is_some(), "reaped only by the sweep");
+    assert!(
+        ensemble.node("/d/c/inner").is_some(),
+        "reaped only by the sweep"
+    );
     assert_eq!(ensemble.reap_containers(), 1);
     assert!(
         ensemble.node("/d/c/inner").is_none(),

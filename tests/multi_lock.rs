@@ -298,3 +298,17 @@ suite!(
         ordering_prevents_deadlock,
     ]
 );
+
+suite!(
+    real,
+    crate::common::Real::new(),
+    [
+        basic_two_paths,
+        two_clients_exclude,
+        timeout_takes_nothing,
+        some_releases_fail,
+        some_locks_fail_to_lock,
+        mixed_kinds,
+        ordering_prevents_deadlock,
+    ]
+);

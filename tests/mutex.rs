@@ -166,7 +166,9 @@ fn timeout_leaves_nothing(b: &dyn Backend) {
         "uncontended zero timeout acquires"
     );
     m2.release().unwrap();
-    eventually(b.patience(), "no watches left", || b.watches_under(&path) == 0);
+    eventually(b.patience(), "no watches left", || {
+        b.watches_under(&path) == 0
+    });
 }
 
 fn fifo_order(b: &dyn Backend) {
@@ -281,7 +283,9 @@ fn dropped_watch_still_acquires(b: &dyn Backend) {
         drop(g);
         assert!(waiter.join().unwrap());
     });
-    eventually(b.patience(), "no watches left", || b.watches_under(&path) == 0);
+    eventually(b.patience(), "no watches left", || {
+        b.watches_under(&path) == 0
+    });
 }
 
 /// A connection blip while holding: the lock survives (same session) and is Held again.
@@ -378,7 +382,9 @@ fn many_waiters_one_release(b: &dyn Backend) {
         drop(g);
     });
     assert_eq!(done.load(Ordering::SeqCst), n);
-    eventually(b.patience(), "no watches left", || b.watches_under(&path) == 0);
+    eventually(b.patience(), "no watches left", || {
+        b.watches_under(&path) == 0
+    });
 }
 
 macro_rules! suite {
@@ -399,6 +405,29 @@ macro_rules! suite {
 suite!(
     memory,
     Some(crate::common::Memory::new()),
+    [
+        basic_and_wire_names,
+        reentrant,
+        reentrant_two_threads,
+        single_lock_many_threads,
+        many_sessions_exclude,
+        timeout_leaves_nothing,
+        fifo_order,
+        panic_in_critical_section_releases,
+        killed_session_waiter_acquires,
+        expiry_while_holding,
+        dropped_watch_still_acquires,
+        blip_while_holding_keeps_lock,
+        fencing_tokens_increase,
+        revoking,
+        bad_paths_are_typed_errors,
+        many_waiters_one_release,
+    ]
+);
+
+suite!(
+    real,
+    crate::common::Real::new(),
     [
         basic_and_wire_names,
         reentrant,

@@ -36,7 +36,10 @@ fn participant_nodes(b: &dyn Backend) {
                         thread::sleep(Duration::from_millis(5));
                     }
                 } else {
-                    let _ = rw.write_lock().acquire_timeout(Duration::from_secs(60)).unwrap();
+                    let _ = rw
+                        .write_lock()
+                        .acquire_timeout(Duration::from_secs(60))
+                        .unwrap();
                     let _ = rw.write_lock().release();
                 }
             });
@@ -325,6 +328,24 @@ macro_rules! suite {
 suite!(
     memory,
     Some(crate::common::Memory::new()),
+    [
+        participant_nodes,
+        upgrade_is_refused,
+        downgrade_respects_threads,
+        downgrading,
+        contending_downgrade,
+        basic_mix,
+        writer_is_not_starved,
+        lock_path_after_killed_session,
+        expiry_while_reader_waits,
+        node_data,
+        reentrant_both_sides,
+    ]
+);
+
+suite!(
+    real,
+    crate::common::Real::new(),
     [
         participant_nodes,
         upgrade_is_refused,

@@ -177,12 +177,11 @@ impl LockInternals {
         let start = Instant::now();
         let mut retries = 0u32;
         loop {
-            let before = self.client.session().snapshot();
-            if before.state == ConnectionState::Closed {
+            if self.client.session().state() == ConnectionState::Closed {
                 return Err(Error::Closed);
             }
             let created = self.create_protected(data, kind, deadline, start)?;
-            let Some(our_path) = created else {
+            let Some((our_path, before)) = created else {
                 return Ok(None); // the deadline passed while the connection was down
             };
             let mut cleanup = NodeCleanup::new(self, &our_path, before);
@@ -213,22 +212,25 @@ impl LockInternals {
     }
 
     /// Creates our node under a fresh protection prefix; handles a missing parent and a
-    /// connection loss with an unknown outcome. `Ok(None)` when the deadline passed.
+    /// connection loss with an unknown outcome. Returns the node's path and the session as it
+    /// was just before the create that made it (a later session loss means the node is gone);
+    /// `Ok(None)` when the deadline passed.
     pub(crate) fn create_protected(
         &self,
         data: &[u8],
         kind: NodeKind,
         deadline: Option<Instant>,
         start: Instant,
-    ) -> Result<Option<String>> {
+    ) -> Result<Option<(String, SessionSnapshot)>> {
         let mut prefix = protected_prefix();
         let mut retries = 0u32;
         // A container parent can be reaped between our creates: recreate it a few times.
         let mut parent_creations = 0;
         loop {
             let (path, mode) = self.node_path(&prefix, kind);
+            let before = self.client.session().snapshot();
             let code = match self.client.create(&path, data, mode) {
-                Ok(actual) => return Ok(Some(actual)),
+                Ok(actual) => return Ok(Some((actual, before))),
                 Err(code) => code,
             };
             match code {
@@ -274,7 +276,9 @@ impl LockInternals {
                 return Ok(None);
             }
             match self.find_ours(&prefix) {
-                Ok(Found::Ours(actual)) => return Ok(Some(actual)),
+                // Owned by the current session, which is the one `before` saw: a session lost
+                // in between would have taken the node with it.
+                Ok(Found::Ours(actual)) => return Ok(Some((actual, before))),
                 Ok(Found::None) => {} // not applied: create again (same prefix is safe)
                 Ok(Found::Foreign(stale)) => {
                     // Created by our previous session, which is gone: delete and start over.

@@ -236,8 +236,7 @@ impl InterProcessSemaphoreV2 {
         start: Instant,
     ) -> Result<Granted> {
         let client = self.leases.client();
-        let before = client.session().snapshot();
-        let Some(our_path) =
+        let Some((our_path, before)) =
             self.leases
                 .create_protected(data, NodeKind::Sequential, deadline, start)?
         else {

@@ -130,3 +130,101 @@ pub fn children(client: &dyn ZkClient, path: &str) -> Vec<String> {
 pub fn is_lost(state: ConnectionState) -> bool {
     state == ConnectionState::Lost
 }
+
+/// A real ZooKeeper 3.8 server (shared by the tests of one process); each client reaches it
+/// through its own `FaultProxy`, so faults hit one session only.
+pub struct Real {
+    server: &'static zk_locks::testing::TestingServer,
+}
+
+impl Real {
+    /// `None` (the test is skipped) when no server can run here, unless
+    /// `ZK_LOCKS_REQUIRE_SERVER=1`, which makes that a failure.
+    pub fn new() -> Option<Real> {
+        zk_locks::testing::shared_server().map(|server| Real { server })
+    }
+}
+
+/// Session timeout of the real-server test clients: short enough for quick expiry tests, long
+/// enough that a loaded 2-core machine does not expire sessions by accident.
+pub const REAL_SESSION_TIMEOUT: Duration = Duration::from_secs(6);
+
+struct RealFaults {
+    proxy: zk_locks::testing::FaultProxy,
+    client: Arc<zk_locks::client::zookeeper::ZookeeperClient>,
+}
+
+impl Faults for RealFaults {
+    fn expire(&self) {
+        let before = self.client.session().snapshot();
+        self.proxy.expire_session().expect("targeted expiry");
+        let deadline = Instant::now() + REAL_SESSION_TIMEOUT * 3;
+        loop {
+            let s = self.client.session().snapshot();
+            if s.losses > before.losses && s.state.is_connected() {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "client did not notice its expiry: {s:?}"
+            );
+            self.client
+                .session()
+                .wait_for_change(s.epoch, Some(deadline));
+        }
+    }
+
+    fn blip(&self) {
+        let before = self.client.session().snapshot();
+        self.proxy.cut();
+        let deadline = Instant::now() + REAL_SESSION_TIMEOUT * 3;
+        loop {
+            let s = self.client.session().snapshot();
+            if s.epoch > before.epoch && s.state.is_connected() {
+                return;
+            }
+            assert!(Instant::now() < deadline, "client did not reconnect: {s:?}");
+            self.client
+                .session()
+                .wait_for_change(s.epoch, Some(deadline));
+        }
+    }
+}
+
+impl Backend for Real {
+    fn connect(&self) -> TestClient {
+        let proxy = zk_locks::testing::FaultProxy::start(self.server.addr()).expect("proxy");
+        let client = zk_locks::client::zookeeper::ZookeeperClient::connect(
+            &proxy.connect_string(),
+            REAL_SESSION_TIMEOUT,
+        )
+        .expect("connect to the test server");
+        TestClient {
+            client: client.clone(),
+            faults: Arc::new(RealFaults { proxy, client }),
+        }
+    }
+
+    fn root(&self) -> String {
+        unique_root("real")
+    }
+
+    fn watches_under(&self, prefix: &str) -> usize {
+        // `wchp`: watched paths, each followed by the sessions watching it.
+        let out = self.server.four_letter("wchp").unwrap_or_default();
+        let mut count = 0;
+        let mut counting = false;
+        for line in out.lines() {
+            if line.starts_with('/') {
+                counting = line.starts_with(prefix);
+            } else if counting && line.trim_start().starts_with("0x") {
+                count += 1;
+            }
+        }
+        count
+    }
+
+    fn patience(&self) -> Duration {
+        Duration::from_secs(30)
+    }
+}
