@@ -5,7 +5,8 @@
 //! - [`TestingCluster`]: an n-member quorum on 127.0.0.1;
 //! - [`FaultProxy`]: cut / freeze / refuse connections, expire a session for real;
 //! - [`shared_server`]: one lazily started server per test process;
-//! - [`require_server`]: the skip-or-fail rule for machines without Java or ZooKeeper.
+//! - [`require_server`]: the skip-or-fail rule for machines without Java or ZooKeeper;
+//! - [`curator`]: compile and run Java programs against Debian's Curator 5.4 jars.
 //!
 //! When Java or the jars are missing, tests skip with a note, unless the environment sets
 //! `ZK_LOCKS_REQUIRE_SERVER=1` (CI does), where they fail with a clear message instead.
@@ -13,6 +14,7 @@
 //! `/usr/share/java/zookeeper.jar`, whose manifest names its dependencies).
 
 mod cluster;
+pub mod curator;
 mod process;
 mod proxy;
 mod server;
@@ -26,7 +28,7 @@ pub use server::TestingServer;
 /// The environment variable that turns a missing ZooKeeper into a test failure.
 pub const REQUIRE_SERVER_ENV: &str = "ZK_LOCKS_REQUIRE_SERVER";
 
-fn server_required() -> bool {
+pub(crate) fn server_required() -> bool {
     std::env::var(REQUIRE_SERVER_ENV).is_ok_and(|v| v == "1" || v.eq_ignore_ascii_case("true"))
 }
 
