@@ -934,7 +934,11 @@ fn concurrent_clients_create_unique_sequence_nodes() {
         t.join().unwrap();
     }
     let stat = ensemble.node("/d").unwrap().1;
-    assert_eq!((stat.cversion, stat.num_children), (1000, 0));
+    assert_eq!(
+        (stat.cversion, stat.num_children),
+        (2000, 0),
+        "creates and deletes both bump cversion"
+    );
 }
 
 /// Performance smoke check (run with `--release -- --ignored`): the lock library budgets

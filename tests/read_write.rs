@@ -17,10 +17,19 @@ fn participant_nodes(b: &dyn Backend) {
     let readers = 20;
     let writers = 8;
     let clients: Vec<_> = (0..readers + writers).map(|_| b.connect()).collect();
-    let inspector = InterProcessReadWriteLock::new(b.connect().client, &path).unwrap();
+    let inspector_client = b.connect(); // keeps its proxy alive
+    let inspector = InterProcessReadWriteLock::new(inspector_client.client.clone(), &path).unwrap();
     let hold = Barrier::new(readers + 1);
     let release = AtomicBool::new(false);
+    // Let the readers go even when an assertion below fails, or the scope would never end.
+    struct Release<'a>(&'a AtomicBool);
+    impl Drop for Release<'_> {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
     thread::scope(|s| {
+        let _release = Release(&release);
         // Readers first: a reader queued behind a writer would (rightly) wait for it.
         for (i, c) in clients.iter().enumerate() {
             let (hold, release, path) = (&hold, &release, &path);

@@ -138,6 +138,7 @@ fn max_per_session(b: &dyn Backend) {
                     // Leases are taken one at a time (as Curator does), so two clients holding
                     // part of what they want can block each other; a timeout returns the part
                     // and lets the others through.
+                    let mut backoff = 1 + i as u64;
                     let leases = loop {
                         if let Some(l) = s
                             .acquire_many_timeout(qty, Duration::from_millis(300))
@@ -145,6 +146,9 @@ fn max_per_session(b: &dyn Backend) {
                         {
                             break l;
                         }
+                        // Clients that timed out together would retry in lockstep: spread them.
+                        thread::sleep(Duration::from_millis(backoff * 7 % 50));
+                        backoff += 3;
                     };
                     let now = holding.fetch_add(qty, Ordering::SeqCst) + qty;
                     assert!(now <= max, "{now} > {max}");

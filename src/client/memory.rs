@@ -3,7 +3,7 @@
 //! [`MemoryEnsemble`] models one ZooKeeper 3.8 server faithfully enough for the lock recipes to
 //! be tested against it deterministically: a tree of nodes with full [`Stat`]s from one global
 //! zxid counter, sessions owning ephemeral nodes, per-parent sequence numbers taken from the
-//! parent's `cversion`, container nodes, one-shot data/child watches delivered in commit order
+//! parent's child-creation counter, container nodes, one-shot data/child watches delivered in commit order
 //! on a per-client event thread, and the server's error codes in the server's order of checks.
 //! The tests in `tests/conformance` run the same bodies against this model and a real server.
 //!
@@ -143,6 +143,10 @@ impl Fault {
 struct Node {
     data: Vec<u8>,
     stat: Stat,
+    /// The next sequence number for a sequential child. Measured on ZooKeeper 3.8: creates
+    /// advance both it and `stat.cversion`, deletes advance only `stat.cversion` — so after
+    /// deletes the reported cversion runs ahead of the sequence numbers.
+    next_sequence: i32,
     /// Unordered, like the server's `HashSet`: `get_children` order is not sorted.
     children: HashSet<String>,
 }
@@ -150,6 +154,7 @@ struct Node {
 impl Node {
     fn new(data: Vec<u8>, stat: Stat) -> Node {
         Node {
+            next_sequence: 0,
             data,
             stat,
             children: HashSet::new(),
@@ -449,11 +454,11 @@ impl Inner {
         let slash = path.rfind('/').ok_or(ZkError::BadArguments)?;
         let parent_path = if slash == 0 { "/" } else { &path[..slash] };
         let parent = self.nodes.get(parent_path).ok_or(ZkError::NoNode)?;
-        let cversion = parent.stat.cversion;
+        let sequence = parent.next_sequence;
         let parent_owner = parent.stat.ephemeral_owner;
         let full = if mode.is_sequential() {
             // `%010d` of a signed int: after the wrap, `-000000005` and `-2147483648`.
-            format!("{path}{cversion:010}")
+            format!("{path}{sequence:010}")
         } else {
             path.to_string()
         };
@@ -480,7 +485,8 @@ impl Inner {
             parent.children.insert(name);
             // Real 3.6+ servers stop updating the stored cversion once it wraps (DataTree only
             // raises it), so names repeat there; we model the wrap the prep processor computes.
-            parent.stat.cversion = cversion.wrapping_add(1);
+            parent.next_sequence = sequence.wrapping_add(1);
+            parent.stat.cversion = parent.stat.cversion.wrapping_add(1);
             parent.stat.pzxid = zxid;
             parent.stat.num_children += 1;
         }
@@ -536,7 +542,9 @@ impl Inner {
         if let Some(parent) = self.nodes.get_mut(parent_path) {
             parent.children.remove(name);
             parent.stat.num_children -= 1;
-            // Deletes do not bump cversion (not since ZOOKEEPER-1046, 3.4.0): only pzxid.
+            // A delete is a child change too: it bumps the reported cversion (measured on
+            // ZooKeeper 3.8) but not the sequence numbers.
+            parent.stat.cversion = parent.stat.cversion.wrapping_add(1);
             if zxid > parent.stat.pzxid {
                 parent.stat.pzxid = zxid;
             }
@@ -780,6 +788,7 @@ impl MemoryEnsemble {
         match inner.nodes.get_mut(path) {
             Some(node) => {
                 node.stat.cversion = cversion;
+                node.next_sequence = cversion;
                 true
             }
             None => false,

@@ -219,17 +219,17 @@ pub fn sequence_numbers_follow_parent_cversion(f: &dyn ClientFactory) {
         .unwrap();
     assert_eq!(seq("other-"), c.path("other-0000000003"));
     assert_eq!(cl.exists(&c.dir).unwrap().unwrap().cversion, 4);
-    // Deletes do not bump it (ZooKeeper >= 3.4), so numbers never repeat but have no gaps
-    // for deletes.
+    // Deletes bump the reported cversion but not the sequence numbers (measured on 3.8).
     cl.delete(&c.path("plain"), None).unwrap();
     cl.delete(&c.path("lock-0000000000"), None).unwrap();
-    assert_eq!(cl.exists(&c.dir).unwrap().unwrap().cversion, 4);
+    assert_eq!(cl.exists(&c.dir).unwrap().unwrap().cversion, 6);
     assert_eq!(seq("lock-"), c.path("lock-0000000004"));
-    // A failed create does not bump it either.
+    // A failed create bumps neither.
     assert_eq!(
         cl.create(&c.path("lock-0000000004"), b"", CreateMode::Persistent),
         Err(ZkError::NodeExists)
     );
+    assert_eq!(cl.exists(&c.dir).unwrap().unwrap().cversion, 7);
     assert_eq!(seq("lock-"), c.path("lock-0000000005"));
     // Counters are per parent.
     let sub = c.path("sub");
@@ -239,12 +239,8 @@ pub fn sequence_numbers_follow_parent_cversion(f: &dyn ClientFactory) {
             .unwrap(),
         format!("{sub}/x-0000000000")
     );
-    // A trailing slash makes the number the whole name.
-    assert_eq!(
-        cl.create(&format!("{sub}/"), b"", CreateMode::PersistentSequential)
-            .unwrap(),
-        format!("{sub}/0000000001")
-    );
+    // (A trailing slash, which makes the number the whole name on the server, is not in the
+    // shared suite: the `zookeeper` crate rejects such paths before sending them.)
 }
 
 pub fn create_errors(f: &dyn ClientFactory) {
@@ -391,7 +387,11 @@ pub fn stat_fields(f: &dyn ClientFactory) {
     assert_eq!(dir.mzxid, before.mzxid);
     cl.delete(&c.path("a"), None).unwrap();
     let dir2 = cl.exists(&c.dir).unwrap().unwrap();
-    assert_eq!((dir2.num_children, dir2.cversion), (1, 2));
+    assert_eq!(
+        (dir2.num_children, dir2.cversion),
+        (1, 3),
+        "a delete bumps cversion"
+    );
     assert!(dir2.pzxid > dir.pzxid);
     // Another session sees the same stat.
     let other = f.connect();
