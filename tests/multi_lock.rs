@@ -234,6 +234,8 @@ fn mixed_kinds(b: &dyn Backend) {
 /// deadlock (broken here by timeouts); with `ordered_by_path` they never do.
 fn ordering_prevents_deadlock(b: &dyn Backend) {
     let (p1, p2) = paths(b);
+    // Generous: with a canonical order nothing can deadlock, so nothing may time out.
+    let patience = b.patience();
     let run = |ordered: bool| -> usize {
         let (c1, c2) = (b.connect(), b.connect());
         let a = InterProcessMultiLock::from_paths(c1.client.clone(), &[&p1, &p2]).unwrap();
@@ -251,7 +253,7 @@ fn ordering_prevents_deadlock(b: &dyn Backend) {
                 s.spawn(move || {
                     barrier.wait();
                     for _ in 0..5 {
-                        match m.acquire_timeout(Duration::from_millis(300)).unwrap() {
+                        match m.acquire_timeout(patience).unwrap() {
                             true => m.release().unwrap(),
                             false => {
                                 timeouts.fetch_add(1, Ordering::SeqCst);
@@ -312,3 +314,60 @@ suite!(
         ordering_prevents_deadlock,
     ]
 );
+
+/// Deterministic on the memory backend: two multi-locks over the same paths in opposite
+/// orders, each paused (by a request hook) after taking its first lock until the other has
+/// taken its own first lock. Unordered, they deadlock, and only their timeouts end it;
+/// ordered by path, both succeed.
+#[test]
+fn opposite_orders_deadlock_unless_ordered() {
+    use zk_locks::client::memory::{MemoryEnsemble, Op};
+    let run = |ordered: bool| -> (bool, bool) {
+        let e = MemoryEnsemble::new();
+        let (ca, cz) = (e.connect(), e.connect());
+        let gate = Arc::new(Barrier::new(2));
+        // Each client pauses at its first create under the *other* client's first path.
+        for (client, second) in [(&ca, "/b/"), (&cz, "/a/")] {
+            let (gate, fired) = (gate.clone(), Arc::new(AtomicBool::new(false)));
+            client.on_request(Some(Box::new(move |op, path| {
+                if op == Op::Create
+                    && path.starts_with(second)
+                    && !fired.swap(true, Ordering::SeqCst)
+                {
+                    gate.wait();
+                }
+            })));
+        }
+        let a = InterProcessMultiLock::from_paths(ca.clone(), &["/a", "/b"]).unwrap();
+        let z = InterProcessMultiLock::from_paths(cz.clone(), &["/b", "/a"]).unwrap();
+        let (a, z) = if ordered {
+            (a.ordered_by_path(), z.ordered_by_path())
+        } else {
+            (a, z)
+        };
+        let timeout = Duration::from_millis(300);
+        thread::scope(|s| {
+            let ta = s.spawn(|| {
+                let ok = a.acquire_timeout(timeout * 10).unwrap();
+                if ok {
+                    a.release().unwrap();
+                }
+                ok
+            });
+            let tz = s.spawn(|| {
+                let ok = z.acquire_timeout(timeout).unwrap();
+                if ok {
+                    z.release().unwrap();
+                }
+                ok
+            });
+            (ta.join().unwrap(), tz.join().unwrap())
+        })
+    };
+    // Unordered: z times out (deadlock broken by its timeout), after which a gets both.
+    assert_eq!(run(false), (true, false));
+    // Ordered: z waits behind a for "/a" instead of holding "/b"; no deadlock, a succeeds and
+    // z only has to wait for a.
+    let (a_ok, _) = run(true);
+    assert!(a_ok);
+}

@@ -363,7 +363,7 @@ fn server_stop_and_restart() {
         states(&seen)
     );
     server.restart().unwrap();
-    until_ok(SESSION * 5, || client.exists(&root)).expect("persistent node survives a restart");
+    until_ok(SESSION * 15, || client.exists(&root)).expect("persistent node survives a restart");
     let state = client
         .session()
         .wait_until_connected(Some(Instant::now() + SESSION * 3))

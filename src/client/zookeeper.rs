@@ -191,6 +191,8 @@ struct Conn {
 struct Waker {
     pending: Arc<AtomicBool>,
     tx: mpsc::Sender<()>,
+    /// The client's session, so that a link going down is reported at once (see the listener).
+    session: Arc<Session>,
 }
 
 impl Waker {
@@ -207,7 +209,7 @@ struct Shared {
     target: Target,
     session_timeout: Duration,
     call_timeout: Duration,
-    session: Session,
+    session: Arc<Session>,
     conn: RwLock<Arc<Conn>>,
     generation: AtomicU64,
     pool: CallPool,
@@ -278,6 +280,16 @@ fn open_crate_handle(
                 zk::ZkState::Closed => LINK_CLOSED,
                 _ => {
                     listener_signals.disconnects.fetch_add(1, Ordering::SeqCst);
+                    // Reported here, on the crate's IO thread, before it reads anything from a
+                    // new connection: so the epoch has changed before any watch event of the
+                    // new connection (a stale closure of an old session, say) can reach a
+                    // waiter, which is what makes the lock's hand-off without a re-list safe.
+                    // Only a state change with waiter notifications; no client call.
+                    if listener_waker.session.state().is_connected() {
+                        listener_waker
+                            .session
+                            .transition(ConnectionState::Suspended, None);
+                    }
                     LINK_CONNECTING
                 }
             };
@@ -328,9 +340,12 @@ impl ZookeeperClient {
         let connect_timeout = options.effective_connect_timeout();
         let deadline = Instant::now() + connect_timeout;
         let (tx, rx) = mpsc::channel();
+        // Suspended until the first session exists (nobody can observe it before we return).
+        let session = Arc::new(Session::new(ConnectionState::Suspended, None));
         let waker = Waker {
             pending: Arc::new(AtomicBool::new(false)),
             tx,
+            session: session.clone(),
         };
         let conn = open_crate_handle(&target, options.session_timeout, 0, &waker).map_err(|e| {
             Error::Connect {
@@ -374,12 +389,13 @@ impl ZookeeperClient {
         // Events so far belong to the first connect, already accounted for.
         while rx.try_recv().is_ok() {}
         waker.pending.store(false, Ordering::SeqCst);
+        session.transition(ConnectionState::Connected, Some(session_id));
         let base = Instant::now();
         let shared = Arc::new(Shared {
             display_hosts: options.connect_string.clone(),
             session_timeout: options.session_timeout,
             call_timeout: options.effective_call_timeout(),
-            session: Session::new(ConnectionState::Connected, Some(session_id)),
+            session,
             conn: RwLock::new(conn.clone()),
             generation: AtomicU64::new(0),
             pool,

@@ -99,7 +99,8 @@ impl Backend for Memory {
     }
 
     fn patience(&self) -> Duration {
-        Duration::from_secs(10)
+        // Generous: a loaded 2-core machine can stall a thread for seconds.
+        Duration::from_secs(30)
     }
 }
 
