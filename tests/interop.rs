@@ -607,6 +607,49 @@ fn read_write_nodes_sort_identically_on_both_sides() {
     );
     assert!(curator_sorted[2].contains(ws), "then the Rust writer");
 
+    // Curator 5.4 gives the downgrade read node a fresh sequence (the write node's own
+    // sequence only came with CURATOR-621 in 5.5); zk-locks uses the write node's. Either way
+    // Curator's two nodes lead the queue.
+    let downgrade_read = curator_sorted[..2]
+        .iter()
+        .find(|n| n.contains(READ_LOCK_NAME))
+        .unwrap();
+    let shares_sequence =
+        ReadWriteOrder.sort_key(downgrade_read) == ReadWriteOrder.sort_key(&write_node);
+    eprintln!("Curator's downgrade read node shares the write node's sequence: {shares_sequence}");
+
+    // `zklock holders` reads the same queue.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_zklock"))
+        .args(["holders", "--connect", &connect, &root])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let listing = String::from_utf8_lossy(&out.stdout);
+    let states: Vec<(&str, &str, &str)> = listing
+        .lines()
+        .map(|l| {
+            let mut f = l.split_whitespace();
+            (f.next().unwrap(), f.next().unwrap(), f.next().unwrap())
+        })
+        .collect();
+    let names: Vec<&str> = states.iter().map(|s| s.2).collect();
+    assert_eq!(names, curator_sorted, "{listing}");
+    assert_eq!(states[0].0, "holder", "{listing}");
+    // From outside, a 5.4 downgrade read node behind its own writer looks queued: only the
+    // owning thread knows it holds the read lock through its write lock.
+    let downgrade_state = if shares_sequence { "holder" } else { "waiting" };
+    assert_eq!(states[1].0, downgrade_state, "{listing}");
+    let tail: Vec<(&str, &str)> = states[2..].iter().map(|s| (s.0, s.1)).collect();
+    assert_eq!(
+        tail,
+        [
+            ("waiting", "write"),
+            ("waiting", "read"),
+            ("waiting", "read")
+        ],
+        "{listing}"
+    );
+
     jvm.send("RELEASE");
     jvm.expect("RELEASED");
     assert!(rust_writer.join().unwrap());

@@ -779,15 +779,23 @@ fn list_participants(
             standard_sort_key(standard_sort_key(n, READ_LOCK_NAME), WRITE_LOCK_NAME).to_string()
         };
         names.sort_by_key(|n| key(n));
-        // Readers ahead of the first writer hold; a writer holds only at the head.
-        let mut writer_seen = false;
+        // A writer holds at the head; a reader when no writer is ahead of it. A downgrading
+        // writer's read node shares the write node's sequence: both hold, in either order.
+        let head_key = names.first().map(|n| key(n));
+        let mut first_writer_key: Option<String> = None;
         let participants = names
             .into_iter()
-            .enumerate()
-            .map(|(i, name)| {
+            .map(|name| {
                 let writer = name.contains(WRITE_LOCK_NAME);
-                let holder = if writer { i == 0 } else { !writer_seen };
-                writer_seen |= writer;
+                let k = key(&name);
+                let holder = if writer {
+                    head_key.as_deref() == Some(k.as_str())
+                } else {
+                    first_writer_key.as_deref().is_none_or(|w| k.as_str() <= w)
+                };
+                if writer && first_writer_key.is_none() {
+                    first_writer_key = Some(k);
+                }
                 Participant {
                     kind: if writer { "write" } else { "read" },
                     name,
