@@ -72,7 +72,9 @@ not count as lost. SIGINT/SIGTERM while waiting for the lock withdraw from the q
 the command runs they are forwarded to it.
 
 `holders` prints the lock's participants in queue order: state (holder/waiting), kind, node
-name and node data (zklock and zk-locks store `<host> <pid>`, Curator its IP address).
+name and node data (zklock and zk-locks store `<host> <pid>`, Curator its IP address). For a
+semaphore, --semaphore N tells the holders from the one lease waiting for room; without it
+every lease is listed as a holder.
 
 EXIT STATUS:
     0-255  the command's own status
@@ -136,9 +138,13 @@ enum Cli {
 struct Usage(String);
 
 fn main() {
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn"))
-        .format_timestamp_millis()
-        .init();
+    // The zookeeper crate logs a WARN and an ERROR for every ordinary close (its Drop closes
+    // again after our close); silence it unless RUST_LOG asks for it.
+    env_logger::Builder::from_env(
+        env_logger::Env::default().default_filter_or("warn,zookeeper=off"),
+    )
+    .format_timestamp_millis()
+    .init();
     let args: Vec<OsString> = std::env::args_os().skip(1).collect();
     let cli = match parse_cli(args, std::env::var("ZK_CONNECT").ok()) {
         Ok(cli) => cli,
