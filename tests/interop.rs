@@ -657,6 +657,50 @@ fn read_write_nodes_sort_identically_on_both_sides() {
     jvm.finish();
 }
 
+/// A Rust write holder downgrades while a Curator 5.4 writer waits: the read node takes the
+/// write node's sequence, so the Curator writer stays queued until the read lock goes too
+/// (Curator 5.4's own downgrade would let it in: CURATOR-621, fixed in 5.5).
+#[test]
+fn rust_downgrade_keeps_a_queued_curator_writer_out() {
+    let Some((connect, classes)) = setup() else {
+        return;
+    };
+    let server = shared_server().unwrap();
+    let root = unique_root("interop-downgrade");
+    let client: SharedClient = rust_client(&connect);
+    let rw = InterProcessReadWriteLock::new(client.clone(), &root).unwrap();
+    let write = rw.write_lock().lock().unwrap();
+    let jvm = Jvm::spawn(classes, &["hold", &connect, "write", &root]);
+    eventually(PATIENCE, "the Curator writer queues", || {
+        children(client.as_ref(), &root).len() == 2
+    });
+    let read = rw.read_lock().lock().unwrap();
+    let read_node = read.node_path().unwrap().to_string();
+    drop(write);
+    // The Curator writer re-checks and then waits on our read node (its watch shows on the
+    // server); had it taken the lock instead, HELD would be waiting in its output.
+    eventually(PATIENCE, "the Curator writer watches our read node", || {
+        server
+            .four_letter("wchp")
+            .unwrap_or_default()
+            .lines()
+            .any(|l| l == read_node)
+    });
+    assert!(
+        jvm.lines.try_recv().is_err(),
+        "the Curator writer got in while we hold the read lock"
+    );
+    let released_at = mono_nanos();
+    drop(read);
+    jvm.expect("HELD ");
+    let held_at: i64 = jvm.expect("AT ")[3..].parse().unwrap();
+    assert!(
+        held_at > released_at,
+        "Curator wrote before our read lock went"
+    );
+    jvm.finish();
+}
+
 // ---------------------------------------------------------------------------------------------
 // Revocation in both directions
 

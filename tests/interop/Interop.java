@@ -5,12 +5,13 @@
 //       warms up, prints CLOCK <nanoTime> and READY, waits for GO on stdin, then N times: acquire,
 //       record enter, hold ~1 ms, record exit, release; prints the records and DONE.
 //       Records are "<enter|exit> <r|w|x> <ID> <System.nanoTime()>" (CLOCK_MONOTONIC on Linux).
-//   Interop hold CONNECT mutex|downgrade|revocable PATH
+//   Interop hold CONNECT mutex|downgrade|revocable|write PATH
 //       acquires (downgrade: write, then read, keeping both), prints HELD <node path>, then
 //       serves stdin commands: LIST (participants as "P <path>" for a mutex; "R"/"W" read/write
 //       participants and "S" all children in Curator's sort order for a r/w lock; then END),
 //       QUEUE-READ / QUEUE-WRITE (another lock object waits on a thread), RELEASE (exit).
 //       revocable: makeRevocable, and on revocation releases and prints REVOKED.
+//       write: once the write lock is held, prints HELD, AT <nanoTime>, releases and exits.
 //   Interop revoke CONNECT NODE_PATH
 //       Revoker.attemptRevoke; prints OK.
 
@@ -145,6 +146,14 @@ public class Interop {
                 rw.writeLock().acquire();
                 rw.readLock().acquire();
                 break;
+            case "write":
+                // Prints HELD and AT <nanoTime> once the write lock is held, then exits.
+                rw.writeLock().acquire();
+                long at = System.nanoTime();
+                say("HELD " + rw.writeLock().getParticipantNodes().iterator().next());
+                say("AT " + at);
+                rw.writeLock().release();
+                return;
             case "revocable": {
                 CountDownLatch revoked = new CountDownLatch(1);
                 mutex.makeRevocable(lock -> revoked.countDown());
