@@ -337,6 +337,26 @@ fn revoking(b: &dyn Backend) {
     Revoker::attempt_revoke(&other.client, &nodes[0]).unwrap(); // a gone node is fine
 }
 
+/// Watches do not survive a reconnect (the `zookeeper` crate drops them): the revocation
+/// watch on our own node must be re-armed, or a revocation after a blip goes unheard.
+fn revoking_after_a_reconnect(b: &dyn Backend) {
+    let c = b.connect();
+    let path = format!("{}/lock", b.root());
+    let m = InterProcessMutex::new(c.client.clone(), &path).unwrap();
+    let (tx, rx) = mpsc::channel();
+    let tx = parking_lot::Mutex::new(tx);
+    m.make_revocable(move || {
+        let _ = tx.lock().send(());
+    });
+    let g = m.lock().unwrap();
+    c.faults.blip();
+    let other = b.connect();
+    Revoker::attempt_revoke(&other.client, g.node_path().unwrap()).unwrap();
+    rx.recv_timeout(b.patience())
+        .expect("revocation listener called after a reconnect");
+    drop(g);
+}
+
 fn bad_paths_are_typed_errors(b: &dyn Backend) {
     let c = b.connect();
     for bad in [
@@ -420,6 +440,7 @@ suite!(
         blip_while_holding_keeps_lock,
         fencing_tokens_increase,
         revoking,
+        revoking_after_a_reconnect,
         bad_paths_are_typed_errors,
         many_waiters_one_release,
     ]
@@ -443,6 +464,7 @@ suite!(
         blip_while_holding_keeps_lock,
         fencing_tokens_increase,
         revoking,
+        revoking_after_a_reconnect,
         bad_paths_are_typed_errors,
         many_waiters_one_release,
     ]

@@ -16,7 +16,7 @@ use crate::retry::{ExponentialBackoffRetry, RetryPolicy};
 use super::driver::{LockDriver, StandardDriver};
 use super::held::HeldNode;
 use super::internals::{LockInternals, NodeKind};
-use super::revocation::{watch_for_revocation, RevocationListener};
+use super::revocation::{RevocationListener, RevocationWatch};
 use super::{deadline_after, default_node_data, InterProcessLock};
 
 /// Curator's `InterProcessMutex.LOCK_NAME`.
@@ -26,6 +26,8 @@ pub const LOCK_NAME: &str = "lock-";
 struct Owner {
     count: usize,
     node: Arc<HeldNode>,
+    /// Set when the lock was taken revocable; dropped (stops re-arming) with the hold.
+    _revocation: Option<RevocationWatch>,
 }
 
 /// A reentrant mutex across processes (Curator's `InterProcessMutex`).
@@ -129,20 +131,19 @@ impl InterProcessMutex {
         let Some(node) = self.internals.attempt(deadline, &data, kind)? else {
             return Ok(false);
         };
-        if let Some(listener) = revocation {
-            watch_for_revocation(
+        let revocation = revocation.map(|listener| {
+            RevocationWatch::start(
                 self.internals.client().clone(),
                 node.path().to_string(),
                 listener,
-            );
-        }
-        self.owners.lock().insert(
-            me,
-            Owner {
-                count: 1,
-                node: Arc::new(node),
-            },
-        );
+            )
+        });
+        let owner = Owner {
+            count: 1,
+            node: Arc::new(node),
+            _revocation: revocation,
+        };
+        self.owners.lock().insert(me, owner);
         Ok(true)
     }
 

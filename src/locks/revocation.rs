@@ -7,6 +7,7 @@ use std::thread;
 
 use crate::client::{EventType, SharedClient, ZkError};
 use crate::error::{Error, Result};
+use crate::session::{ListenerId, SessionSnapshot};
 
 /// The exact bytes Curator writes to ask for revocation.
 pub const REVOKE_MESSAGE: &[u8] = b"__REVOKE__";
@@ -30,14 +31,59 @@ impl Revoker {
 /// The listener called when a revocation request arrives.
 pub(crate) type RevocationListener = Arc<dyn Fn() + Send + Sync>;
 
+/// Keeps a revocation watch on a held node for as long as it lives: armed now, and armed again
+/// after every reconnect (watches do not survive one on the `zookeeper` crate). Dropping it
+/// stops the re-arming.
+pub(crate) struct RevocationWatch {
+    client: SharedClient,
+    listener_id: ListenerId,
+}
+
+impl RevocationWatch {
+    /// Arms the watch on `node_path` and re-arms it after each reconnect.
+    pub(crate) fn start(
+        client: SharedClient,
+        node_path: String,
+        listener: RevocationListener,
+    ) -> Self {
+        let (c, p, l) = (client.clone(), node_path.clone(), listener.clone());
+        let listener_id = client.session().subscribe(move |s: &SessionSnapshot| {
+            if !s.state.is_connected() {
+                return;
+            }
+            // Session listeners must not call the client: re-arm from a thread.
+            let (c, p, l) = (c.clone(), p.clone(), l.clone());
+            let spawned = thread::Builder::new()
+                .name("zk-locks-revocation".into())
+                .spawn(move || watch_for_revocation(c, p, l));
+            if let Err(e) = spawned {
+                log::error!("revocation watch: cannot start a thread: {e}");
+            }
+        });
+        watch_for_revocation(client.clone(), node_path, listener);
+        RevocationWatch {
+            client,
+            listener_id,
+        }
+    }
+}
+
+impl Drop for RevocationWatch {
+    fn drop(&mut self) {
+        self.client.session().unsubscribe(self.listener_id);
+    }
+}
+
+impl std::fmt::Debug for RevocationWatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RevocationWatch")
+    }
+}
+
 /// Watches `node_path` for `__REVOKE__`. The watch callback only hands off to a short-lived
 /// thread, which re-reads the data (watch callbacks must never call the client) and re-arms
 /// the watch until the node is gone.
-pub(crate) fn watch_for_revocation(
-    client: SharedClient,
-    node_path: String,
-    listener: RevocationListener,
-) {
+fn watch_for_revocation(client: SharedClient, node_path: String, listener: RevocationListener) {
     let c = client.clone();
     let p = node_path.clone();
     let l = listener.clone();
