@@ -116,6 +116,14 @@ fn invalid_paths_are_typed_errors_on_every_recipe() {
             Revoker::attempt_revoke(&c, bad)
         });
     }
+    // A path twice in one multi-lock: its second mutex would wait for the first forever.
+    row(
+        &e,
+        "multi-lock with a path twice",
+        "\"/dup\"",
+        |e| matches!(e, Error::InvalidArgument { name: "paths", .. }),
+        || InterProcessMultiLock::from_paths(c.clone(), &["/dup", "/other", "/dup"]).map(|_| ()),
+    );
     // The root is a valid path but not a lock directory.
     row(&e, "mutex at /", "\"/\"", is_invalid_path("/"), || {
         InterProcessMutex::new(c.clone(), "/")
