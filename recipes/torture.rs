@@ -94,6 +94,7 @@ fn main() -> ExitCode {
             args.session_timeout
         },
         faults: FaultKind::ALL.to_vec(),
+        finish_cycle_within: Duration::from_secs(120),
     };
     let summary = if args.memory {
         torture_core::run(&MemoryEnv::new(args.sessions), &config)
