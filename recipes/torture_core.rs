@@ -317,6 +317,12 @@ pub struct Summary {
     pub fencing: (u64, u64, u64),
     /// Rejected writes from holders valid at both ends (tokens out of acquisition order).
     pub rejected_valid_writes: u64,
+    /// Fencing probes completed (one per freeze when the probe lock could be taken).
+    pub probes: u64,
+    /// Probes whose superseded holder's write was refused (must equal `probes`).
+    pub probes_refused: u64,
+    /// Probes whose frozen holder's guard did not report `Lost` afterwards.
+    pub probe_holders_not_lost: u64,
     /// Caught panics in workers.
     pub panics: u64,
     /// Workers that did not finish after the stop.
@@ -337,6 +343,8 @@ impl Summary {
         self.violations == 0
             && self.fencing.2 == 0
             && self.rejected_valid_writes == 0
+            && self.probes_refused == self.probes
+            && self.probe_holders_not_lost == 0
             && self.panics == 0
             && self.hung == 0
             && self.orphans == 0
@@ -371,7 +379,8 @@ impl Summary {
             "torture backend={} sessions={} duration={:.0}s acquisitions={total} ({}) timeouts={} \
              errors={{{}}} release-errors={{{}}} token-errors={} invalid-sections={} \
              faults={{{} skipped={}}} violations={} fencing={{accepted={} rejected={} \
-             stale-accepted={} rejected-valid={}}} panics={} hung={} orphans={} \
+             stale-accepted={} rejected-valid={} probes={} probes-refused={} \
+             probe-holders-not-lost={}}} panics={} hung={} orphans={} \
              leaked-watches={{live={} closed={}}}",
             self.backend,
             self.sessions,
@@ -389,6 +398,9 @@ impl Summary {
             self.fencing.1,
             self.fencing.2,
             self.rejected_valid_writes,
+            self.probes,
+            self.probes_refused,
+            self.probe_holders_not_lost,
             self.panics,
             self.hung,
             self.orphans,
@@ -654,6 +666,7 @@ pub fn run(env: &dyn Env, config: &Config) -> Summary {
         stop: AtomicBool::new(false),
     });
     let stop = Stop::default();
+    let probe = Probe::default();
     let mut faults: BTreeMap<FaultKind, u64> = BTreeMap::new();
     let mut skipped = 0u64;
     let started = Instant::now();
@@ -697,7 +710,12 @@ pub fn run(env: &dyn Env, config: &Config) -> Summary {
             let kind = config.faults[n % config.faults.len()];
             let victim = (n / config.faults.len() + n) % clients.len();
             n += 1;
-            match env.inject(kind, victim, &stop) {
+            let injected = if kind == FaultKind::Freeze {
+                fence_probe(env, &clients, victim, &stop, config, &probe)
+            } else {
+                env.inject(kind, victim, &stop)
+            };
+            match injected {
                 Ok(()) => *faults.entry(kind).or_default() += 1,
                 Err(why) => {
                     eprintln!(
@@ -738,6 +756,7 @@ pub fn run(env: &dyn Env, config: &Config) -> Summary {
     let dirs: Vec<String> = Recipe::ALL
         .iter()
         .flat_map(|r| r.node_dirs(&config.root))
+        .chain([probe_path(&config.root)])
         .collect();
     let orphan_names = {
         let deadline = Instant::now() + patience;
@@ -773,11 +792,14 @@ pub fn run(env: &dyn Env, config: &Config) -> Summary {
         violation_details.extend(d);
     }
     let mut fencing = (0, 0, 0);
-    for store in run.stores.values() {
+    for store in run.stores.values().chain([&probe.store]) {
         let (a, r, s) = store.counts();
         fencing = (fencing.0 + a, fencing.1 + r, fencing.2 + s);
     }
     let tally = std::mem::take(&mut *run.tally.lock());
+    let probes = *probe.runs.lock();
+    let probes_refused = *probe.refused.lock();
+    let probe_holders_not_lost = *probe.not_lost.lock();
     Summary {
         backend: env.name(),
         sessions,
@@ -794,6 +816,9 @@ pub fn run(env: &dyn Env, config: &Config) -> Summary {
         violation_details,
         fencing,
         rejected_valid_writes: tally.rejected_valid_writes,
+        probes,
+        probes_refused,
+        probe_holders_not_lost,
         panics: tally.panics,
         hung,
         orphans: orphan_names.len(),
@@ -801,6 +826,66 @@ pub fn run(env: &dyn Env, config: &Config) -> Summary {
         watches_live,
         watches_closed,
     }
+}
+
+/// The fencing probe's lock path.
+fn probe_path(root: &str) -> String {
+    format!("{root}/fence-probe")
+}
+
+/// What the fencing probes saw.
+#[derive(Default)]
+struct Probe {
+    store: FencedStore,
+    runs: Mutex<u64>,
+    refused: Mutex<u64>,
+    not_lost: Mutex<u64>,
+}
+
+/// A freeze with a fencing probe around it: the victim session holds `<root>/fence-probe` and
+/// writes; its links freeze past the session timeout (a long GC pause, as far as the server
+/// can tell); another session takes the lock and writes; then the victim, "waking up", writes
+/// with its old token without looking at its guard — the store must refuse it, and the guard
+/// must say `Lost`. Without the probe lock (contention, faults), it is a plain freeze.
+fn fence_probe(
+    env: &dyn Env,
+    clients: &[SharedClient],
+    victim: usize,
+    stop: &Stop,
+    config: &Config,
+    probe: &Probe,
+) -> Result<(), String> {
+    let path = probe_path(&config.root);
+    let holder =
+        InterProcessMutex::new(clients[victim].clone(), &path).map_err(|e| e.to_string())?;
+    let guard = holder.try_lock_for(config.acquire_timeout).ok().flatten();
+    let old = guard.as_ref().and_then(|g| g.fencing_token().ok());
+    if let Some(old) = old {
+        probe.store.acquired(old);
+        let _ = probe.store.write(old);
+    }
+    env.inject(FaultKind::Freeze, victim, stop)?;
+    let (Some(guard), Some(old)) = (guard, old) else {
+        return Ok(());
+    };
+    let successor_client = clients[(victim + 1) % clients.len()].clone();
+    let successor = InterProcessMutex::new(successor_client, &path).map_err(|e| e.to_string())?;
+    let timeout = config.acquire_timeout + env.session_timeout() * 2;
+    if let Ok(Some(g)) = successor.try_lock_for(timeout) {
+        if let Ok(new) = g.fencing_token() {
+            probe.store.acquired(new);
+            let _ = probe.store.write(new);
+            *probe.runs.lock() += 1;
+            if probe.store.write(old).is_err() {
+                *probe.refused.lock() += 1;
+            }
+            if guard.state() != zk_locks::LockState::Lost {
+                *probe.not_lost.lock() += 1;
+            }
+        }
+    }
+    drop(guard);
+    Ok(())
 }
 
 /// Polls `count` until it is 0 or `patience` passes; returns the last count.
