@@ -135,8 +135,9 @@ pub trait Env: Sync {
     fn inject(&self, kind: FaultKind, victim: usize, stop: &Stop) -> Result<(), String>;
     /// Undoes anything a fault may have left (thaw, accept connections).
     fn heal(&self);
-    /// Children of `dir` as the ensemble sees them now (empty when missing).
-    fn children(&self, dir: &str) -> Vec<String>;
+    /// The children of every directory in `dirs` as the ensemble sees them now, as full
+    /// paths (a missing directory has none).
+    fn nodes_under(&self, dirs: &[String]) -> Vec<String>;
     /// Watches registered on the servers on paths under `prefix`.
     fn watches_under(&self, prefix: &str) -> usize;
     /// Watches registered on the servers, all paths, all sessions.
@@ -761,10 +762,7 @@ pub fn run(env: &dyn Env, config: &Config) -> Summary {
     let orphan_names = {
         let deadline = Instant::now() + patience;
         loop {
-            let left: Vec<String> = dirs
-                .iter()
-                .flat_map(|d| env.children(d).into_iter().map(move |c| format!("{d}/{c}")))
-                .collect();
+            let left = env.nodes_under(&dirs);
             if left.is_empty() || Instant::now() >= deadline {
                 break left;
             }
@@ -1071,16 +1069,24 @@ impl Env for RealEnv {
         }
     }
 
-    fn children(&self, dir: &str) -> Vec<String> {
-        // A fresh observer each time: the cluster may have changed leader since.
-        let Ok(observer) =
-            ZookeeperClient::connect(&self.cluster.connect_string(), Duration::from_secs(10))
-        else {
-            return vec!["<observer could not connect>".into()];
-        };
-        let c = observer.get_children(dir, None).unwrap_or_default();
+    fn nodes_under(&self, dirs: &[String]) -> Vec<String> {
+        // A fresh observer each time, straight to the members: the proxies are the clients'.
+        let observer =
+            match ZookeeperClient::connect(&self.cluster.connect_string(), Duration::from_secs(10))
+            {
+                Ok(o) => o,
+                Err(e) => return vec![format!("<observer could not connect: {e}>")],
+            };
+        let mut left = Vec::new();
+        for d in dirs {
+            match observer.get_children(d, None) {
+                Ok(children) => left.extend(children.into_iter().map(|c| format!("{d}/{c}"))),
+                Err(zk_locks::ZkError::NoNode) => {}
+                Err(e) => left.push(format!("<listing {d} failed: {e}>")),
+            }
+        }
         observer.close();
-        c
+        left
     }
 
     fn watches_under(&self, prefix: &str) -> usize {
@@ -1199,8 +1205,13 @@ impl Env for MemoryEnv {
         }
     }
 
-    fn children(&self, dir: &str) -> Vec<String> {
-        self.ensemble.children(dir).unwrap_or_default()
+    fn nodes_under(&self, dirs: &[String]) -> Vec<String> {
+        dirs.iter()
+            .flat_map(|d| {
+                let children = self.ensemble.children(d).unwrap_or_default();
+                children.into_iter().map(move |c| format!("{d}/{c}"))
+            })
+            .collect()
     }
 
     fn watches_under(&self, _prefix: &str) -> usize {
