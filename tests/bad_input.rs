@@ -3,6 +3,8 @@
 //! connect-string rows run against the real backend (`ZookeeperClient`), since that is where
 //! connect strings are parsed.
 
+mod common;
+
 use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
@@ -365,7 +367,9 @@ fn zero_and_maximal_timeouts() {
                 }
                 got
             });
-            wait_for(|| e.children(dir).unwrap().len() == 2, dir);
+            common::eventually(Duration::from_secs(10), dir, || {
+                e.children(dir).unwrap().len() == 2
+            });
             first.release().unwrap();
             assert!(waiter.join().unwrap().unwrap(), "{dir}");
         });
@@ -385,15 +389,6 @@ fn zero_and_maximal_timeouts() {
     });
     drop(g);
     assert!(e.children("/t/wait").unwrap_or_default().is_empty());
-}
-
-/// Polls a condition the test cannot be notified of (another thread's node appearing).
-fn wait_for(mut cond: impl FnMut() -> bool, what: &str) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while !cond() {
-        assert!(std::time::Instant::now() < deadline, "timed out: {what}");
-        thread::sleep(Duration::from_millis(2));
-    }
 }
 
 /// A connect attempt that must fail with an error accepted by `expected` whose message names
