@@ -14,6 +14,7 @@
 //! The environment ([`Env`]) is either a real 3-node cluster with one [`FaultProxy`] per
 //! (session, server) — so a cut, a freeze or an expiry hits exactly one session — or the
 //! in-memory ensemble, whose faults are exact and fast.
+// Included by the example and by the test, each of which uses a different part of it.
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
@@ -24,7 +25,7 @@ use std::sync::{mpsc, Arc};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use parking_lot::{Condvar, Mutex};
+use parking_lot::Mutex;
 use zk_locks::client::memory::{MemoryClient, MemoryEnsemble};
 use zk_locks::client::zookeeper::{ZkOptions, ZookeeperClient};
 use zk_locks::locks::{
@@ -132,7 +133,7 @@ pub trait Env: Sync {
     fn clients(&self) -> Vec<SharedClient>;
     /// Injects `kind` (on session `victim` for per-session faults); returns once the fault is
     /// over (a frozen link thawed, a server serving again). `Err` explains a skipped fault.
-    fn inject(&self, kind: FaultKind, victim: usize, stop: &Stop) -> Result<(), String>;
+    fn inject(&self, kind: FaultKind, victim: usize) -> Result<(), String>;
     /// Undoes anything a fault may have left (thaw, accept connections).
     fn heal(&self);
     /// The children of every directory in `dirs` as the ensemble sees them now, as full
@@ -166,36 +167,10 @@ pub struct Config {
     pub finish_cycle_within: Duration,
 }
 
-/// A stop flag the fault thread can wait on without sleeping blindly.
-#[derive(Default)]
-pub struct Stop {
-    stopped: Mutex<bool>,
-    cond: Condvar,
-}
-
-impl Stop {
-    /// Sets the flag and wakes every waiter.
-    pub fn stop(&self) {
-        *self.stopped.lock() = true;
-        self.cond.notify_all();
-    }
-
-    /// True once stopped.
-    pub fn is_stopped(&self) -> bool {
-        *self.stopped.lock()
-    }
-
-    /// Waits up to `d` (pacing between faults); true when stopped meanwhile.
-    pub fn wait(&self, d: Duration) -> bool {
-        let deadline = Instant::now() + d;
-        let mut s = self.stopped.lock();
-        while !*s {
-            if self.cond.wait_until(&mut s, deadline).timed_out() {
-                break;
-            }
-        }
-        *s
-    }
+/// Pacing between and within faults (how long a link stays frozen, the undisturbed time
+/// between two faults). Not a synchronisation: every wait for a *state* polls that state.
+fn pause(d: Duration) {
+    thread::sleep(d);
 }
 
 /// One critical section as a worker saw it (public for the checker's own tests).
@@ -666,7 +641,6 @@ pub fn run(env: &dyn Env, config: &Config) -> Summary {
             .collect(),
         stop: AtomicBool::new(false),
     });
-    let stop = Stop::default();
     let probe = Probe::default();
     let mut faults: BTreeMap<FaultKind, u64> = BTreeMap::new();
     let mut skipped = 0u64;
@@ -700,21 +674,21 @@ pub fn run(env: &dyn Env, config: &Config) -> Summary {
         };
         while !config.faults.is_empty() && go_on(n) {
             let until = if cycle_open(n) { hard_end } else { end };
-            if stop.wait(
+            pause(
                 config
                     .fault_gap
                     .min(until.saturating_duration_since(Instant::now())),
-            ) || !go_on(n)
-            {
+            );
+            if !go_on(n) {
                 break;
             }
             let kind = config.faults[n % config.faults.len()];
             let victim = (n / config.faults.len() + n) % clients.len();
             n += 1;
             let injected = if kind == FaultKind::Freeze {
-                fence_probe(env, &clients, victim, &stop, config, &probe)
+                fence_probe(env, &clients, victim, config, &probe)
             } else {
-                env.inject(kind, victim, &stop)
+                env.inject(kind, victim)
             };
             match injected {
                 Ok(()) => *faults.entry(kind).or_default() += 1,
@@ -728,7 +702,7 @@ pub fn run(env: &dyn Env, config: &Config) -> Summary {
             }
         }
         if config.faults.is_empty() {
-            stop.wait(end.saturating_duration_since(Instant::now()));
+            pause(end.saturating_duration_since(Instant::now()));
         }
         env.heal();
         run.stop.store(true, Ordering::SeqCst);
@@ -849,7 +823,6 @@ fn fence_probe(
     env: &dyn Env,
     clients: &[SharedClient],
     victim: usize,
-    stop: &Stop,
     config: &Config,
     probe: &Probe,
 ) -> Result<(), String> {
@@ -862,7 +835,7 @@ fn fence_probe(
         probe.store.acquired(old);
         let _ = probe.store.write(old);
     }
-    env.inject(FaultKind::Freeze, victim, stop)?;
+    env.inject(FaultKind::Freeze, victim)?;
     let (Some(guard), Some(old)) = (guard, old) else {
         return Ok(());
     };
@@ -991,7 +964,7 @@ impl Env for RealEnv {
             .collect()
     }
 
-    fn inject(&self, kind: FaultKind, victim: usize, stop: &Stop) -> Result<(), String> {
+    fn inject(&self, kind: FaultKind, victim: usize) -> Result<(), String> {
         let proxies = &self.proxies[victim];
         let client = self.client(victim);
         match kind {
@@ -1007,7 +980,7 @@ impl Env for RealEnv {
                 // timeouts, so the server expires it as well.
                 let noticed = self.wait_for_loss(&client, losses, self.session_timeout * 4);
                 let min = self.session_timeout * 3 / 2;
-                stop.wait(min.saturating_sub(started.elapsed()));
+                pause(min.saturating_sub(started.elapsed()));
                 proxies.iter().for_each(FaultProxy::thaw);
                 if noticed {
                     Ok(())
@@ -1050,9 +1023,10 @@ impl Env for RealEnv {
                 // Let the other two elect a leader before the old one comes back.
                 let deadline = Instant::now() + Duration::from_secs(60);
                 while self.cluster.leader().is_none_or(|l| l == leader) {
-                    if Instant::now() >= deadline || stop.wait(Duration::from_millis(100)) {
+                    if Instant::now() >= deadline {
                         break;
                     }
+                    pause(Duration::from_millis(100));
                 }
                 self.cluster.restart(leader).map_err(|e| e.to_string())?;
                 self.cluster
@@ -1167,7 +1141,7 @@ impl Env for MemoryEnv {
             .collect()
     }
 
-    fn inject(&self, kind: FaultKind, victim: usize, stop: &Stop) -> Result<(), String> {
+    fn inject(&self, kind: FaultKind, victim: usize) -> Result<(), String> {
         let c = &self.clients[victim];
         match kind {
             FaultKind::Cut => {
@@ -1178,7 +1152,7 @@ impl Env for MemoryEnv {
                 // The link goes down, the server expires the session meanwhile, and the client
                 // learns it when the link comes back.
                 c.suspend();
-                stop.wait(Duration::from_millis(20));
+                pause(Duration::from_millis(20));
                 c.expire();
                 c.resume();
             }
@@ -1187,7 +1161,7 @@ impl Env for MemoryEnv {
                 for c in &self.clients {
                     c.suspend();
                 }
-                stop.wait(Duration::from_millis(20));
+                pause(Duration::from_millis(20));
                 for c in &self.clients {
                     c.resume();
                 }
