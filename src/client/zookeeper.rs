@@ -336,9 +336,23 @@ impl ZookeeperClient {
                 reason: "must be > 0".into(),
             });
         }
+        // The wire format carries milliseconds in an i32; the crate overflows (and panics)
+        // on anything longer.
+        if options.session_timeout.as_millis() > i32::MAX as u128 {
+            return Err(Error::InvalidArgument {
+                name: "session_timeout",
+                reason: format!(
+                    "{:?} is longer than ZooKeeper's limit of i32::MAX ms",
+                    options.session_timeout
+                ),
+            });
+        }
         let target = parse_connect_string(&options.connect_string)?;
         let connect_timeout = options.effective_connect_timeout();
-        let deadline = Instant::now() + connect_timeout;
+        // `Duration::MAX` (or anything past what an `Instant` can hold) waits without limit.
+        let deadline = Instant::now()
+            .checked_add(connect_timeout)
+            .unwrap_or_else(|| Instant::now() + Duration::from_secs(100 * 365 * 24 * 3600));
         let (tx, rx) = mpsc::channel();
         // Suspended until the first session exists (nobody can observe it before we return).
         let session = Arc::new(Session::new(ConnectionState::Suspended, None));

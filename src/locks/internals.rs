@@ -550,7 +550,9 @@ pub(crate) fn delete_guaranteed(
             return Ok(());
         }
         match client.delete(path, None) {
-            Ok(()) | Err(ZkError::NoNode) => return Ok(()),
+            // SessionExpired: the session the node belonged to (this one or an older one) is
+            // over, so the server has deleted the node: released, as documented above.
+            Ok(()) | Err(ZkError::NoNode) | Err(ZkError::SessionExpired) => return Ok(()),
             Err(code) if code.is_retryable() => match retry.next_retry(retries, start.elapsed()) {
                 Some(sleep) => {
                     retries += 1;
@@ -568,7 +570,10 @@ pub(crate) fn delete_guaranteed(
                         }
                         let s = client.session().snapshot();
                         if s.state.is_connected()
-                            && matches!(client.delete(&p, None), Ok(()) | Err(ZkError::NoNode))
+                            && matches!(
+                                client.delete(&p, None),
+                                Ok(()) | Err(ZkError::NoNode) | Err(ZkError::SessionExpired)
+                            )
                         {
                             return;
                         }

@@ -57,9 +57,18 @@ impl InterProcessMultiLock {
     }
 
     /// A mutex per path, acquired in the order given.
+    ///
+    /// A path listed twice is an [`Error::InvalidArgument`]: its two mutexes would be two
+    /// contenders, and the second would wait for the first forever.
     pub fn from_paths(client: SharedClient, paths: &[&str]) -> Result<Self> {
         let mut locks = Vec::with_capacity(paths.len());
-        for p in paths {
+        for (i, p) in paths.iter().enumerate() {
+            if paths[..i].contains(p) {
+                return Err(Error::InvalidArgument {
+                    name: "paths",
+                    reason: format!("{p:?} is listed twice: the multi-lock would wait for itself"),
+                });
+            }
             let m: Box<dyn InterProcessLock> = Box::new(InterProcessMutex::new(client.clone(), p)?);
             locks.push((p.to_string(), m));
         }

@@ -274,6 +274,9 @@ impl InterProcessSemaphoreV2 {
             let children = match client.get_children(&leases_path, watcher) {
                 Ok(c) => c,
                 Err(ZkError::NoNode) => break Ok(Granted::NodeGone),
+                // Our lease node died with the session: retry under the policy, as the mutex's
+                // wait loop does.
+                Err(ZkError::SessionExpired) => break Ok(Granted::NodeGone),
                 Err(code) if code.is_retryable() => match self
                     .leases
                     .retry_policy()

@@ -1,0 +1,533 @@
+//! Bad input, row by row: every row gets a typed `zk_locks::Error` whose message names the
+//! input, nothing panics, and no node is left behind. Rows run on the memory backend; the
+//! connect-string rows run against the real backend (`ZookeeperClient`), since that is where
+//! connect strings are parsed.
+
+mod common;
+
+use std::sync::Arc;
+use std::thread;
+use std::time::Duration;
+
+use zk_locks::client::memory::MemoryEnsemble;
+use zk_locks::client::zookeeper::{ZkOptions, ZookeeperClient};
+use zk_locks::locks::{
+    InterProcessMultiLock, InterProcessReadWriteLock, InterProcessSemaphoreMutex,
+    InterProcessSemaphoreV2, LockState, Revoker, SharedCount,
+};
+use zk_locks::{Error, InterProcessLock, InterProcessMutex, SharedClient, ZkClient};
+
+/// Every node of the ensemble, as full paths.
+fn tree(e: &MemoryEnsemble) -> Vec<String> {
+    let mut all = Vec::new();
+    let mut todo = vec!["/".to_string()];
+    while let Some(p) = todo.pop() {
+        for c in e.children(&p).unwrap_or_default() {
+            let child = if p == "/" {
+                format!("/{c}")
+            } else {
+                format!("{p}/{c}")
+            };
+            all.push(child.clone());
+            todo.push(child);
+        }
+    }
+    all.sort();
+    all
+}
+
+/// Runs one row: it must fail with an error accepted by `expected` whose message contains
+/// `names`, and leave the tree as it was.
+fn row<T: std::fmt::Debug>(
+    e: &MemoryEnsemble,
+    what: &str,
+    names: &str,
+    expected: impl Fn(&Error) -> bool,
+    f: impl FnOnce() -> zk_locks::Result<T>,
+) {
+    let before = tree(e);
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+    let result = result.unwrap_or_else(|_| panic!("{what}: panicked"));
+    let err = match result {
+        Ok(v) => panic!("{what}: accepted ({v:?})"),
+        Err(err) => err,
+    };
+    assert!(expected(&err), "{what}: unexpected error {err:?}");
+    let message = err.to_string();
+    assert!(
+        message.contains(names),
+        "{what}: message {message:?} does not name {names:?}"
+    );
+    assert_eq!(tree(e), before, "{what}: left nodes behind");
+}
+
+fn is_invalid_path(input: &str) -> impl Fn(&Error) -> bool + '_ {
+    move |e| matches!(e, Error::InvalidPath { path, .. } if path == input)
+}
+
+const BAD_PATHS: [&str; 12] = [
+    "",
+    "relative",
+    "relative/lock",
+    "/trailing/",
+    "//",
+    "/a//b",
+    "/.",
+    "/..",
+    "/a/./b",
+    "/a/../b",
+    "/a\0b",
+    "/a\u{1}b",
+];
+
+#[test]
+fn invalid_paths_are_typed_errors_on_every_recipe() {
+    let e = MemoryEnsemble::new();
+    let c: SharedClient = e.connect();
+    for bad in BAD_PATHS {
+        // `{:?}` of the path is what the messages show (a NUL is `\0`).
+        let shown = format!("{bad:?}");
+        let ctx = |recipe: &str| format!("{recipe} at {shown}");
+        row(&e, &ctx("mutex"), &shown, is_invalid_path(bad), || {
+            InterProcessMutex::new(c.clone(), bad)
+        });
+        row(&e, &ctx("rw"), &shown, is_invalid_path(bad), || {
+            InterProcessReadWriteLock::new(c.clone(), bad)
+        });
+        row(&e, &ctx("semaphore"), &shown, is_invalid_path(bad), || {
+            InterProcessSemaphoreV2::new(c.clone(), bad, 2)
+        });
+        row(
+            &e,
+            &ctx("semaphore mutex"),
+            &shown,
+            is_invalid_path(bad),
+            || InterProcessSemaphoreMutex::new(c.clone(), bad),
+        );
+        row(
+            &e,
+            &ctx("shared count"),
+            &shown,
+            is_invalid_path(bad),
+            || SharedCount::new(c.clone(), bad, 1).map(|_| ()),
+        );
+        row(&e, &ctx("multi-lock"), &shown, is_invalid_path(bad), || {
+            InterProcessMultiLock::from_paths(c.clone(), &["/fine", bad]).map(|_| ())
+        });
+        row(&e, &ctx("revoke"), &shown, is_invalid_path(bad), || {
+            Revoker::attempt_revoke(&c, bad)
+        });
+    }
+    // A path twice in one multi-lock: its second mutex would wait for the first forever.
+    row(
+        &e,
+        "multi-lock with a path twice",
+        "\"/dup\"",
+        |e| matches!(e, Error::InvalidArgument { name: "paths", .. }),
+        || InterProcessMultiLock::from_paths(c.clone(), &["/dup", "/other", "/dup"]).map(|_| ()),
+    );
+    // The root is a valid path but not a lock directory.
+    row(&e, "mutex at /", "\"/\"", is_invalid_path("/"), || {
+        InterProcessMutex::new(c.clone(), "/")
+    });
+}
+
+#[test]
+fn releasing_what_is_not_held_is_a_typed_error() {
+    let e = MemoryEnsemble::new();
+    let c: SharedClient = e.connect();
+    let not_owner =
+        |p: &'static str| move |e: &Error| matches!(e, Error::NotOwner { path } if path == p);
+    let not_acquired =
+        |p: &'static str| move |e: &Error| matches!(e, Error::NotAcquired { path } if path == p);
+
+    let m = InterProcessMutex::new(c.clone(), "/r/mutex").unwrap();
+    row(
+        &e,
+        "mutex: release without acquire",
+        "/r/mutex",
+        not_owner("/r/mutex"),
+        || m.release(),
+    );
+    let rw = InterProcessReadWriteLock::new(c.clone(), "/r/rw").unwrap();
+    row(
+        &e,
+        "read lock: release without acquire",
+        "/r/rw",
+        not_owner("/r/rw"),
+        || rw.read_lock().release(),
+    );
+    row(
+        &e,
+        "write lock: release without acquire",
+        "/r/rw",
+        not_owner("/r/rw"),
+        || rw.write_lock().release(),
+    );
+    let sm = InterProcessSemaphoreMutex::new(c.clone(), "/r/sm").unwrap();
+    row(
+        &e,
+        "semaphore mutex: release without acquire",
+        "/r/sm",
+        not_acquired("/r/sm"),
+        || sm.release(),
+    );
+    let multi = InterProcessMultiLock::from_paths(c.clone(), &["/r/m1", "/r/m2"]).unwrap();
+    row(
+        &e,
+        "multi-lock: release without acquire",
+        "/r/m1",
+        |e| matches!(e, Error::Multiple(v) if v.len() == 2),
+        || multi.release(),
+    );
+
+    // Twice: the second release is the typed error, the first one worked.
+    m.acquire().unwrap();
+    m.release().unwrap();
+    row(
+        &e,
+        "mutex: release twice",
+        "/r/mutex",
+        not_owner("/r/mutex"),
+        || m.release(),
+    );
+    sm.acquire().unwrap();
+    sm.release().unwrap();
+    row(
+        &e,
+        "semaphore mutex: release twice",
+        "/r/sm",
+        not_acquired("/r/sm"),
+        || sm.release(),
+    );
+    rw.write_lock().acquire().unwrap();
+    rw.write_lock().release().unwrap();
+    row(
+        &e,
+        "write lock: release twice",
+        "/r/rw",
+        not_owner("/r/rw"),
+        || rw.write_lock().release(),
+    );
+    assert!(e.children("/r/mutex").unwrap_or_default().is_empty());
+}
+
+#[test]
+fn release_from_a_foreign_thread() {
+    let e = MemoryEnsemble::new();
+    let c: SharedClient = e.connect();
+    let m = Arc::new(InterProcessMutex::new(c.clone(), "/f/mutex").unwrap());
+    m.acquire().unwrap();
+    let other = m.clone();
+    let from_other = thread::spawn(move || other.release())
+        .join()
+        .expect("no panic");
+    assert!(
+        matches!(&from_other, Err(Error::NotOwner { path }) if path == "/f/mutex"),
+        "{from_other:?}"
+    );
+    assert!(from_other.unwrap_err().to_string().contains("/f/mutex"));
+    // The owner still holds it and can release it.
+    assert_eq!(e.children("/f/mutex").unwrap().len(), 1);
+    m.release().unwrap();
+    assert!(e.children("/f/mutex").unwrap().is_empty());
+
+    // The write lock is owned by its thread too.
+    let rw = Arc::new(InterProcessReadWriteLock::new(c.clone(), "/f/rw").unwrap());
+    rw.write_lock().acquire().unwrap();
+    let other = rw.clone();
+    let from_other = thread::spawn(move || other.write_lock().release())
+        .join()
+        .expect("no panic");
+    assert!(
+        matches!(from_other, Err(Error::NotOwner { .. })),
+        "{from_other:?}"
+    );
+    rw.write_lock().release().unwrap();
+
+    // A semaphore mutex may be released from any thread (Curator's semantics): not an error.
+    let sm = Arc::new(InterProcessSemaphoreMutex::new(c.clone(), "/f/sm").unwrap());
+    sm.acquire().unwrap();
+    let other = sm.clone();
+    thread::spawn(move || other.release())
+        .join()
+        .expect("no panic")
+        .expect("any thread may release a semaphore mutex");
+    assert!(e.children("/f/sm/leases").unwrap().is_empty());
+}
+
+/// A `lock-` (or `__READ__`, `lease-`) in the lock's *path* is fine, as for Curator: the sort
+/// key is taken from the child names under the directory, never from the directory's path, so
+/// a reserved name there changes nothing. Rejecting it would refuse paths that Curator
+/// processes use, and break compatibility.
+#[test]
+fn reserved_lock_names_in_a_path_work() {
+    let e = MemoryEnsemble::new();
+    let (a, b): (SharedClient, SharedClient) = (e.connect(), e.connect());
+    for path in [
+        "/reserved/lock-",
+        "/reserved/_c_00000000-0000-0000-0000-000000000000-lock-0000000001",
+        "/reserved/lock-0000000009/lock-",
+    ] {
+        let ma = InterProcessMutex::new(a.clone(), path).unwrap();
+        let mb = InterProcessMutex::new(b.clone(), path).unwrap();
+        let g = ma.lock().unwrap();
+        assert!(g.is_valid(), "{path}");
+        assert!(
+            mb.try_lock_for(Duration::ZERO).unwrap().is_none(),
+            "{path}: excluded"
+        );
+        drop(g);
+        let g = mb.try_lock_for(Duration::from_secs(5)).unwrap();
+        assert!(g.is_some(), "{path}: handed over");
+        drop(g);
+        assert!(e.children(path).unwrap().is_empty(), "{path}");
+    }
+    let rw = InterProcessReadWriteLock::new(a.clone(), "/reserved/__READ__/__WRIT__").unwrap();
+    let w = rw.write_lock().lock().unwrap();
+    let other = InterProcessReadWriteLock::new(b.clone(), "/reserved/__READ__/__WRIT__").unwrap();
+    assert!(other
+        .read_lock()
+        .try_lock_for(Duration::ZERO)
+        .unwrap()
+        .is_none());
+    drop(w);
+    let s = InterProcessSemaphoreV2::new(a.clone(), "/reserved/lease-", 1).unwrap();
+    s.acquire().unwrap().close().unwrap();
+}
+
+#[test]
+fn zero_quantities_are_typed_errors() {
+    let e = MemoryEnsemble::new();
+    let c: SharedClient = e.connect();
+    let invalid = |name: &'static str| move |e: &Error| matches!(e, Error::InvalidArgument { name: n, .. } if *n == name);
+    row(
+        &e,
+        "semaphore with max 0",
+        "max_leases",
+        invalid("max_leases"),
+        || InterProcessSemaphoreV2::new(c.clone(), "/q/sem", 0),
+    );
+    let s = InterProcessSemaphoreV2::new(c.clone(), "/q/sem", 2).unwrap();
+    row(&e, "acquire 0 leases", "qty", invalid("qty"), || {
+        s.acquire_many(0)
+    });
+    row(&e, "acquire 0 leases, timed", "qty", invalid("qty"), || {
+        s.acquire_many_timeout(0, Duration::from_secs(1))
+    });
+    row(&e, "acquire more than max", "3", invalid("qty"), || {
+        s.acquire_many_timeout(3, Duration::from_secs(1))
+    });
+}
+
+/// `Duration::ZERO` tries once; `Duration::MAX` waits without limit (no `Instant` overflow).
+#[test]
+fn zero_and_maximal_timeouts() {
+    let e = MemoryEnsemble::new();
+    let (a, b) = (e.connect(), e.connect());
+    let (ca, cb): (SharedClient, SharedClient) = (a.clone(), b.clone());
+    // (first contender, second contender, the directory their nodes go to)
+    type Row = (
+        Box<dyn InterProcessLock>,
+        Box<dyn InterProcessLock>,
+        &'static str,
+    );
+    let locks: Vec<Row> = vec![
+        (
+            Box::new(InterProcessMutex::new(ca.clone(), "/t/mutex").unwrap()),
+            Box::new(InterProcessMutex::new(cb.clone(), "/t/mutex").unwrap()),
+            "/t/mutex",
+        ),
+        (
+            Box::new(InterProcessSemaphoreMutex::new(ca.clone(), "/t/sm").unwrap()),
+            Box::new(InterProcessSemaphoreMutex::new(cb.clone(), "/t/sm").unwrap()),
+            "/t/sm/leases",
+        ),
+        (
+            Box::new(InterProcessMultiLock::from_paths(ca.clone(), &["/t/m1", "/t/m2"]).unwrap()),
+            Box::new(InterProcessMultiLock::from_paths(cb.clone(), &["/t/m1", "/t/m2"]).unwrap()),
+            "/t/m1",
+        ),
+    ];
+    for (first, second, dir) in &locks {
+        // Free: both timeouts acquire at once.
+        assert!(first.acquire_timeout(Duration::ZERO).unwrap(), "{dir}");
+        first.release().unwrap();
+        assert!(first.acquire_timeout(Duration::MAX).unwrap(), "{dir}");
+        // Held: zero gives up at once and leaves nothing behind.
+        assert!(!second.acquire_timeout(Duration::ZERO).unwrap(), "{dir}");
+        assert_eq!(e.children(dir).unwrap().len(), 1, "{dir}");
+        // Held: MAX waits until the holder lets go.
+        thread::scope(|s| {
+            // A mutex is released by the thread that took it.
+            let waiter = s.spawn(|| {
+                let got = second.acquire_timeout(Duration::MAX);
+                if matches!(got, Ok(true)) {
+                    second.release().unwrap();
+                }
+                got
+            });
+            common::eventually(Duration::from_secs(10), dir, || {
+                e.children(dir).unwrap().len() == 2
+            });
+            first.release().unwrap();
+            assert!(waiter.join().unwrap().unwrap(), "{dir}");
+        });
+        assert!(e.children(dir).unwrap().is_empty(), "{dir}");
+    }
+    // The semaphore's own API, and a guard's wait with MAX.
+    let sem = InterProcessSemaphoreV2::new(ca.clone(), "/t/sem", 1).unwrap();
+    let lease = sem.acquire_timeout(Duration::MAX).unwrap().unwrap();
+    assert!(sem.acquire_timeout(Duration::ZERO).unwrap().is_none());
+    drop(lease);
+    let m = InterProcessMutex::new(ca, "/t/wait").unwrap();
+    let g = m.lock().unwrap();
+    thread::scope(|s| {
+        let expirer = s.spawn(|| a.expire());
+        assert_eq!(g.wait_while_held(Some(Duration::MAX)), LockState::Lost);
+        expirer.join().unwrap();
+    });
+    drop(g);
+    assert!(e.children("/t/wait").unwrap_or_default().is_empty());
+}
+
+/// A connect attempt that must fail with an error accepted by `expected` whose message names
+/// `names` (the connect string itself, unless a timeout is the bad input).
+fn connect_row(
+    connect_string: &str,
+    names: &str,
+    options: ZkOptions,
+    expected: impl Fn(&Error) -> bool,
+) {
+    let result = std::panic::catch_unwind(|| ZookeeperClient::connect_with(options))
+        .unwrap_or_else(|_| panic!("{connect_string:?}: panicked"));
+    let err = match result {
+        Ok(c) => {
+            c.close();
+            panic!("{connect_string:?}: connected")
+        }
+        Err(e) => e,
+    };
+    assert!(expected(&err), "{connect_string:?}: {err:?}");
+    let message = err.to_string();
+    assert!(
+        message.contains(&format!("{names:?}")) || message.contains(names),
+        "{connect_string:?}: message {message:?} does not name {names:?}"
+    );
+}
+
+#[test]
+fn bad_connect_strings_are_typed_errors() {
+    let connect = |e: &Error| matches!(e, Error::Connect { .. });
+    let argument = |e: &Error| matches!(e, Error::InvalidArgument { .. });
+    let short = |s: &str| ZkOptions::new(s).session_timeout(Duration::from_secs(2));
+    for (s, kind) in [
+        ("", connect as fn(&Error) -> bool),
+        (" ", connect),
+        (",", connect),
+        ("127.0.0.1:2181,", connect),
+        ("no-such-host.invalid:2181", connect),
+        ("127.0.0.1:notaport", connect),
+        ("127.0.0.1:99999", connect),
+        ("127.0.0.1:2181/bad//chroot", argument),
+        ("127.0.0.1:2181/chroot/", argument),
+        ("127.0.0.1:2181/a/../b", argument),
+        ("127.0.0.1:2181/nul\0", argument),
+    ] {
+        connect_row(s, s, short(s), kind);
+    }
+}
+
+#[test]
+fn bad_timeouts_when_connecting_are_typed_errors() {
+    // Nothing listens on a port we just bound and released.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let hosts = format!("127.0.0.1:{port}");
+    connect_row(
+        &hosts,
+        "session_timeout",
+        ZkOptions::new(hosts.clone()).session_timeout(Duration::ZERO),
+        |e| {
+            matches!(
+                e,
+                Error::InvalidArgument {
+                    name: "session_timeout",
+                    ..
+                }
+            )
+        },
+    );
+    // Longer than the wire's i32 of milliseconds (the crate would overflow).
+    connect_row(
+        &hosts,
+        "session_timeout",
+        ZkOptions::new(hosts.clone())
+            .session_timeout(Duration::MAX)
+            .connect_timeout(Duration::from_millis(300)),
+        |e| {
+            matches!(
+                e,
+                Error::InvalidArgument {
+                    name: "session_timeout",
+                    ..
+                }
+            )
+        },
+    );
+}
+
+/// Against a real server: nothing listening is a `Connect` error within the connect timeout,
+/// and a valid chroot works (and is where the nodes go).
+#[test]
+fn connect_strings_against_a_real_server() {
+    let Some(server) = zk_locks::testing::shared_server() else {
+        return;
+    };
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let dead = format!("127.0.0.1:{port}");
+    connect_row(
+        &dead,
+        &dead,
+        ZkOptions::new(dead.clone())
+            .session_timeout(Duration::from_secs(2))
+            .connect_timeout(Duration::from_millis(500)),
+        |e| matches!(e, Error::Connect { .. }),
+    );
+    let bad_chroot = format!("{}/x//y", server.connect_string());
+    connect_row(
+        &bad_chroot,
+        &bad_chroot,
+        ZkOptions::new(bad_chroot.clone()),
+        |e| matches!(e, Error::InvalidArgument { .. }),
+    );
+    let root = format!("/bad-input-{}", std::process::id());
+    let chrooted = format!("{}{root}", server.connect_string());
+    // A maximal connect (and call) timeout must not overflow an `Instant`.
+    let c = ZookeeperClient::connect_with(
+        ZkOptions::new(chrooted.clone())
+            .session_timeout(Duration::from_secs(6))
+            .connect_timeout(Duration::MAX)
+            .call_timeout(Duration::MAX),
+    )
+    .unwrap();
+    let m = InterProcessMutex::new(c.clone(), "/lock").unwrap();
+    let g = m.lock().unwrap();
+    let node = g.node_path().unwrap().to_string();
+    assert!(node.starts_with("/lock/"), "{node}");
+    drop(g);
+    c.close();
+    let plain = ZookeeperClient::connect(&server.connect_string(), Duration::from_secs(6)).unwrap();
+    assert!(plain
+        .get_children(&format!("{root}/lock"), None)
+        .unwrap()
+        .is_empty());
+    plain.close();
+}
