@@ -143,27 +143,24 @@ impl Session {
     /// Blocks until the epoch differs from `epoch` or the deadline passes; returns the
     /// snapshot then.
     pub fn wait_for_change(&self, epoch: u64, deadline: Option<Instant>) -> SessionSnapshot {
-        let mut inner = self.inner.lock();
-        while inner.snapshot.epoch == epoch {
-            match deadline {
-                Some(d) => {
-                    if self.changed.wait_until(&mut inner, d).timed_out() {
-                        break;
-                    }
-                }
-                None => self.changed.wait(&mut inner),
-            }
-        }
-        inner.snapshot
+        self.wait_while(deadline, |s| s.epoch == epoch)
     }
 
     /// Blocks until the state is connected (Connected, Reconnected or ReadOnly), the client is
     /// closed, or the deadline passes; returns the snapshot then.
     pub fn wait_until_connected(&self, deadline: Option<Instant>) -> SessionSnapshot {
+        self.wait_while(deadline, |s| {
+            !s.state.is_connected() && s.state != ConnectionState::Closed
+        })
+    }
+
+    fn wait_while(
+        &self,
+        deadline: Option<Instant>,
+        blocked: impl Fn(&SessionSnapshot) -> bool,
+    ) -> SessionSnapshot {
         let mut inner = self.inner.lock();
-        while !inner.snapshot.state.is_connected()
-            && inner.snapshot.state != ConnectionState::Closed
-        {
+        while blocked(&inner.snapshot) {
             match deadline {
                 Some(d) => {
                     if self.changed.wait_until(&mut inner, d).timed_out() {

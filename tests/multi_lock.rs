@@ -1,6 +1,7 @@
 //! InterProcessMultiLock: the base mutex cases over two paths, Curator's
 //! testSomeReleasesFail / testSomeLocksFailToLock, mixed kinds, and ordering against deadlock.
 
+#[macro_use]
 mod common;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -270,21 +271,6 @@ fn ordering_prevents_deadlock(b: &dyn Backend) {
         0,
         "ordered multi-locks never time out against each other"
     );
-}
-
-macro_rules! suite {
-    ($name:ident, $backend:expr, [$($case:ident),* $(,)?]) => {
-        mod $name {
-            $(
-                #[test]
-                fn $case() {
-                    if let Some(b) = $backend {
-                        super::$case(&b);
-                    }
-                }
-            )*
-        }
-    };
 }
 
 suite!(

@@ -1,6 +1,7 @@
 //! InterProcessMutex: Curator's TestInterProcessMutexBase / TestInterProcessMutex cases and the
 //! failure modes of the issue, on the memory backend and on a real ZooKeeper server.
 
+#[macro_use]
 mod common;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -405,21 +406,6 @@ fn many_waiters_one_release(b: &dyn Backend) {
     eventually(b.patience(), "no watches left", || {
         b.watches_under(&path) == 0
     });
-}
-
-macro_rules! suite {
-    ($name:ident, $backend:expr, [$($case:ident),* $(,)?]) => {
-        mod $name {
-            $(
-                #[test]
-                fn $case() {
-                    if let Some(b) = $backend {
-                        super::$case(&b);
-                    }
-                }
-            )*
-        }
-    };
 }
 
 suite!(

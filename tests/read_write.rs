@@ -1,6 +1,7 @@
 //! InterProcessReadWriteLock: Curator's TestInterProcessReadWriteLock cases plus writer
 //! progress and faults, on the memory backend and a real server.
 
+#[macro_use]
 mod common;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -317,21 +318,6 @@ fn reentrant_both_sides(b: &dyn Backend) {
     rw.read_lock().release().unwrap();
     rw.read_lock().release().unwrap();
     assert!(!rw.read_lock().is_acquired_in_this_process());
-}
-
-macro_rules! suite {
-    ($name:ident, $backend:expr, [$($case:ident),* $(,)?]) => {
-        mod $name {
-            $(
-                #[test]
-                fn $case() {
-                    if let Some(b) = $backend {
-                        super::$case(&b);
-                    }
-                }
-            )*
-        }
-    };
 }
 
 suite!(

@@ -1,6 +1,7 @@
 //! InterProcessSemaphoreV2 and InterProcessSemaphoreMutex: Curator's TestInterProcessSemaphore
 //! and the base mutex cases that apply, on the memory backend and a real server.
 
+#[macro_use]
 mod common;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -353,21 +354,6 @@ fn semaphore_mutex_two_clients_exclude(b: &dyn Backend) {
             });
         }
     });
-}
-
-macro_rules! suite {
-    ($name:ident, $backend:expr, [$($case:ident),* $(,)?]) => {
-        mod $name {
-            $(
-                #[test]
-                fn $case() {
-                    if let Some(b) = $backend {
-                        super::$case(&b);
-                    }
-                }
-            )*
-        }
-    };
 }
 
 suite!(

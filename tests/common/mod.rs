@@ -1,6 +1,24 @@
 //! Test harness shared by the lock suites: one test body runs against the in-memory ensemble
 //! and against a real ZooKeeper server, through the `Backend` trait.
-#![allow(dead_code)]
+#![allow(dead_code, unused_macros)]
+
+/// One `#[test]` per case and backend: `suite!(memory, Some(Memory::new()), [case, ...])`
+/// runs each `fn case(b: &dyn Backend)` of the test file; a `None` backend (no server here)
+/// skips, or fails under `ZK_LOCKS_REQUIRE_SERVER=1` (the backend constructor panics then).
+macro_rules! suite {
+    ($name:ident, $backend:expr, [$($case:ident),* $(,)?]) => {
+        mod $name {
+            $(
+                #[test]
+                fn $case() {
+                    if let Some(b) = $backend {
+                        super::$case(&b);
+                    }
+                }
+            )*
+        }
+    };
+}
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
