@@ -38,6 +38,9 @@ pub struct Plan {
     pub sessions: Vec<usize>,
     /// Cycles run (and discarded) before each measurement: JIT, connection, parent nodes.
     pub warmup: usize,
+    /// Each measurement is split into this many rounds, alternating between the two sides,
+    /// so that a change in the machine's load hits both sides alike.
+    pub rounds: usize,
 }
 
 impl Plan {
@@ -49,6 +52,7 @@ impl Plan {
             contended: 5000,
             sessions: vec![2, 4, 8],
             warmup: 1000,
+            rounds: 4,
         }
     }
 
@@ -60,6 +64,7 @@ impl Plan {
             contended: 1200,
             sessions: vec![2, 4, 8],
             warmup: 300,
+            rounds: 2,
         }
     }
 
@@ -71,6 +76,7 @@ impl Plan {
             contended: 20,
             sessions: vec![2, 4, 8],
             warmup: 3,
+            rounds: 2,
         }
     }
 
@@ -148,6 +154,10 @@ pub struct Machine {
     /// Packets/s the server receives while every session is idle (pings, heartbeats): the noise
     /// floor of the requests-per-operation figures.
     pub idle_packets_per_s: f64,
+    /// 1-minute load average when the run started (other work on the machine).
+    pub load_before: f64,
+    /// The same when it ended.
+    pub load_after: f64,
 }
 
 /// A whole comparison.
@@ -157,6 +167,8 @@ pub struct Report {
     pub machine: Machine,
     /// One row per scenario.
     pub rows: Vec<Row>,
+    /// Alternating rounds per side and scenario.
+    pub rounds: usize,
 }
 
 /// A side of the comparison.
@@ -173,8 +185,9 @@ pub fn run(connect: &str, plan: &Plan, class_dir: &Path) -> Result<Report, Strin
     let mut curator = CuratorSide::start(connect, plan.max_sessions(), class_dir)?;
     let mut ours = OurSide::connect(connect, plan.max_sessions())?;
     let machine = machine(mntr_addr)?;
-    let machine = Machine {
+    let mut machine = Machine {
         idle_packets_per_s: idle_rate(mntr_addr)?,
+        load_before: load_average(),
         ..machine
     };
     let root = format!("/zk-locks-compare-{}", std::process::id());
@@ -183,31 +196,56 @@ pub fn run(connect: &str, plan: &Plan, class_dir: &Path) -> Result<Report, Strin
     scenarios.extend(plan.sessions.iter().map(|&n| Scenario::Contended(n)));
     let mut rows = Vec::new();
     for (i, scenario) in scenarios.into_iter().enumerate() {
-        let ours_run = measure(
-            &mut ours,
-            &scenario,
-            plan,
-            &format!("{root}/ours-{i}"),
-            mntr_addr,
-        )?;
-        let curator_run = measure(
-            &mut curator,
-            &scenario,
-            plan,
-            &format!("{root}/curator-{i}"),
-            mntr_addr,
-        )?;
+        let ours_path = format!("{root}/ours-{i}");
+        let curator_path = format!("{root}/curator-{i}");
+        warm_up(&mut ours, &scenario, plan, &ours_path)?;
+        warm_up(&mut curator, &scenario, plan, &curator_path)?;
+        let (mut ours_runs, mut curator_runs) = (Vec::new(), Vec::new());
+        for _ in 0..plan.rounds.max(1) {
+            ours_runs.push(measure(&mut ours, &scenario, plan, &ours_path, mntr_addr)?);
+            curator_runs.push(measure(
+                &mut curator,
+                &scenario,
+                plan,
+                &curator_path,
+                mntr_addr,
+            )?);
+        }
         rows.push(Row {
             scenario,
-            ours: ours_run,
-            curator: curator_run,
+            ours: combine(&ours_runs),
+            curator: combine(&curator_runs),
         });
     }
+    machine.load_after = load_average();
     curator.quit();
-    Ok(Report { machine, rows })
+    Ok(Report {
+        machine,
+        rows,
+        rounds: plan.rounds.max(1),
+    })
 }
 
-/// Warm-up (discarded), then the measured run between two `mntr` readings.
+/// One scenario's operations: `n` of them (round trips, cycles, or acquisitions in total).
+fn once(side: &mut dyn Side, scenario: &Scenario, path: &str, n: usize) -> Result<Run, String> {
+    match scenario {
+        Scenario::RoundTrip => side.roundtrip("/", n),
+        Scenario::Uncontended(recipe) => side.uncontended(recipe, path, n),
+        Scenario::Contended(sessions) => side.contended(path, *sessions, n),
+    }
+}
+
+/// Discarded cycles first: JIT, connections, parent nodes.
+fn warm_up(
+    side: &mut dyn Side,
+    scenario: &Scenario,
+    plan: &Plan,
+    path: &str,
+) -> Result<(), String> {
+    once(side, scenario, path, plan.warmup).map(drop)
+}
+
+/// One measured round between two `mntr` readings.
 fn measure(
     side: &mut dyn Side,
     scenario: &Scenario,
@@ -215,30 +253,45 @@ fn measure(
     path: &str,
     mntr_addr: SocketAddr,
 ) -> Result<Run, String> {
-    let once = |side: &mut dyn Side, n: usize| match scenario {
-        Scenario::RoundTrip => side.roundtrip("/", n),
-        Scenario::Uncontended(recipe) => side.uncontended(recipe, path, n),
-        Scenario::Contended(sessions) => side.contended(path, *sessions, n),
-    };
-    let measured = match scenario {
+    let total = match scenario {
         Scenario::RoundTrip => plan.roundtrips,
         Scenario::Uncontended(_) => plan.uncontended,
         Scenario::Contended(_) => plan.contended,
     };
-    once(side, plan.warmup)?;
+    let n = (total / plan.rounds.max(1)).max(1);
     let before = packets_received(mntr_addr)?;
-    let mut run = once(side, measured)?;
+    let mut run = once(side, scenario, path, n)?;
     let after = packets_received(mntr_addr)?;
     run.packets = after.saturating_sub(before);
     Ok(run)
 }
 
+/// Rounds of one side together: sums, and the median of the rounds' percentiles (the raw
+/// samples stay on each side of the pipe).
+fn combine(runs: &[Run]) -> Run {
+    let median = |f: fn(&Run) -> u64| {
+        let mut v: Vec<u64> = runs.iter().map(f).collect();
+        v.sort_unstable();
+        v.get(v.len() / 2).copied().unwrap_or(0)
+    };
+    Run {
+        n: runs.iter().map(|r| r.n).sum(),
+        p50_ns: median(|r| r.p50_ns),
+        p99_ns: median(|r| r.p99_ns),
+        elapsed_ns: runs.iter().map(|r| r.elapsed_ns).sum(),
+        packets: runs.iter().map(|r| r.packets).sum(),
+    }
+}
+
 /// Renders the report as a markdown table (ratios are ours / Curator).
 pub fn render(report: &Report) -> String {
     let m = &report.machine;
+    let rounds = report.rounds;
     let mut out = format!(
-        "Machine: {} CPUs ({}), ZooKeeper {}, standalone on loopback; idle background {:.1} packets/s.\n\n",
-        m.nproc, m.cpu, m.zookeeper, m.idle_packets_per_s
+        "Machine: {} CPUs ({}), ZooKeeper {}, standalone on loopback; idle background {:.1} \
+         packets/s; load average {:.1} at the start, {:.1} at the end. Percentiles are medians \
+         of {} alternating rounds per side; ratios are zk-locks / Curator.\n\n",
+        m.nproc, m.cpu, m.zookeeper, m.idle_packets_per_s, m.load_before, m.load_after, rounds
     );
     out.push_str("| scenario | metric | zk-locks | Curator 5.4 | zk-locks / Curator |\n");
     out.push_str("|---|---|---:|---:|---:|\n");
@@ -562,6 +615,13 @@ fn idle_rate(addr: SocketAddr) -> Result<f64, String> {
     Ok(after.saturating_sub(before) as f64 / start.elapsed().as_secs_f64())
 }
 
+fn load_average() -> f64 {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .unwrap_or(f64::NAN)
+}
+
 fn machine(addr: SocketAddr) -> Result<Machine, String> {
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
@@ -581,6 +641,6 @@ fn machine(addr: SocketAddr) -> Result<Machine, String> {
         nproc: thread::available_parallelism().map_or(1, |n| n.get()),
         cpu,
         zookeeper,
-        idle_packets_per_s: 0.0,
+        ..Machine::default()
     })
 }
