@@ -1,0 +1,67 @@
+//! Runs the core of `recipes/compare.rs` with tiny counts against the shared server, so the
+//! comparison program (and its Java driver) cannot rot. No timing is asserted: only that every
+//! scenario produced a row with both sides measured.
+
+#[allow(dead_code)] // the full and quick plans are the program's
+#[path = "../recipes/compare/bench.rs"]
+mod bench;
+
+use zk_locks::testing::{curator, shared_server};
+
+#[test]
+fn comparison_produces_every_row_for_both_clients() {
+    if !curator::require_curator() {
+        return;
+    }
+    let Some(server) = shared_server() else {
+        return;
+    };
+    let class_dir =
+        std::env::temp_dir().join(format!("zk-locks-compare-smoke-{}", std::process::id()));
+    let plan = bench::Plan::tiny();
+    let report = bench::run(&server.connect_string(), &plan, &class_dir);
+    let _ = std::fs::remove_dir_all(&class_dir);
+    let report = report.unwrap_or_else(|e| panic!("comparison failed: {e}"));
+
+    let expected = 1 + bench::RECIPES.len() + plan.sessions.len();
+    assert_eq!(report.rows.len(), expected, "{report:?}");
+    for row in &report.rows {
+        for (side, run) in [("zk-locks", &row.ours), ("Curator", &row.curator)] {
+            assert!(run.n > 0, "{side} did nothing in {:?}", row.scenario);
+            assert!(
+                run.packets > 0,
+                "{side} sent no request in {:?}",
+                row.scenario
+            );
+        }
+    }
+
+    let table = bench::render(&report);
+    assert!(table.contains("| scenario | metric | zk-locks | Curator 5.4 | zk-locks / Curator |"));
+    for needle in [
+        "request round trip",
+        "uncontended mutex",
+        "uncontended semaphore-mutex",
+        "uncontended write",
+        "uncontended read",
+        "contended mutex, 2 sessions",
+        "contended mutex, 4 sessions",
+        "contended mutex, 8 sessions",
+    ] {
+        assert!(table.contains(needle), "no {needle:?} row in\n{table}");
+    }
+    // Every data line has five cells: scenario, metric, ours, Curator, ratio.
+    let data_lines: Vec<_> = table
+        .lines()
+        .filter(|l| l.starts_with("| ") && !l.starts_with("| scenario"))
+        .collect();
+    assert_eq!(data_lines.len(), expected * 4, "{table}");
+    for line in data_lines {
+        let cells: Vec<_> = line.trim_matches('|').split('|').map(str::trim).collect();
+        assert_eq!(cells.len(), 5, "{line}");
+        assert!(
+            cells[2].parse::<f64>().is_ok() && cells[3].parse::<f64>().is_ok(),
+            "{line}"
+        );
+    }
+}
