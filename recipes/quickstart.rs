@@ -34,7 +34,7 @@ pub const LEASES: usize = 3;
 const WORK: Duration = Duration::from_millis(15);
 
 /// What happened, for the test that runs this recipe.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Story {
     /// (worker, sequence number of its lock node), in the order they held the mutex.
     pub mutex_turns: Vec<(usize, i32)>,
@@ -59,10 +59,11 @@ pub fn run(args: &[String]) -> AnyResult<Story> {
         .collect::<AnyResult<Vec<Conn>>>()?;
     info!("{WORKERS} workers connected, one session each");
 
-    let mut story = Story::default();
-    story.mutex_turns = mutex_act(&sessions)?;
-    story.max_readers = read_write_act(&sessions)?;
-    story.max_leases = semaphore_act(&sessions)?;
+    let story = Story {
+        mutex_turns: mutex_act(&sessions)?,
+        max_readers: read_write_act(&sessions)?,
+        max_leases: semaphore_act(&sessions)?,
+    };
     info!("done: every lock kept its promise");
     for s in &sessions {
         s.client.close();
@@ -94,7 +95,10 @@ fn mutex_act(sessions: &[Conn]) -> AnyResult<Vec<(usize, i32)>> {
                         guard.fencing_token()?
                     );
                     turns.lock().unwrap().push((worker, seq));
-                    ensure(now_inside == 1, format!("{now_inside} workers inside the mutex"))?;
+                    ensure(
+                        now_inside == 1,
+                        format!("{now_inside} workers inside the mutex"),
+                    )?;
                     thread::sleep(WORK);
                     inside.fetch_sub(1, Ordering::SeqCst);
                     guard.unlock()?;
@@ -131,15 +135,20 @@ fn read_write_act(sessions: &[Conn]) -> AnyResult<usize> {
             .map(|(worker, conn)| {
                 let (readers, writers, max_readers) = (&readers, &writers, &max_readers);
                 scope.spawn(move || -> AnyResult<()> {
-                    let rw =
-                        InterProcessReadWriteLock::new(conn.client.clone(), "/zk-locks/quickstart/rw")?;
+                    let rw = InterProcessReadWriteLock::new(
+                        conn.client.clone(),
+                        "/zk-locks/quickstart/rw",
+                    )?;
                     if worker % 4 == 0 {
                         info!("worker {worker} queues to WRITE");
                         let guard = rw.write_lock().lock()?;
                         let w = writers.fetch_add(1, Ordering::SeqCst) + 1;
                         let r = readers.load(Ordering::SeqCst);
                         info!("worker {worker} WRITES (alone: {r} readers, {w} writer inside)");
-                        ensure(w == 1 && r == 0, format!("writer with {w} writers, {r} readers"))?;
+                        ensure(
+                            w == 1 && r == 0,
+                            format!("writer with {w} writers, {r} readers"),
+                        )?;
                         thread::sleep(WORK);
                         writers.fetch_sub(1, Ordering::SeqCst);
                         guard.unlock()?;

@@ -42,7 +42,11 @@ pub fn parse(args: &[String]) -> AnyResult<Options> {
     let mut it = args.iter();
     while let Some(arg) = it.next() {
         if arg == "--connect" {
-            connect = Some(it.next().ok_or("--connect needs HOSTS (host:port[,host:port][/chroot])")?.clone());
+            connect = Some(
+                it.next()
+                    .ok_or("--connect needs HOSTS (host:port[,host:port][/chroot])")?
+                    .clone(),
+            );
         } else if let Some(hosts) = arg.strip_prefix("--connect=") {
             connect = Some(hosts.to_string());
         } else if arg == "--memory" {
@@ -74,7 +78,9 @@ impl Ensemble {
     /// For the log.
     pub fn describe(&self) -> String {
         match self {
-            Ensemble::Memory(_) => "the embedded in-memory ensemble (use --connect HOSTS for a real one)".into(),
+            Ensemble::Memory(_) => {
+                "the embedded in-memory ensemble (use --connect HOSTS for a real one)".into()
+            }
             Ensemble::Real(hosts) => format!("the ZooKeeper ensemble at {hosts}"),
         }
     }
