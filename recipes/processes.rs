@@ -13,7 +13,7 @@
 //! ZooKeeper jars, as `./scripts/test.sh` installs them).
 //!
 //! ```sh
-//! cargo run --example processes --features testing
+//! cargo run --example processes      # starts a throw-away server (feature `testing`)
 //! cargo run --example processes -- --connect 127.0.0.1:2181
 //! ```
 
