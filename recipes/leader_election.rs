@@ -113,8 +113,11 @@ fn campaign(id: usize, conn: &Conn, elected: mpsc::Sender<Term>) -> AnyResult<()
             LockState::Lost => break,
             LockState::Suspect => {
                 warn!("candidate {id}: leadership suspect (connection suspended); pausing");
+                // Epoch first, then the state: a transition in between is not missed.
                 let epoch = conn.client.session().epoch();
-                conn.client.session().wait_for_change(epoch, None);
+                if guard.state() == LockState::Suspect {
+                    conn.client.session().wait_for_change(epoch, None);
+                }
             }
             LockState::Held => {}
         }

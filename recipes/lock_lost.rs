@@ -25,7 +25,7 @@ mod support;
 
 use std::sync::mpsc;
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use log::{info, warn};
 use zk_locks::{InterProcessLock, InterProcessMutex, LockState};
@@ -194,7 +194,12 @@ fn hold_and_work(
     let mut states = vec![LockState::Held];
     let mut steps = 0;
     let _ = reports.send(Report::Working);
+    // A safety net for a scenario gone wrong: the holder never waits forever.
+    let give_up = Instant::now() + Duration::from_secs(60);
     loop {
+        // The epoch is read before the state: a transition between the two is then not missed
+        // by the wait below.
+        let epoch = client.session().epoch();
         let state = guard.state();
         if states.last() != Some(&state) {
             states.push(state);
@@ -209,9 +214,12 @@ fn hold_and_work(
                     warn!("holder: lock is SUSPECT (connection suspended) — pausing work after {steps} steps");
                     let _ = reports.send(Report::Suspect);
                 }
+                ensure(
+                    Instant::now() < give_up,
+                    "the holder stayed Suspect for a minute",
+                )?;
                 // Nothing to do until the connection changes: wait for the next transition.
-                let epoch = client.session().epoch();
-                client.session().wait_for_change(epoch, None);
+                client.session().wait_for_change(epoch, Some(give_up));
             }
             LockState::Lost => {
                 warn!("holder: lock is LOST (session expired) — stopping work for good");
@@ -233,12 +241,9 @@ fn lock_client(guard: &zk_locks::LockGuard<'_, InterProcessMutex>) -> zk_locks::
 
 /// Polls the lock's queue until `n` contenders are in it (a real condition, bounded).
 fn wait_for_contenders(lock: &InterProcessMutex, n: usize) -> AnyResult<()> {
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let deadline = Instant::now() + Duration::from_secs(30);
     while lock.participant_nodes()?.len() < n {
-        ensure(
-            std::time::Instant::now() < deadline,
-            "the rival never queued",
-        )?;
+        ensure(Instant::now() < deadline, "the rival never queued")?;
         thread::sleep(Duration::from_millis(5)); // poll pacing
     }
     Ok(())

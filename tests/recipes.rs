@@ -53,6 +53,22 @@ fn lock_lost_goes_suspect_then_lost() {
     assert!(outcome.rival_won_while_holder_suspect);
 }
 
+/// The real-ensemble path: the holder's link is frozen by a `FaultProxy` (one session
+/// timeout, 4 s, until the client declares the session lost).
+#[test]
+fn lock_lost_on_a_real_server_goes_suspect_then_lost() {
+    let Some(server) = zk_locks::testing::shared_server() else {
+        return;
+    };
+    let _ = env_logger::builder().is_test(true).try_init();
+    let outcome = lock_lost::run(&["--connect".into(), server.connect_string()]).unwrap();
+    assert_eq!(
+        outcome.states,
+        [LockState::Held, LockState::Suspect, LockState::Lost]
+    );
+    assert!(outcome.steps_while_held > 0);
+}
+
 #[test]
 fn fencing_rejects_the_stale_writer() {
     let store = fencing::run(&memory()).unwrap();
