@@ -16,6 +16,7 @@ mod support;
 
 use std::sync::mpsc;
 use std::thread;
+use std::time::Duration;
 
 use log::{info, warn};
 use zk_locks::{InterProcessLock, InterProcessMutex, LockState};
@@ -109,7 +110,11 @@ fn campaign(id: usize, conn: &Conn, elected: mpsc::Sender<Term>) -> AnyResult<()
     // Lead: block until the lock may be gone. A real leader would also pause on Suspect and
     // resume on Held; this one only ends on Lost.
     loop {
-        match guard.wait_while_held(None) {
+        // Bounded: `wait_while_held` reads the session epoch after the state, so a transition
+        // landing between the two is only seen at the next one (reported as a library bug);
+        // the timeout makes the leader re-check instead of waiting for a transition that
+        // already happened.
+        match guard.wait_while_held(Some(Duration::from_millis(200))) {
             LockState::Lost => break,
             LockState::Suspect => {
                 warn!("candidate {id}: leadership suspect (connection suspended); pausing");
