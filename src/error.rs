@@ -6,6 +6,24 @@ use std::time::Duration;
 use crate::client::ZkError;
 
 /// Everything that can go wrong in this library.
+///
+/// Bad input is reported, never a panic:
+///
+/// ```
+/// use zk_locks::client::memory::MemoryEnsemble;
+/// use zk_locks::locks::InterProcessSemaphoreV2;
+/// use zk_locks::{Error, InterProcessLock, InterProcessMutex};
+///
+/// let client = MemoryEnsemble::new().connect();
+/// let bad_path = InterProcessMutex::new(client.clone(), "locks/no-leading-slash");
+/// assert!(matches!(bad_path, Err(Error::InvalidPath { .. })));
+/// let no_leases = InterProcessSemaphoreV2::new(client.clone(), "/pool", 0);
+/// assert!(matches!(no_leases, Err(Error::InvalidArgument { .. })));
+/// let mutex = InterProcessMutex::new(client, "/locks/a")?;
+/// let not_held = mutex.release().unwrap_err();
+/// assert!(!not_held.is_retryable());
+/// # Ok::<(), zk_locks::Error>(())
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {

@@ -1,16 +1,162 @@
 //! # zk-locks
 //!
 //! Blocking ZooKeeper distributed locks for threaded Rust services, wire-compatible with
-//! Apache Curator's lock recipes: the same lock paths, znode names and ordering, so a Rust
-//! process and a JVM process running Curator can contend for one lock safely.
+//! Apache Curator 5.4's lock recipes: the same lock paths, znode names and ordering, so a Rust
+//! process and a JVM process running Curator can contend for one lock safely. Built to stay
+//! correct under connection loss, session expiry, server restarts and process death, and to
+//! tell a holder when its lock can no longer be trusted.
 //!
-//! Layers, bottom up:
-//! - [`client`]: the [`client::ZkClient`] trait and its two backends (a real ensemble through
-//!   the `zookeeper` crate, and an in-memory ensemble with fault injection);
+//! ## Choosing a backend
+//!
+//! Every recipe takes a [`SharedClient`] (`Arc<dyn ZkClient>`). One client is one ZooKeeper
+//! session; share it between the threads of a process (as Curator shares one
+//! `CuratorFramework`). Two implementations:
+//!
+//! - [`client::zookeeper::ZookeeperClient`] — a real ensemble, over the `zookeeper` crate, with
+//!   a session layer that fixes that crate's defects (watchdog, deadlines, expiry detection;
+//!   see the module docs for the list and the known limitations):
+//!
+//!   ```no_run
+//!   use std::time::Duration;
+//!   use zk_locks::client::zookeeper::ZookeeperClient;
+//!
+//!   let client = ZookeeperClient::connect("zk1:2181,zk2:2181,zk3:2181/app", Duration::from_secs(10))?;
+//!   # Ok::<(), zk_locks::Error>(())
+//!   ```
+//!
+//! - [`client::memory::MemoryEnsemble`] — an in-memory ZooKeeper with fault injection
+//!   (connection loss before/after a request, suspend/resume, expiry). For tests, demos, and
+//!   every example in these docs: `MemoryEnsemble::new().connect()` is one new session.
+//!
+//! With the `testing` feature, `testing::TestingServer` / `TestingCluster` start real
+//! ZooKeeper servers for integration tests and `testing::FaultProxy` breaks their links.
+//!
+//! ## A first lock
+//!
+//! [`InterProcessMutex`] is Curator's mutex: FIFO, reentrant per thread. [`InterProcessLock::lock`]
+//! blocks and returns a [`LockGuard`] that releases on drop; [`InterProcessLock::try_lock_for`]
+//! gives up after a timeout (leaving nothing behind).
+//!
+//! ```
+//! use std::time::Duration;
+//! use zk_locks::client::memory::MemoryEnsemble;
+//! use zk_locks::{InterProcessLock, InterProcessMutex};
+//!
+//! let ensemble = MemoryEnsemble::new();
+//! // Two sessions, as two processes would have.
+//! let ours = InterProcessMutex::new(ensemble.connect(), "/locks/orders")?;
+//! let theirs = InterProcessMutex::new(ensemble.connect(), "/locks/orders")?;
+//!
+//! let guard = ours.lock()?;
+//! assert!(theirs.try_lock_for(Duration::from_millis(20))?.is_none()); // held elsewhere
+//! drop(guard);                                                         // released
+//! assert!(theirs.try_lock_for(Duration::from_secs(5))?.is_some());
+//! # Ok::<(), zk_locks::Error>(())
+//! ```
+//!
+//! Curator's `acquire` / `acquire_timeout` / `release` are there too, on the same trait.
+//! Bad input (an invalid path, a semaphore of 0 leases, releasing a lock the thread does not
+//! hold) is a typed [`Error`], never a panic.
+//!
+//! ## Guards and lock loss
+//!
+//! A ZooKeeper lock lives as long as the session that created its node. A guard says where it
+//! stands ([`LockGuard::state`]):
+//!
+//! - [`LockState::Held`] — the node exists and belongs to our live session;
+//! - [`LockState::Suspect`] — the connection is suspended; the session may expire any moment
+//!   and another process then gets the lock: pause work that needs exclusion;
+//! - [`LockState::Lost`] — the session was lost (or the client closed, or the node deleted):
+//!   stop, the lock is someone else's.
+//!
+//! [`LockGuard::wait_while_held`] blocks until the state leaves `Held`.
+//!
+//! ```
+//! use zk_locks::client::memory::MemoryEnsemble;
+//! use zk_locks::{InterProcessLock, InterProcessMutex, LockState};
+//!
+//! let ensemble = MemoryEnsemble::new();
+//! let client = ensemble.connect();
+//! let mutex = InterProcessMutex::new(client.clone(), "/locks/job")?;
+//! let guard = mutex.lock()?;
+//! assert_eq!(guard.state(), LockState::Held);
+//!
+//! client.suspend(); // the link goes down: the session may still be alive
+//! assert_eq!(guard.state(), LockState::Suspect);
+//! client.expire();  // the server expires the session meanwhile...
+//! client.resume();  // ...which the client learns when the link comes back
+//! assert_eq!(guard.state(), LockState::Lost);
+//! # Ok::<(), zk_locks::Error>(())
+//! ```
+//!
+//! ## Fencing
+//!
+//! Checking the state is not enough when the holder can stall (a GC pause) between the check and
+//! a write. [`LockGuard::fencing_token`] is the lock node's `czxid` — the zxid of the
+//! transaction that created it, increasing across the whole ensemble — so a later holder
+//! always has a larger token. Send it with each write; the resource rejects tokens smaller than
+//! the largest it has seen (see `recipes/fencing.rs`).
+//!
+//! ```
+//! use zk_locks::client::memory::MemoryEnsemble;
+//! use zk_locks::{InterProcessLock, InterProcessMutex};
+//!
+//! let ensemble = MemoryEnsemble::new();
+//! let mutex = InterProcessMutex::new(ensemble.connect(), "/locks/store")?;
+//! let first = mutex.lock()?.fencing_token()?;   // the guard is dropped at the `;`
+//! let second = mutex.lock()?.fencing_token()?;
+//! assert!(second > first);
+//! # Ok::<(), zk_locks::Error>(())
+//! ```
+//!
+//! The token costs one `exists` request on first use (then it is cached), so holders that do
+//! not need it pay nothing: an uncontended acquire and release is three requests.
+//!
+//! ```
+//! use zk_locks::client::memory::MemoryEnsemble;
+//! use zk_locks::{InterProcessLock, InterProcessMutex};
+//!
+//! let client = MemoryEnsemble::new().connect();
+//! let mutex = InterProcessMutex::new(client.clone(), "/locks/hot")?;
+//! drop(mutex.lock()?);     // the first use also creates the lock directory
+//! client.reset_counters();
+//! drop(mutex.lock()?);
+//! assert_eq!(client.counters().requests(), 3); // create, get_children, delete
+//! # Ok::<(), zk_locks::Error>(())
+//! ```
+//!
+//! ## The recipe family
+//!
+//! | Type | Curator | What |
+//! |---|---|---|
+//! | [`InterProcessMutex`] | `InterProcessMutex` | reentrant mutex |
+//! | [`locks::InterProcessReadWriteLock`] | `InterProcessReadWriteLock` | readers or one writer; write→read downgrade |
+//! | [`locks::InterProcessSemaphoreV2`] | `InterProcessSemaphoreV2` | N leases ([`locks::Lease`]), optionally sized by a [`locks::SharedCount`] |
+//! | [`locks::InterProcessSemaphoreMutex`] | `InterProcessSemaphoreMutex` | one lease, not reentrant |
+//! | [`locks::InterProcessMultiLock`] | `InterProcessMultiLock` | all or nothing over any of the above |
+//! | [`locks::Revoker`] | `Revoker` | ask a holder to release (`__REVOKE__`) |
+//!
+//! All implement [`InterProcessLock`] (the semaphore hands out [`locks::Lease`]s instead).
+//! Runnable scenarios live in `recipes/` (`cargo run --example quickstart`, `lock_lost`,
+//! `fencing`, `multi_lock`, `leader_election`, `processes`).
+//!
+//! ## Curator compatibility
+//!
+//! Node names (`_c_<uuid>-lock-<seq>`, `__READ__`, `__WRIT__`, `lease-`), directory layout,
+//! sort order and watch choice are Curator's, so mixed Rust/Curator contenders exclude each
+//! other. Differences: missing parents are created `PERSISTENT` (not `CONTAINER`) through the
+//! `zookeeper` crate, whose container mode is broken; a read→write upgrade is refused with
+//! [`Error::UpgradeNotSupported`] (Curator blocks forever); a multi-lock timeout is one
+//! deadline for all locks. kazoo's lock nodes are not compatible with Curator's (nor ours).
+//!
+//! ## Layers
+//!
+//! - [`client`]: the [`ZkClient`] trait and its backends;
 //! - [`session`]: the connection-state machine (Connected, Suspended, Reconnected, Lost) and
 //!   the connection epoch every waiter and holder observes;
+//! - [`locks`]: the engine ([`locks::internals`]), the drivers and the recipes;
 //! - [`paths`], [`retry`], [`error`]: path rules, retry policies, typed errors;
-//! - `testing` (feature `testing`): real ZooKeeper servers, clusters and a fault proxy for tests.
+//! - `testing` (feature `testing`): real ZooKeeper servers, clusters and a fault proxy.
 
 #![warn(missing_docs)]
 
@@ -27,3 +173,8 @@ pub use client::{CreateMode, SharedClient, Stat, WatchedEvent, ZkClient, ZkError
 pub use error::{Error, Result};
 pub use locks::{InterProcessLock, InterProcessMutex, LockGuard, LockState};
 pub use session::{ConnectionState, Session, SessionSnapshot};
+
+// The README's example compiles (`cargo test --doc`), so it cannot drift from the API.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

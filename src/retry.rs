@@ -12,6 +12,23 @@ pub trait RetryPolicy: Send + Sync + std::fmt::Debug {
 
 /// Exponential backoff with jitter: `base × random(1..=2^attempt)`, capped at `max_sleep`, for at
 /// most `max_retries` retries (Curator's `ExponentialBackoffRetry`).
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// use zk_locks::client::memory::MemoryEnsemble;
+/// use zk_locks::retry::{ExponentialBackoffRetry, RetryPolicy};
+/// use zk_locks::InterProcessMutex;
+///
+/// let policy = ExponentialBackoffRetry::new(Duration::from_millis(100), 3);
+/// let first = policy.next_retry(0, Duration::ZERO).unwrap();
+/// assert!(first >= Duration::from_millis(100) && first <= Duration::from_millis(200));
+/// assert_eq!(policy.next_retry(3, Duration::ZERO), None); // gave up
+///
+/// let mutex = InterProcessMutex::new(MemoryEnsemble::new().connect(), "/locks/x")?
+///     .with_retry_policy(Arc::new(policy));
+/// # Ok::<(), zk_locks::Error>(())
+/// ```
 #[derive(Debug, Clone)]
 pub struct ExponentialBackoffRetry {
     /// The first sleep.

@@ -73,6 +73,20 @@ struct Inner {
 }
 
 /// The connection-state machine of one client. Backends report transitions; locks observe.
+///
+/// ```
+/// use zk_locks::client::memory::MemoryEnsemble;
+/// use zk_locks::{ConnectionState, ZkClient};
+///
+/// let client = MemoryEnsemble::new().connect();
+/// let before = client.session().snapshot();
+/// client.suspend();
+/// let after = client.session().wait_for_change(before.epoch, None); // returns at once here
+/// assert_eq!(after.state, ConnectionState::Suspended);
+/// client.resume();
+/// assert_eq!(client.session().state(), ConnectionState::Reconnected);
+/// assert_eq!(client.session().snapshot().losses, 0); // same session: no lock was lost
+/// ```
 pub struct Session {
     inner: Mutex<Inner>,
     changed: Condvar,

@@ -16,6 +16,21 @@ use super::InterProcessLock;
 /// A holder should check [`LockGuard::is_valid`] (or wait with [`LockGuard::wait_while_held`])
 /// before and after work that needs exclusion, and pass [`LockGuard::fencing_token`] to the
 /// resources it writes, which reject tokens older than the newest they saw.
+///
+/// ```
+/// use zk_locks::client::memory::MemoryEnsemble;
+/// use zk_locks::{InterProcessLock, InterProcessMutex, LockState};
+///
+/// let ensemble = MemoryEnsemble::new();
+/// let mutex = InterProcessMutex::new(ensemble.connect(), "/locks/report")?;
+/// let guard = mutex.lock()?;
+/// assert_eq!(guard.state(), LockState::Held);
+/// assert!(guard.node_path().unwrap().starts_with("/locks/report/_c_"));
+/// let token = guard.fencing_token()?; // the node's czxid
+/// assert!(token > 0);
+/// guard.unlock()?;                     // or drop it (a failure is then only logged)
+/// # Ok::<(), zk_locks::Error>(())
+/// ```
 #[must_use = "the lock is released as soon as the guard is dropped"]
 pub struct LockGuard<'a, L: InterProcessLock + ?Sized> {
     lock: &'a L,

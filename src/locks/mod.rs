@@ -39,6 +39,31 @@ use crate::error::Result;
 
 /// A lock shared between processes. Implemented by every recipe, so code (and
 /// `InterProcessMultiLock`) can hold any of them.
+///
+/// Curator's calls (`acquire`, `acquire_timeout`, `release`) and guard-returning ones
+/// (`lock`, `try_lock_for`) work on the same lock:
+///
+/// ```
+/// use std::time::Duration;
+/// use zk_locks::client::memory::MemoryEnsemble;
+/// use zk_locks::locks::InterProcessSemaphoreMutex;
+/// use zk_locks::InterProcessLock;
+///
+/// fn with_lock(lock: &impl InterProcessLock) -> zk_locks::Result<bool> {
+///     match lock.try_lock_for(Duration::from_secs(1))? {
+///         Some(_guard) => Ok(true), // released when `_guard` drops
+///         None => Ok(false),        // timed out, nothing left behind
+///     }
+/// }
+///
+/// let ensemble = MemoryEnsemble::new();
+/// let lock = InterProcessSemaphoreMutex::new(ensemble.connect(), "/locks/nightly")?;
+/// assert!(with_lock(&lock)?);
+/// lock.acquire()?;                 // Curator style
+/// assert!(lock.is_acquired_in_this_process());
+/// lock.release()?;
+/// # Ok::<(), zk_locks::Error>(())
+/// ```
 pub trait InterProcessLock: Send + Sync {
     /// Blocks until the lock is held (or fails: session lost past the retry policy, closed
     /// client, ...).

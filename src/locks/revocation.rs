@@ -13,6 +13,27 @@ use crate::session::{ListenerId, SessionSnapshot};
 pub const REVOKE_MESSAGE: &[u8] = b"__REVOKE__";
 
 /// Asks holders to release (Curator's `Revoker`).
+///
+/// ```
+/// use std::sync::mpsc;
+/// use std::time::Duration;
+/// use zk_locks::client::memory::MemoryEnsemble;
+/// use zk_locks::locks::Revoker;
+/// use zk_locks::{InterProcessLock, InterProcessMutex};
+///
+/// let ensemble = MemoryEnsemble::new();
+/// let holder = InterProcessMutex::new(ensemble.connect(), "/locks/batch")?;
+/// let (asked, revoked) = mpsc::channel();
+/// holder.make_revocable(move || { let _ = asked.send(()); }); // should lead to a release
+/// let guard = holder.lock()?;
+///
+/// let other: zk_locks::SharedClient = ensemble.connect(); // any session may ask
+/// let nodes = holder.participant_nodes()?;
+/// Revoker::attempt_revoke(&other, &nodes[0])?;
+/// revoked.recv_timeout(Duration::from_secs(5)).expect("the holder was asked");
+/// drop(guard);
+/// # Ok::<(), zk_locks::Error>(())
+/// ```
 #[derive(Debug, Clone, Copy)]
 pub struct Revoker;
 

@@ -24,6 +24,20 @@ struct Shared {
 /// A shared integer (Curator's `SharedCount`, same encoding: 4 bytes, big-endian).
 ///
 /// The value is cached and kept current by a data watch; listeners are told of each change.
+///
+/// ```
+/// use zk_locks::client::memory::MemoryEnsemble;
+/// use zk_locks::locks::{InterProcessSemaphoreV2, SharedCount};
+///
+/// let ensemble = MemoryEnsemble::new();
+/// let client = ensemble.connect();
+/// let max = SharedCount::new(client.clone(), "/pools/db-max", 2)?; // seeds 2 when missing
+/// let pool = InterProcessSemaphoreV2::with_shared_count(client, "/pools/db", max.clone())?;
+/// assert_eq!(pool.max_leases(), 2);
+/// max.set_count(5)?; // every process sharing the count sees 5 (waiters wake up)
+/// assert_eq!(max.get_count(), 5);
+/// # Ok::<(), zk_locks::Error>(())
+/// ```
 #[derive(Clone)]
 pub struct SharedCount {
     shared: Arc<Shared>,

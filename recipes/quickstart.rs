@@ -1,0 +1,222 @@
+//! Quickstart: eight workers, each with its own ZooKeeper session (as eight processes would
+//! have), share three locks in turn:
+//!
+//! 1. an `InterProcessMutex` — one holder at a time, granted in queue (sequence) order;
+//! 2. an `InterProcessReadWriteLock` — readers together, each writer alone;
+//! 3. an `InterProcessSemaphoreV2` of 3 leases — at most three at a time.
+//!
+//! ```sh
+//! cargo run --example quickstart                       # embedded in-memory ensemble
+//! cargo run --example quickstart -- --connect 127.0.0.1:2181
+//! ```
+
+#[path = "support.rs"]
+mod support;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::thread;
+use std::time::Duration;
+
+use log::info;
+use zk_locks::locks::{InterProcessReadWriteLock, InterProcessSemaphoreV2};
+use zk_locks::paths;
+use zk_locks::{InterProcessLock, InterProcessMutex};
+
+use support::{ensure, AnyResult, Conn, Ensemble};
+
+/// How many workers (sessions) contend.
+pub const WORKERS: usize = 8;
+/// Leases of the semaphore.
+pub const LEASES: usize = 3;
+/// How long a holder "works" in its critical section: long enough for the others to queue
+/// up behind it, so the story shows a queue (this is the work, not synchronisation).
+const WORK: Duration = Duration::from_millis(15);
+
+/// What happened, for the test that runs this recipe.
+#[derive(Debug)]
+pub struct Story {
+    /// (worker, sequence number of its lock node), in the order they held the mutex.
+    pub mutex_turns: Vec<(usize, i32)>,
+    /// Most readers seen inside the read lock at once.
+    pub max_readers: usize,
+    /// Most leases seen held at once.
+    pub max_leases: usize,
+}
+
+#[cfg_attr(test, allow(dead_code))]
+fn main() {
+    support::main(env!("CARGO_CRATE_NAME"), run);
+}
+
+/// Runs the three acts and checks what each lock promises.
+pub fn run(args: &[String]) -> AnyResult<Story> {
+    let options = support::parse(args)?;
+    let ensemble = Ensemble::from_options(&options);
+    info!("zk-locks quickstart on {}", ensemble.describe());
+    let sessions = (0..WORKERS)
+        .map(|_| ensemble.session())
+        .collect::<AnyResult<Vec<Conn>>>()?;
+    info!("{WORKERS} workers connected, one session each");
+
+    let story = Story {
+        mutex_turns: mutex_act(&sessions)?,
+        max_readers: read_write_act(&sessions)?,
+        max_leases: semaphore_act(&sessions)?,
+    };
+    info!("done: every lock kept its promise");
+    for s in &sessions {
+        s.client.close();
+    }
+    Ok(story)
+}
+
+/// Act 1: everyone takes the mutex once. Returns the turns in the order they happened.
+fn mutex_act(sessions: &[Conn]) -> AnyResult<Vec<(usize, i32)>> {
+    info!("--- act 1: InterProcessMutex at /zk-locks/quickstart/mutex ---");
+    let inside = AtomicUsize::new(0);
+    let turns = Mutex::new(Vec::new());
+    thread::scope(|scope| -> AnyResult<()> {
+        let workers: Vec<_> = sessions
+            .iter()
+            .enumerate()
+            .map(|(worker, conn)| {
+                let (inside, turns) = (&inside, &turns);
+                scope.spawn(move || -> AnyResult<()> {
+                    let mutex =
+                        InterProcessMutex::new(conn.client.clone(), "/zk-locks/quickstart/mutex")?;
+                    info!("worker {worker} queues for the mutex");
+                    let guard = mutex.lock()?;
+                    let now_inside = inside.fetch_add(1, Ordering::SeqCst) + 1;
+                    let node = support::short(guard.node_path().unwrap_or_default());
+                    let seq = paths::sequence_after(node, "lock-").unwrap_or(-1);
+                    info!(
+                        "worker {worker} holds the mutex (node {node}, fencing token {})",
+                        guard.fencing_token()?
+                    );
+                    turns.lock().unwrap().push((worker, seq));
+                    ensure(
+                        now_inside == 1,
+                        format!("{now_inside} workers inside the mutex"),
+                    )?;
+                    thread::sleep(WORK);
+                    inside.fetch_sub(1, Ordering::SeqCst);
+                    guard.unlock()?;
+                    info!("worker {worker} released the mutex");
+                    Ok(())
+                })
+            })
+            .collect();
+        for w in workers {
+            w.join().map_err(|_| "a worker panicked")??;
+        }
+        Ok(())
+    })?;
+    let turns = turns.into_inner().unwrap();
+    let order: Vec<usize> = turns.iter().map(|t| t.0).collect();
+    ensure(
+        turns.windows(2).all(|w| w[0].1 < w[1].1),
+        "the mutex was not granted in queue order",
+    )?;
+    info!("mutex turns in queue order: workers {order:?}");
+    Ok(turns)
+}
+
+/// Act 2: workers 0 and 4 write, the others read. Returns the most readers inside at once.
+fn read_write_act(sessions: &[Conn]) -> AnyResult<usize> {
+    info!("--- act 2: InterProcessReadWriteLock at /zk-locks/quickstart/rw ---");
+    let readers = AtomicUsize::new(0);
+    let writers = AtomicUsize::new(0);
+    let max_readers = AtomicUsize::new(0);
+    thread::scope(|scope| -> AnyResult<()> {
+        let workers: Vec<_> = sessions
+            .iter()
+            .enumerate()
+            .map(|(worker, conn)| {
+                let (readers, writers, max_readers) = (&readers, &writers, &max_readers);
+                scope.spawn(move || -> AnyResult<()> {
+                    let rw = InterProcessReadWriteLock::new(
+                        conn.client.clone(),
+                        "/zk-locks/quickstart/rw",
+                    )?;
+                    if worker % 4 == 0 {
+                        info!("worker {worker} queues to WRITE");
+                        let guard = rw.write_lock().lock()?;
+                        let w = writers.fetch_add(1, Ordering::SeqCst) + 1;
+                        let r = readers.load(Ordering::SeqCst);
+                        info!("worker {worker} WRITES (alone: {r} readers, {w} writer inside)");
+                        ensure(
+                            w == 1 && r == 0,
+                            format!("writer with {w} writers, {r} readers"),
+                        )?;
+                        thread::sleep(WORK);
+                        writers.fetch_sub(1, Ordering::SeqCst);
+                        guard.unlock()?;
+                    } else {
+                        info!("worker {worker} queues to read");
+                        let guard = rw.read_lock().lock()?;
+                        let r = readers.fetch_add(1, Ordering::SeqCst) + 1;
+                        max_readers.fetch_max(r, Ordering::SeqCst);
+                        let w = writers.load(Ordering::SeqCst);
+                        info!("worker {worker} reads ({r} readers inside)");
+                        ensure(w == 0, format!("reader alongside {w} writer(s)"))?;
+                        thread::sleep(WORK);
+                        readers.fetch_sub(1, Ordering::SeqCst);
+                        guard.unlock()?;
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        for w in workers {
+            w.join().map_err(|_| "a worker panicked")??;
+        }
+        Ok(())
+    })?;
+    let max = max_readers.into_inner();
+    info!("readers shared the lock (up to {max} at once); writers were always alone");
+    Ok(max)
+}
+
+/// Act 3: a semaphore of 3 leases. Returns the most leases held at once.
+fn semaphore_act(sessions: &[Conn]) -> AnyResult<usize> {
+    info!("--- act 3: InterProcessSemaphoreV2 of {LEASES} at /zk-locks/quickstart/pool ---");
+    let held = AtomicUsize::new(0);
+    let max_held = AtomicUsize::new(0);
+    thread::scope(|scope| -> AnyResult<()> {
+        let workers: Vec<_> = sessions
+            .iter()
+            .enumerate()
+            .map(|(worker, conn)| {
+                let (held, max_held) = (&held, &max_held);
+                scope.spawn(move || -> AnyResult<()> {
+                    let pool = InterProcessSemaphoreV2::new(
+                        conn.client.clone(),
+                        "/zk-locks/quickstart/pool",
+                        LEASES,
+                    )?;
+                    info!("worker {worker} asks for a lease");
+                    let lease = pool.acquire()?;
+                    let now = held.fetch_add(1, Ordering::SeqCst) + 1;
+                    max_held.fetch_max(now, Ordering::SeqCst);
+                    info!(
+                        "worker {worker} got {} ({now} of {LEASES} in use)",
+                        support::short(lease.node_path())
+                    );
+                    ensure(now <= LEASES, format!("{now} leases of {LEASES} in use"))?;
+                    thread::sleep(WORK);
+                    held.fetch_sub(1, Ordering::SeqCst);
+                    lease.close()?;
+                    Ok(())
+                })
+            })
+            .collect();
+        for w in workers {
+            w.join().map_err(|_| "a worker panicked")??;
+        }
+        Ok(())
+    })?;
+    let max = max_held.into_inner();
+    info!("never more than {LEASES} leases at once (saw up to {max})");
+    Ok(max)
+}
