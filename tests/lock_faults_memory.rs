@@ -322,3 +322,21 @@ fn memory_backend_module_is_used() {
     let c = m.connect_memory();
     assert!(c.session().state().is_connected());
 }
+
+#[test]
+fn wait_until_lost_sits_out_a_suspect_spell() {
+    let e = MemoryEnsemble::new();
+    let c = e.connect();
+    let m = mutex(&c, "/l");
+    let g = m.lock().unwrap();
+    let node = g.nodes()[0].clone();
+    thread::scope(|s| {
+        let waiting = s.spawn(|| node.wait_until_lost(Some(PATIENCE)));
+        c.suspend();
+        c.resume();
+        common::wait_connected(c.as_ref());
+        c.expire();
+        // Had the wait ended at Suspect, it would say so here.
+        assert_eq!(waiting.join().unwrap(), LockState::Lost);
+    });
+}

@@ -137,13 +137,29 @@ impl HeldNode {
     /// Blocks until the state is no longer `Held` (Suspect or Lost) or the timeout passes;
     /// returns the state then.
     pub fn wait_while_held(&self, timeout: Option<Duration>) -> LockState {
+        self.wait_while(timeout, |state| state == LockState::Held)
+    }
+
+    /// Blocks until the lock is `Lost` (a `Suspect` spell that ends in `Held` again does not
+    /// count) or the timeout passes; returns the state then.
+    pub fn wait_until_lost(&self, timeout: Option<Duration>) -> LockState {
+        self.wait_while(timeout, |state| state != LockState::Lost)
+    }
+
+    fn wait_while(
+        &self,
+        timeout: Option<Duration>,
+        waiting: impl Fn(LockState) -> bool,
+    ) -> LockState {
         let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
         loop {
+            // The epoch is read before the state: a change landing in between then ends the
+            // wait at once instead of being missed until the next one.
+            let epoch = self.client.session().epoch();
             let state = self.state();
-            if state != LockState::Held {
+            if !waiting(state) {
                 return state;
             }
-            let epoch = self.client.session().epoch();
             // The state can only change with the session's epoch (or a node we verify then).
             let after = self.client.session().wait_for_change(epoch, deadline);
             if after.epoch == epoch {
