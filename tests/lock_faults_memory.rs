@@ -340,3 +340,65 @@ fn wait_until_lost_sits_out_a_suspect_spell() {
         assert_eq!(waiting.join().unwrap(), LockState::Lost);
     });
 }
+
+/// CURATOR-335: a connection loss between the lease's create and the listing of the leases
+/// must neither orphan the lease node nor fail the acquire.
+#[test]
+fn semaphore_survives_connection_loss_around_the_lease_create() {
+    use zk_locks::locks::InterProcessSemaphoreV2;
+    let e = MemoryEnsemble::new();
+    let c = e.connect();
+    let s = InterProcessSemaphoreV2::new(c.clone(), "/pool", 2).unwrap();
+    drop(s.acquire().unwrap()); // directories exist from here on
+    for fault in [
+        Fault::after(Op::Create).on_path("/pool/leases/"),
+        Fault::before(Op::Create).on_path("/pool/leases/"),
+        Fault::before(Op::GetChildren).on_path("/pool/leases"),
+    ] {
+        c.inject(fault.clone());
+        let lease = s
+            .acquire_timeout(PATIENCE)
+            .unwrap()
+            .unwrap_or_else(|| panic!("not acquired despite {fault:?}"));
+        assert_eq!(
+            e.children("/pool/leases").unwrap(),
+            vec![lease.node_name().to_string()],
+            "{fault:?}"
+        );
+        drop(lease);
+        assert!(
+            e.children("/pool/leases").unwrap().is_empty(),
+            "no orphan after {fault:?}"
+        );
+        assert!(
+            e.children("/pool/locks").unwrap_or_default().is_empty(),
+            "admission released"
+        );
+    }
+}
+
+/// Expiry while a lease is being waited for: the waiter's lease node dies with its session, and
+/// it queues again on the new session.
+#[test]
+fn semaphore_waiter_survives_its_session_expiry() {
+    use zk_locks::locks::InterProcessSemaphoreV2;
+    let e = MemoryEnsemble::new();
+    let (c1, c2) = (e.connect(), e.connect());
+    let s1 = InterProcessSemaphoreV2::new(c1.clone(), "/pool", 1).unwrap();
+    let s2 = InterProcessSemaphoreV2::new(c2.clone(), "/pool", 1).unwrap();
+    let held = s1.acquire().unwrap();
+    thread::scope(|s| {
+        let w = s.spawn(|| s2.acquire_timeout(PATIENCE).unwrap());
+        eventually(PATIENCE, "waiting", || {
+            e.children("/pool/leases").unwrap().len() == 2
+        });
+        c2.expire();
+        eventually(PATIENCE, "re-queued", || {
+            e.children("/pool/leases").unwrap().len() == 2
+        });
+        drop(held);
+        let lease = w.join().unwrap().expect("acquired on the new session");
+        assert!(lease.is_valid());
+    });
+    assert!(e.children("/pool/leases").unwrap().is_empty());
+}
