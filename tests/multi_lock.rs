@@ -273,33 +273,15 @@ fn ordering_prevents_deadlock(b: &dyn Backend) {
     );
 }
 
-suite!(
-    memory,
-    Some(crate::common::Memory::new()),
-    [
-        basic_two_paths,
-        two_clients_exclude,
-        timeout_takes_nothing,
-        some_releases_fail,
-        some_locks_fail_to_lock,
-        mixed_kinds,
-        ordering_prevents_deadlock,
-    ]
-);
-
-suite!(
-    real,
-    crate::common::Real::new(),
-    [
-        basic_two_paths,
-        two_clients_exclude,
-        timeout_takes_nothing,
-        some_releases_fail,
-        some_locks_fail_to_lock,
-        mixed_kinds,
-        ordering_prevents_deadlock,
-    ]
-);
+suite!([
+    basic_two_paths,
+    two_clients_exclude,
+    timeout_takes_nothing,
+    some_releases_fail,
+    some_locks_fail_to_lock,
+    mixed_kinds,
+    ordering_prevents_deadlock
+]);
 
 /// Deterministic on the memory backend: two multi-locks over the same paths in opposite
 /// orders, each paused (by a request hook) after taking its first lock until the other has

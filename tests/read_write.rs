@@ -320,38 +320,16 @@ fn reentrant_both_sides(b: &dyn Backend) {
     assert!(!rw.read_lock().is_acquired_in_this_process());
 }
 
-suite!(
-    memory,
-    Some(crate::common::Memory::new()),
-    [
-        participant_nodes,
-        upgrade_is_refused,
-        downgrade_respects_threads,
-        downgrading,
-        contending_downgrade,
-        basic_mix,
-        writer_is_not_starved,
-        lock_path_after_killed_session,
-        expiry_while_reader_waits,
-        node_data,
-        reentrant_both_sides,
-    ]
-);
-
-suite!(
-    real,
-    crate::common::Real::new(),
-    [
-        participant_nodes,
-        upgrade_is_refused,
-        downgrade_respects_threads,
-        downgrading,
-        contending_downgrade,
-        basic_mix,
-        writer_is_not_starved,
-        lock_path_after_killed_session,
-        expiry_while_reader_waits,
-        node_data,
-        reentrant_both_sides,
-    ]
-);
+suite!([
+    participant_nodes,
+    upgrade_is_refused,
+    downgrade_respects_threads,
+    downgrading,
+    contending_downgrade,
+    basic_mix,
+    writer_is_not_starved,
+    lock_path_after_killed_session,
+    expiry_while_reader_waits,
+    node_data,
+    reentrant_both_sides
+]);

@@ -356,46 +356,20 @@ fn semaphore_mutex_two_clients_exclude(b: &dyn Backend) {
     });
 }
 
-suite!(
-    memory,
-    Some(crate::common::Memory::new()),
-    [
-        simple,
-        simple2,
-        threads_max_one,
-        release_one_at_a_time,
-        release_in_chunks,
-        max_per_session,
-        client_close_frees_leases,
-        no_orphaned_nodes,
-        timed_out_acquire_leaves_no_lease,
-        lease_count_increase_wakes_waiter,
-        bad_input,
-        expiry_while_holding_lease,
-        expiry_while_waiting_for_lease,
-        semaphore_mutex_basics,
-        semaphore_mutex_two_clients_exclude,
-    ]
-);
-
-suite!(
-    real,
-    crate::common::Real::new(),
-    [
-        simple,
-        simple2,
-        threads_max_one,
-        release_one_at_a_time,
-        release_in_chunks,
-        max_per_session,
-        client_close_frees_leases,
-        no_orphaned_nodes,
-        timed_out_acquire_leaves_no_lease,
-        lease_count_increase_wakes_waiter,
-        bad_input,
-        expiry_while_holding_lease,
-        expiry_while_waiting_for_lease,
-        semaphore_mutex_basics,
-        semaphore_mutex_two_clients_exclude,
-    ]
-);
+suite!([
+    simple,
+    simple2,
+    threads_max_one,
+    release_one_at_a_time,
+    release_in_chunks,
+    max_per_session,
+    client_close_frees_leases,
+    no_orphaned_nodes,
+    timed_out_acquire_leaves_no_lease,
+    lease_count_increase_wakes_waiter,
+    bad_input,
+    expiry_while_holding_lease,
+    expiry_while_waiting_for_lease,
+    semaphore_mutex_basics,
+    semaphore_mutex_two_clients_exclude
+]);

@@ -2,16 +2,25 @@
 //! and against a real ZooKeeper server, through the `Backend` trait.
 #![allow(dead_code, unused_macros)]
 
-/// One `#[test]` per case and backend: `suite!(memory, Some(Memory::new()), [case, ...])`
-/// runs each `fn case(b: &dyn Backend)` of the test file; a `None` backend (no server here)
-/// skips, or fails under `ZK_LOCKS_REQUIRE_SERVER=1` (the backend constructor panics then).
+/// One `#[test]` per case and backend: `suite!([case, ...])` runs each
+/// `fn case(b: &dyn Backend)` of the test file as `memory::case` (in-memory ensemble) and
+/// `real::case` (a real server; skipped when none can run here, a failure under
+/// `ZK_LOCKS_REQUIRE_SERVER=1`).
 macro_rules! suite {
-    ($name:ident, $backend:expr, [$($case:ident),* $(,)?]) => {
-        mod $name {
+    ([$($case:ident),* $(,)?]) => {
+        mod memory {
             $(
                 #[test]
                 fn $case() {
-                    if let Some(b) = $backend {
+                    super::$case(&crate::common::Memory::new());
+                }
+            )*
+        }
+        mod real {
+            $(
+                #[test]
+                fn $case() {
+                    if let Some(b) = crate::common::Real::new() {
                         super::$case(&b);
                     }
                 }
