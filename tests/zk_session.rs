@@ -42,6 +42,19 @@ fn wait_for_state(
     seen
 }
 
+/// Like [`wait_for_state`], and asserts that `state` was reached; returns the snapshots seen and
+/// the last one.
+fn reach(
+    client: &ZookeeperClient,
+    state: ConnectionState,
+    within: Duration,
+) -> (Vec<SessionSnapshot>, SessionSnapshot) {
+    let seen = wait_for_state(client, state, within);
+    let last = *seen.last().unwrap();
+    assert_eq!(last.state, state, "{:?}", states(&seen));
+    (seen, last)
+}
+
 fn states(seen: &[SessionSnapshot]) -> Vec<ConnectionState> {
     seen.iter().map(|s| s.state).collect()
 }
@@ -231,14 +244,7 @@ fn young_client_cut_suspends_then_reconnects_the_same_session() {
     let client = connect(&proxy.connect_string());
     let before = client.session().snapshot();
     proxy.cut();
-    let seen = wait_for_state(&client, ConnectionState::Reconnected, SESSION * 2);
-    let last = seen.last().unwrap();
-    assert_eq!(
-        last.state,
-        ConnectionState::Reconnected,
-        "{:?}",
-        states(&seen)
-    );
+    let (_, last) = reach(&client, ConnectionState::Reconnected, SESSION * 2);
     // Suspended then Reconnected: two transitions (a waiter may wake only once).
     assert_eq!(last.session_id, before.session_id);
     assert!(last.epoch >= before.epoch + 2);
@@ -256,14 +262,8 @@ fn freeze_longer_than_the_session_is_lost_in_time_then_a_new_session() {
     let before = client.session().snapshot();
     proxy.freeze();
     let frozen_at = Instant::now();
-    let seen = wait_for_state(&client, ConnectionState::Lost, SESSION * 2);
+    let (seen, _) = reach(&client, ConnectionState::Lost, SESSION * 2);
     let lost_after = frozen_at.elapsed();
-    assert_eq!(
-        seen.last().unwrap().state,
-        ConnectionState::Lost,
-        "{:?}",
-        states(&seen)
-    );
     assert!(
         lost_after <= SESSION + Duration::from_secs(1),
         "Lost after {lost_after:?}"
@@ -274,14 +274,7 @@ fn freeze_longer_than_the_session_is_lost_in_time_then_a_new_session() {
         states(&seen)
     );
     proxy.thaw();
-    let seen = wait_for_state(&client, ConnectionState::Connected, SESSION * 4);
-    let last = seen.last().unwrap();
-    assert_eq!(
-        last.state,
-        ConnectionState::Connected,
-        "{:?}",
-        states(&seen)
-    );
+    let (_, last) = reach(&client, ConnectionState::Connected, SESSION * 4);
     assert_ne!(last.session_id, before.session_id);
     assert_eq!(last.losses, 1);
     client.exists("/").unwrap();
@@ -421,14 +414,7 @@ fn aged_client_cut_suspends_then_reconnects_the_same_session() {
         "no transition while idle: {idle:?}"
     );
     proxy.cut();
-    let seen = wait_for_state(&client, ConnectionState::Reconnected, SESSION * 3);
-    let last = seen.last().unwrap();
-    assert_eq!(
-        last.state,
-        ConnectionState::Reconnected,
-        "{:?}",
-        states(&seen)
-    );
+    let (seen, last) = reach(&client, ConnectionState::Reconnected, SESSION * 3);
     assert!(
         states(&seen).contains(&ConnectionState::Suspended),
         "{:?}",
