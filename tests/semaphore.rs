@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use common::{children, eventually, Backend};
 use zk_locks::locks::{
-    InterProcessLock, InterProcessSemaphoreMutex, InterProcessSemaphoreV2, SharedCount,
+    InterProcessLock, InterProcessSemaphoreMutex, InterProcessSemaphoreV2, LockState, SharedCount,
 };
 use zk_locks::Error;
 
@@ -356,6 +356,55 @@ fn semaphore_mutex_two_clients_exclude(b: &dyn Backend) {
     });
 }
 
+/// The session expires under a guard; the same object is acquired again (a new lease); the
+/// old guard, dropped late, must not return the new lease.
+fn semaphore_mutex_lost_guard_releases_only_its_own_lease(b: &dyn Backend) {
+    let path = format!("{}/locks/our-lock", b.root());
+    let (c1, c2) = (b.connect(), b.connect());
+    let m = InterProcessSemaphoreMutex::new(c1.client.clone(), &path).unwrap();
+    let other = InterProcessSemaphoreMutex::new(c2.client.clone(), &path).unwrap();
+    let lost = m.lock().unwrap();
+    c1.faults.expire();
+    assert_eq!(lost.state(), LockState::Lost);
+    let current = m
+        .try_lock_for(b.patience())
+        .unwrap()
+        .expect("acquired again in the new session");
+    assert!(
+        lost.unlock().is_ok(),
+        "a lost lease needs no release (the server deleted it)"
+    );
+    assert_eq!(current.state(), LockState::Held);
+    assert!(
+        other.try_lock_for(SHORT).unwrap().is_none(),
+        "another client got in: the lost guard returned the current lease"
+    );
+    drop(current);
+    assert!(other.try_lock_for(b.patience()).unwrap().is_some());
+}
+
+/// `release()` (Curator style, from any thread) must not return a lease that a guard of
+/// another thread holds: a typed error, and the guard keeps its lease.
+fn semaphore_mutex_release_leaves_another_threads_guard_alone(b: &dyn Backend) {
+    let path = format!("{}/locks/our-lock", b.root());
+    let (c1, c2) = (b.connect(), b.connect());
+    let m = InterProcessSemaphoreMutex::new(c1.client.clone(), &path).unwrap();
+    let other = InterProcessSemaphoreMutex::new(c2.client.clone(), &path).unwrap();
+    let guard = m.lock().unwrap();
+    let from_other_thread = thread::scope(|s| s.spawn(|| m.release()).join().unwrap());
+    assert!(
+        matches!(from_other_thread, Err(Error::NotOwner { .. })),
+        "{from_other_thread:?}"
+    );
+    assert_eq!(guard.state(), LockState::Held);
+    assert!(
+        other.try_lock_for(SHORT).unwrap().is_none(),
+        "another client got in while the guard held the lease"
+    );
+    guard.unlock().unwrap();
+    assert!(other.try_lock_for(b.patience()).unwrap().is_some());
+}
+
 suite!([
     simple,
     simple2,
@@ -371,5 +420,7 @@ suite!([
     expiry_while_holding_lease,
     expiry_while_waiting_for_lease,
     semaphore_mutex_basics,
-    semaphore_mutex_two_clients_exclude
+    semaphore_mutex_two_clients_exclude,
+    semaphore_mutex_lost_guard_releases_only_its_own_lease,
+    semaphore_mutex_release_leaves_another_threads_guard_alone,
 ]);

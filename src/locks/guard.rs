@@ -42,6 +42,11 @@ pub struct LockGuard<'a, L: InterProcessLock + ?Sized> {
 impl<'a, L: InterProcessLock + ?Sized> LockGuard<'a, L> {
     pub(crate) fn new(lock: &'a L) -> Self {
         let nodes = lock.held_nodes();
+        Self::with_nodes(lock, nodes)
+    }
+
+    /// A guard over the hold that `nodes` stand for.
+    pub(crate) fn with_nodes(lock: &'a L, nodes: Vec<Arc<HeldNode>>) -> Self {
         LockGuard {
             lock,
             nodes,
@@ -104,14 +109,14 @@ impl<'a, L: InterProcessLock + ?Sized> LockGuard<'a, L> {
     /// Releases now and reports a failure (dropping the guard only logs it).
     pub fn unlock(mut self) -> Result<()> {
         self.released = true;
-        self.lock.release()
+        self.lock.release_hold(&self.nodes)
     }
 }
 
 impl<L: InterProcessLock + ?Sized> Drop for LockGuard<'_, L> {
     fn drop(&mut self) {
         if !self.released {
-            if let Err(e) = self.lock.release() {
+            if let Err(e) = self.lock.release_hold(&self.nodes) {
                 log::warn!("releasing lock on guard drop: {e}");
             }
         }

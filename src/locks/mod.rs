@@ -81,6 +81,15 @@ pub trait InterProcessLock: Send + Sync {
     /// The nodes through which the calling thread holds the lock (empty when it does not).
     fn held_nodes(&self) -> Vec<Arc<HeldNode>>;
 
+    /// Releases the one hold that `nodes` stand for (the nodes a [`LockGuard`] took the lock
+    /// through), and no other: this is what a guard calls. A lock whose holds belong to
+    /// threads releases the calling thread's hold (the default: [`Self::release`]); a lock
+    /// that any thread may release releases that hold only, and nothing when it is gone.
+    fn release_hold(&self, nodes: &[Arc<HeldNode>]) -> Result<()> {
+        let _ = nodes;
+        self.release()
+    }
+
     /// Acquires and returns a guard that releases on drop.
     fn lock(&self) -> Result<LockGuard<'_, Self>>
     where

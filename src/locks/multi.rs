@@ -119,6 +119,22 @@ impl InterProcessMultiLock {
     }
 }
 
+impl InterProcessMultiLock {
+    /// Releases every lock in reverse order with `release`, going on after failures.
+    fn release_each(&self, release: impl Fn(&dyn InterProcessLock) -> Result<()>) -> Result<()> {
+        let mut failures = Vec::new();
+        for (_, lock) in self.locks.iter().rev() {
+            if let Err(e) = release(lock.as_ref()) {
+                failures.push(e);
+            }
+        }
+        match failures.len() {
+            0 => Ok(()),
+            _ => Err(Error::Multiple(failures)),
+        }
+    }
+}
+
 impl InterProcessLock for InterProcessMultiLock {
     fn acquire(&self) -> Result<()> {
         self.acquire_all(None, false).map(|_| ())
@@ -130,16 +146,12 @@ impl InterProcessLock for InterProcessMultiLock {
 
     /// Releases every lock in reverse order, going on after failures; the error lists them all.
     fn release(&self) -> Result<()> {
-        let mut failures = Vec::new();
-        for (_, lock) in self.locks.iter().rev() {
-            if let Err(e) = lock.release() {
-                failures.push(e);
-            }
-        }
-        match failures.len() {
-            0 => Ok(()),
-            _ => Err(Error::Multiple(failures)),
-        }
+        self.release_each(|lock| lock.release())
+    }
+
+    /// Like [`Self::release`], each lock releasing only its part of the guard's hold.
+    fn release_hold(&self, nodes: &[Arc<HeldNode>]) -> Result<()> {
+        self.release_each(|lock| lock.release_hold(nodes))
     }
 
     fn is_acquired_in_this_process(&self) -> bool {
