@@ -402,3 +402,46 @@ fn semaphore_waiter_survives_its_session_expiry() {
     });
     assert!(e.children("/pool/leases").unwrap().is_empty());
 }
+
+/// A guard whose hold was lost with its session, then replaced by a new hold of the same
+/// thread (after an explicit release), must not release the new hold when dropped: a guard
+/// releases its own hold and nothing else. The same for each side of a read/write lock.
+#[test]
+fn a_lost_guard_does_not_release_the_next_hold() {
+    use zk_locks::locks::InterProcessReadWriteLock;
+    let e = MemoryEnsemble::new();
+    let (c1, c2) = (e.connect(), e.connect());
+    let m = mutex(&c1, "/m");
+    let other = mutex(&c2, "/m");
+    let lost = m.lock().unwrap();
+    c1.expire();
+    assert_eq!(lost.state(), LockState::Lost);
+    m.release().unwrap();
+    let current = m.lock().unwrap();
+    drop(lost);
+    assert_eq!(current.state(), LockState::Held);
+    assert!(
+        !other.acquire_timeout(Duration::from_millis(100)).unwrap(),
+        "another client got in: the lost guard released the current hold"
+    );
+    drop(current);
+    assert!(other.acquire_timeout(PATIENCE).unwrap());
+    other.release().unwrap();
+
+    let rw = InterProcessReadWriteLock::new(c1.clone(), "/rw").unwrap();
+    let rw_other = InterProcessReadWriteLock::new(c2.clone(), "/rw").unwrap();
+    let lost = rw.write_lock().lock().unwrap();
+    c1.expire();
+    rw.write_lock().release().unwrap();
+    let current = rw.write_lock().lock().unwrap();
+    drop(lost);
+    assert!(
+        !rw_other
+            .read_lock()
+            .acquire_timeout(Duration::from_millis(100))
+            .unwrap(),
+        "another client read: the lost guard released the current write hold"
+    );
+    drop(current);
+    assert!(rw_other.read_lock().acquire_timeout(PATIENCE).unwrap());
+}

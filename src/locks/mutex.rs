@@ -14,7 +14,7 @@ use crate::paths;
 use crate::retry::{ExponentialBackoffRetry, RetryPolicy};
 
 use super::driver::{LockDriver, StandardDriver};
-use super::held::HeldNode;
+use super::held::{HeldNode, LockState};
 use super::internals::{LockInternals, NodeKind};
 use super::revocation::{RevocationListener, RevocationWatch};
 use super::{deadline_after, default_node_data, InterProcessLock};
@@ -207,6 +207,20 @@ impl InterProcessLock for InterProcessMutex {
         match node {
             Some(node) => self.internals.release(&node),
             None => Ok(()),
+        }
+    }
+
+    /// Releases the calling thread's hold when it is the one `nodes` stand for. A guard whose
+    /// hold is over (lost with its session and replaced by a newer hold of this thread, or
+    /// released already) leaves the current hold alone.
+    fn release_hold(&self, nodes: &[Arc<HeldNode>]) -> Result<()> {
+        match self.held_node() {
+            Some(node) if nodes.iter().any(|n| Arc::ptr_eq(n, &node)) => self.release(),
+            // Lost with its session: the server deleted it, nothing is left to release.
+            _ if nodes.iter().all(|n| n.state() == LockState::Lost) => Ok(()),
+            _ => Err(Error::NotOwner {
+                path: self.path().to_string(),
+            }),
         }
     }
 

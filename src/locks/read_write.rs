@@ -273,6 +273,10 @@ impl InterProcessLock for ReadLock {
         self.read.release()
     }
 
+    fn release_hold(&self, nodes: &[Arc<HeldNode>]) -> Result<()> {
+        self.read.release_hold(nodes)
+    }
+
     fn is_acquired_in_this_process(&self) -> bool {
         self.read.is_acquired_in_this_process()
     }
@@ -318,6 +322,10 @@ impl InterProcessLock for WriteLock {
 
     fn release(&self) -> Result<()> {
         self.write.release()
+    }
+
+    fn release_hold(&self, nodes: &[Arc<HeldNode>]) -> Result<()> {
+        self.write.release_hold(nodes)
     }
 
     fn is_acquired_in_this_process(&self) -> bool {
