@@ -445,3 +445,36 @@ fn a_lost_guard_does_not_release_the_next_hold() {
     drop(current);
     assert!(rw_other.read_lock().acquire_timeout(PATIENCE).unwrap());
 }
+
+/// The read that re-arms a `SharedCount` after a reconnect fails too (another connection
+/// loss): the count must still follow later changes.
+#[test]
+fn shared_count_survives_a_failed_refresh_after_a_reconnect() {
+    use zk_locks::locks::SharedCount;
+    let e = MemoryEnsemble::new();
+    let (c1, c2) = (e.connect(), e.connect());
+    let count = SharedCount::new(c1.clone(), "/count", 2).unwrap();
+    let (seen, values) = mpsc::channel();
+    count.subscribe(move |v| {
+        let _ = seen.send(v);
+    });
+    let reads = Arc::new(AtomicUsize::new(0));
+    let r = reads.clone();
+    c1.on_request(Some(Box::new(move |op, path| {
+        if op == Op::GetData && path == "/count" {
+            r.fetch_add(1, Ordering::SeqCst);
+        }
+    })));
+    c1.inject(Fault::before(Op::GetData).on_path("/count"));
+    c1.suspend();
+    c1.resume();
+    eventually(PATIENCE, "the failed read and one more", || {
+        reads.load(Ordering::SeqCst) >= 2
+    });
+    let writer = SharedCount::new(c2.clone(), "/count", 2).unwrap();
+    writer.set_count(1).unwrap();
+    assert_eq!(values.recv_timeout(PATIENCE), Ok(1));
+    writer.set_count(3).unwrap();
+    assert_eq!(values.recv_timeout(PATIENCE), Ok(3));
+    assert_eq!(count.get_count(), 3);
+}

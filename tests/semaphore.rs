@@ -5,7 +5,7 @@
 mod common;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{mpsc, Arc};
 use std::thread;
 use std::time::Duration;
 
@@ -405,6 +405,42 @@ fn semaphore_mutex_release_leaves_another_threads_guard_alone(b: &dyn Backend) {
     assert!(other.try_lock_for(b.patience()).unwrap().is_some());
 }
 
+/// A blip drops every watch; the maximum is then lowered to 1 by another client. The cached
+/// count must follow (re-armed after the reconnect), and the semaphore must not grant two
+/// leases.
+fn shared_count_follows_changes_after_a_blip(b: &dyn Backend) {
+    let root = b.root();
+    let count_path = format!("{root}/count");
+    let (c1, c2) = (b.connect(), b.connect());
+    let count = SharedCount::new(c1.client.clone(), &count_path, 2).unwrap();
+    let s = InterProcessSemaphoreV2::with_shared_count(
+        c1.client.clone(),
+        &format!("{root}/test"),
+        count.clone(),
+    )
+    .unwrap();
+    let (seen, values) = mpsc::channel();
+    count.subscribe(move |v| {
+        let _ = seen.send(v);
+    });
+    c1.faults.blip();
+    SharedCount::new(c2.client.clone(), &count_path, 2)
+        .unwrap()
+        .set_count(1)
+        .unwrap();
+    assert_eq!(
+        values.recv_timeout(b.patience()),
+        Ok(1),
+        "the count did not follow the change made after the blip"
+    );
+    let first = s.acquire_timeout(b.patience()).unwrap().expect("one lease");
+    assert!(
+        s.acquire_timeout(SHORT).unwrap().is_none(),
+        "two leases granted with a maximum of 1"
+    );
+    drop(first);
+}
+
 suite!([
     simple,
     simple2,
@@ -423,4 +459,5 @@ suite!([
     semaphore_mutex_two_clients_exclude,
     semaphore_mutex_lost_guard_releases_only_its_own_lease,
     semaphore_mutex_release_leaves_another_threads_guard_alone,
+    shared_count_follows_changes_after_a_blip,
 ]);

@@ -16,6 +16,7 @@ pub mod internals;
 mod multi;
 mod mutex;
 mod read_write;
+mod rearm;
 mod revocation;
 mod semaphore;
 mod shared_count;
