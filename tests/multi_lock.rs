@@ -7,12 +7,12 @@ mod common;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier};
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::{children, Backend};
 use zk_locks::locks::{
     HeldNode, InterProcessLock, InterProcessMultiLock, InterProcessMutex,
-    InterProcessReadWriteLock, InterProcessSemaphoreMutex,
+    InterProcessReadWriteLock, InterProcessSemaphoreMutex, LockState,
 };
 use zk_locks::{Error, Result, SharedClient};
 
@@ -273,6 +273,47 @@ fn ordering_prevents_deadlock(b: &dyn Backend) {
     );
 }
 
+/// A multi-lock over two clients: the expiry of the *second* client's session must end
+/// `wait_while_held` and `wait_until_lost` (before: only the first client's session was
+/// watched, and the waits ran to their timeout).
+fn guard_waits_on_every_client(b: &dyn Backend) {
+    let (p1, p2) = paths(b);
+    let (c1, c2) = (b.connect(), b.connect());
+    let multi = InterProcessMultiLock::new(vec![
+        Box::new(InterProcessMutex::new(c1.client.clone(), &p1).unwrap()),
+        Box::new(InterProcessMutex::new(c2.client.clone(), &p2).unwrap()),
+    ]);
+    // Long enough that only a wait missing the expiry reaches it.
+    let timeout = b.patience() * 2;
+    let guard = multi.lock().unwrap();
+    assert_eq!(guard.state(), LockState::Held);
+    let start = Instant::now();
+    let state = thread::scope(|s| {
+        s.spawn(|| c2.faults.expire());
+        guard.wait_while_held(Some(timeout))
+    });
+    // Suspect first on a real server (the link drops before the expiry is known).
+    assert_ne!(state, LockState::Held);
+    assert!(
+        start.elapsed() < timeout,
+        "woke by its timeout, not the expiry"
+    );
+    assert_eq!(guard.state(), LockState::Lost);
+    drop(guard);
+
+    let guard = multi.lock().unwrap();
+    let start = Instant::now();
+    let state = thread::scope(|s| {
+        s.spawn(|| c2.faults.expire());
+        guard.wait_until_lost(Some(timeout))
+    });
+    assert_eq!(state, LockState::Lost);
+    assert!(
+        start.elapsed() < timeout,
+        "woke by its timeout, not the expiry"
+    );
+}
+
 suite!([
     basic_two_paths,
     two_clients_exclude,
@@ -280,7 +321,8 @@ suite!([
     some_releases_fail,
     some_locks_fail_to_lock,
     mixed_kinds,
-    ordering_prevents_deadlock
+    ordering_prevents_deadlock,
+    guard_waits_on_every_client,
 ]);
 
 /// Deterministic on the memory backend: two multi-locks over the same paths in opposite
