@@ -285,9 +285,11 @@ impl InterProcessSemaphoreV2 {
                 {
                     Some(sleep) => {
                         retries += 1;
-                        std::thread::sleep(sleep);
-                        client.session().wait_until_connected(deadline);
-                        continue;
+                        match self.leases.pause_until_connected(sleep, deadline) {
+                            Ok(true) => continue,
+                            Ok(false) => break Ok(Granted::TimedOut),
+                            Err(e) => break Err(e),
+                        }
                     }
                     None => break Err(Error::zk("get_children", leases_path.clone(), code)),
                 },
