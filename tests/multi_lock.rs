@@ -158,7 +158,8 @@ fn some_releases_fail(b: &dyn Backend) {
         Box::new(Shared(good.clone())),
         Box::new(bad1),
         Box::new(bad2),
-    ]);
+    ])
+    .unwrap();
     multi.acquire().unwrap();
     match multi.release() {
         Err(Error::Multiple(errors)) => assert_eq!(errors.len(), 2, "every failure: {errors:?}"),
@@ -180,7 +181,7 @@ fn some_locks_fail_to_lock(b: &dyn Backend) {
     let c = b.connect();
     let good = InterProcessMutex::new(c.client.clone(), &p1).unwrap();
     let (bad, _) = Flaky::new(true, false);
-    let multi = InterProcessMultiLock::new(vec![Box::new(good), Box::new(bad)]);
+    let multi = InterProcessMultiLock::new(vec![Box::new(good), Box::new(bad)]).unwrap();
     assert!(matches!(multi.acquire(), Err(Error::SessionLost { .. })));
     assert!(children(c.client.as_ref(), &p1).is_empty());
     assert!(matches!(
@@ -217,7 +218,8 @@ fn mixed_kinds(b: &dyn Backend) {
         Box::new(InterProcessMutex::new(client.clone(), &format!("{root}/m")).unwrap()),
         Box::new(InterProcessSemaphoreMutex::new(client.clone(), &format!("{root}/sm")).unwrap()),
         Box::new(WriteOf(rw)),
-    ]);
+    ])
+    .unwrap();
     let g = multi
         .try_lock_for(Duration::from_secs(10))
         .unwrap()
@@ -282,7 +284,8 @@ fn guard_waits_on_every_client(b: &dyn Backend) {
     let multi = InterProcessMultiLock::new(vec![
         Box::new(InterProcessMutex::new(c1.client.clone(), &p1).unwrap()),
         Box::new(InterProcessMutex::new(c2.client.clone(), &p2).unwrap()),
-    ]);
+    ])
+    .unwrap();
     // Long enough that only a wait missing the expiry reaches it.
     let timeout = b.patience() * 2;
     let guard = multi.lock().unwrap();

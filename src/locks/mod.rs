@@ -91,6 +91,13 @@ pub trait InterProcessLock: Send + Sync {
         self.release()
     }
 
+    /// The lock directories this lock takes its nodes in (for a multi-lock, those of all its
+    /// locks); empty when unknown (the default). [`InterProcessMultiLock`] refuses two locks
+    /// that share one: the second would wait for the first forever.
+    fn lock_paths(&self) -> Vec<String> {
+        Vec::new()
+    }
+
     /// Acquires and returns a guard that releases on drop.
     fn lock(&self) -> Result<LockGuard<'_, Self>>
     where
@@ -107,6 +114,19 @@ pub trait InterProcessLock: Send + Sync {
     {
         Ok(self.acquire_timeout(timeout)?.then(|| LockGuard::new(self)))
     }
+}
+
+/// Checks a lock's directory: a valid path, and not the root (a lock needs a directory of its
+/// own; its nodes would sit beside the whole tree).
+pub(crate) fn validate_lock_path(path: &str) -> Result<()> {
+    crate::paths::validate_path(path)?;
+    if path == "/" {
+        return Err(crate::Error::InvalidPath {
+            path: path.into(),
+            reason: "a lock needs its own directory, not the root",
+        });
+    }
+    Ok(())
 }
 
 /// The deadline for a timeout; `None` (wait forever) when it is too far to represent

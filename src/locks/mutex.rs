@@ -17,7 +17,7 @@ use super::driver::{LockDriver, StandardDriver};
 use super::held::{HeldNode, LockState};
 use super::internals::{LockInternals, NodeKind};
 use super::revocation::{RevocationListener, RevocationWatch};
-use super::{deadline_after, default_node_data, InterProcessLock};
+use super::{deadline_after, default_node_data, validate_lock_path, InterProcessLock};
 
 /// Curator's `InterProcessMutex.LOCK_NAME`.
 pub const LOCK_NAME: &str = "lock-";
@@ -70,13 +70,7 @@ impl InterProcessMutex {
         path: &str,
         driver: Arc<dyn LockDriver>,
     ) -> Result<InterProcessMutex> {
-        paths::validate_path(path)?;
-        if path == "/" {
-            return Err(Error::InvalidPath {
-                path: path.into(),
-                reason: "a lock needs its own directory, not the root",
-            });
-        }
+        validate_lock_path(path)?;
         Ok(InterProcessMutex {
             internals: LockInternals::new(
                 client,
@@ -226,6 +220,10 @@ impl InterProcessLock for InterProcessMutex {
 
     fn is_acquired_in_this_process(&self) -> bool {
         !self.owners.lock().is_empty()
+    }
+
+    fn lock_paths(&self) -> Vec<String> {
+        vec![self.path().to_string()]
     }
 
     fn held_nodes(&self) -> Vec<Arc<HeldNode>> {

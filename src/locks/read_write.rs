@@ -284,6 +284,10 @@ impl InterProcessLock for ReadLock {
     fn held_nodes(&self) -> Vec<Arc<HeldNode>> {
         self.read.held_nodes()
     }
+
+    fn lock_paths(&self) -> Vec<String> {
+        self.read.lock_paths()
+    }
 }
 
 impl WriteLock {
@@ -334,6 +338,10 @@ impl InterProcessLock for WriteLock {
 
     fn held_nodes(&self) -> Vec<Arc<HeldNode>> {
         self.write.held_nodes()
+    }
+
+    fn lock_paths(&self) -> Vec<String> {
+        self.write.lock_paths()
     }
 }
 

@@ -21,7 +21,7 @@ use super::internals::{
 };
 use super::mutex::InterProcessMutex;
 use super::shared_count::SharedCount;
-use super::{deadline_after, default_node_data, InterProcessLock, LockGuard};
+use super::{deadline_after, default_node_data, validate_lock_path, InterProcessLock, LockGuard};
 
 /// Curator's admission directory name.
 pub const LOCK_PARENT: &str = "locks";
@@ -79,7 +79,7 @@ impl InterProcessSemaphoreV2 {
     }
 
     fn build(client: SharedClient, path: &str, max: MaxLeases) -> Result<Self> {
-        paths::validate_path(path)?;
+        validate_lock_path(path)?;
         let admission = InterProcessMutex::new(client.clone(), &paths::join(path, LOCK_PARENT))?;
         let leases = LockInternals::new(
             client,
@@ -542,6 +542,10 @@ impl InterProcessLock for InterProcessSemaphoreMutex {
             .map(|s| s.lease.node.clone())
             .into_iter()
             .collect()
+    }
+
+    fn lock_paths(&self) -> Vec<String> {
+        vec![self.path().to_string()]
     }
 
     fn lock(&self) -> Result<LockGuard<'_, Self>> {
