@@ -10,7 +10,6 @@ use parking_lot::Mutex;
 
 use crate::client::SharedClient;
 use crate::error::{Error, Result};
-use crate::paths;
 use crate::retry::{ExponentialBackoffRetry, RetryPolicy};
 
 use super::driver::{LockDriver, StandardDriver};
