@@ -103,12 +103,13 @@ impl LockDriver for ReadDriver {
     }
 }
 
-/// The name of the calling thread's write node when it holds the write lock *now*: a write
-/// node lost with its session (or found deleted) is not ours, and a downgrade from it would
-/// let a reader in beside the writer that took over.
+/// The name of the calling thread's write node while that node is not lost: a write node lost
+/// with its session (or found deleted) is not ours, and a downgrade from it would let a reader
+/// in beside the writer that took over. `Suspect` still counts: a read node created before the
+/// client learns of a loss is created in the write node's session, and dies with it.
 fn held_write_node(write: &InterProcessMutex) -> Option<String> {
     let node = write.held_node()?;
-    (node.state() == LockState::Held).then(|| paths::node_name(node.path()).to_string())
+    (node.state() != LockState::Lost).then(|| paths::node_name(node.path()).to_string())
 }
 
 /// A read/write lock across processes (Curator's `InterProcessReadWriteLock`).
@@ -237,8 +238,8 @@ impl ReadLock {
         self.read.acquire_with(left, NodeKind::Sequential)
     }
 
-    /// When this thread holds the write lock now (and not yet the read lock), the read node
-    /// takes the write node's sequence.
+    /// When this thread holds the write lock, not lost (and not yet the read lock), the read
+    /// node takes the write node's sequence.
     fn downgrade_sequence(&self) -> Result<Option<i32>> {
         if self.read.is_owned_by_current_thread() {
             return Ok(None);
