@@ -271,6 +271,7 @@ struct Tally {
     rejected_valid_writes: u64,
     panics: u64,
     stale_counts: u64,
+    downgrade_violations: u64,
 }
 
 /// What a run found.
@@ -464,6 +465,8 @@ struct DowngradeRequest {
     reached: mpsc::Sender<()>,
     /// The fault is over (or abandoned: the sender is dropped).
     resume: mpsc::Receiver<()>,
+    /// Whether the read lock was then granted (and valid).
+    read: mpsc::Sender<bool>,
 }
 
 impl Run {
@@ -570,12 +573,16 @@ impl Run {
                 _ => None,
             }
         };
-        if let Some(r) = request {
+        let read_reply = request.map(|r| {
             let _ = r.reached.send(());
             // Bounded: the fault thread answers, or drops the sender when it gives up.
             let _ = r.resume.recv_timeout(self.config.finish_cycle_within);
-        }
+            r.read
+        });
         let read = rw.read_lock().try_lock_for(self.config.acquire_timeout);
+        if let Some(reply) = read_reply {
+            let _ = reply.send(matches!(&read, Ok(Some(g)) if g.is_valid()));
+        }
         self.release_result(write.unlock());
         match read {
             Ok(Some(guard)) => {
@@ -768,7 +775,7 @@ pub fn run(env: &dyn Env, config: &Config) -> Summary {
             n += 1;
             let injected = match kind {
                 FaultKind::Freeze => fence_probe(env, &clients, victim, config, &probe),
-                FaultKind::DowngradeExpiry => expire_during_downgrade(env, &run, victim),
+                FaultKind::DowngradeExpiry => expire_during_downgrade(env, &clients, &run, victim),
                 FaultKind::CountBlip => count_blip(env, &run, victim),
                 _ => env.inject(kind, victim),
             };
@@ -855,12 +862,19 @@ pub fn run(env: &dyn Env, config: &Config) -> Summary {
         violations += v;
         violation_details.extend(d);
     }
+    let tally = std::mem::take(&mut *run.tally.lock());
+    if tally.downgrade_violations > 0 {
+        violations += tally.downgrade_violations;
+        violation_details.push(format!(
+            "rw: {} read lock(s) granted to a session whose write lock expired, beside another writer",
+            tally.downgrade_violations
+        ));
+    }
     let mut fencing = (0, 0, 0);
     for store in run.stores.values().chain([&probe.store]) {
         let (a, r, s) = store.counts();
         fencing = (fencing.0 + a, fencing.1 + r, fencing.2 + s);
     }
-    let tally = std::mem::take(&mut *run.tally.lock());
     let probes = *probe.runs.lock();
     let probes_refused = *probe.refused.lock();
     let probe_holders_not_lost = *probe.not_lost.lock();
@@ -960,22 +974,50 @@ fn count_path(root: &str) -> String {
 /// Expires the victim's session while its read/write worker holds the write lock and is about
 /// to downgrade; the worker then asks for the read lock, which must not be granted as a
 /// downgrade of the lost write lock (the checker sees a reader beside the next writer).
-fn expire_during_downgrade(env: &dyn Env, run: &Run, victim: usize) -> Result<(), String> {
+///
+/// To make the check sharp, the fault thread then takes the write lock through another session
+/// and holds it while the victim asks for the read lock: a read granted meanwhile is a
+/// violation, whatever the other workers do.
+fn expire_during_downgrade(
+    env: &dyn Env,
+    clients: &[SharedClient],
+    run: &Run,
+    victim: usize,
+) -> Result<(), String> {
     let (reached_tx, reached) = mpsc::channel();
     let (resume, resume_rx) = mpsc::channel();
+    let (read_tx, read) = mpsc::channel();
     *run.downgrade.lock() = Some(DowngradeRequest {
         worker: victim,
         reached: reached_tx,
         resume: resume_rx,
+        read: read_tx,
     });
     let patience = run.config.acquire_timeout * 4 + env.session_timeout() * 4;
     if reached.recv_timeout(patience).is_err() {
         run.downgrade.lock().take();
         return Err("the read/write worker never reached a downgrade".into());
     }
-    let expired = env.inject(FaultKind::Expire, victim);
-    drop(resume); // the worker goes on
-    expired
+    env.inject(FaultKind::Expire, victim)?;
+    let path = Recipe::ReadWrite.path(&run.config.root);
+    let other = clients[(victim + 1) % clients.len()].clone();
+    let rw = InterProcessReadWriteLock::new(other, &path).map_err(|e| e.to_string())?;
+    let write = rw
+        .write_lock()
+        .try_lock_for(run.config.acquire_timeout)
+        .map_err(|e| e.to_string())?;
+    drop(resume); // the victim asks for the read lock now
+    let Some(write) = write else { return Ok(()) };
+    // A wrongly granted read comes at once; a correct one waits behind our write lock, which
+    // is released after this pause (a slow wrong grant then goes unseen, never the reverse).
+    let early = read.recv_timeout(env.session_timeout() / 4);
+    if matches!(early, Ok(true)) && write.is_valid() {
+        let mut tally = run.tally.lock();
+        tally.downgrade_violations += 1;
+    }
+    drop(write);
+    let _ = read.recv_timeout(run.config.acquire_timeout * 2);
+    Ok(())
 }
 
 /// Cuts the victim's connections (its watches go), then changes the semaphore's maximum from
