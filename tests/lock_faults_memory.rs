@@ -557,3 +557,42 @@ fn closed_during_a_listing_retry_is_closed() {
     let got = sem.acquire_timeout(PATIENCE);
     assert!(matches!(got, Err(Error::Closed)), "semaphore: {got:?}");
 }
+
+/// Re-entering a hold that was lost with its session must not succeed as a reentrant count
+/// (another client may hold the lock by then): a typed error, and once the lost hold is
+/// released, a fresh acquire queues as usual. The same for a write lock.
+#[test]
+fn reentering_a_lost_hold_is_a_typed_error() {
+    use zk_locks::locks::InterProcessReadWriteLock;
+    use zk_locks::Error;
+    let e = MemoryEnsemble::new();
+    let (c1, c2) = (e.connect(), e.connect());
+    let m = mutex(&c1, "/m");
+    let other = mutex(&c2, "/m");
+    m.acquire().unwrap();
+    c1.expire();
+    assert!(other.acquire_timeout(PATIENCE).unwrap());
+    let again = m.acquire_timeout(Duration::from_millis(100));
+    assert!(
+        matches!(again, Err(Error::SessionLost { .. })),
+        "re-entered a lost hold while another client holds the lock: {again:?}"
+    );
+    m.release().unwrap();
+    assert!(!m.acquire_timeout(Duration::from_millis(100)).unwrap());
+    other.release().unwrap();
+    assert!(m.acquire_timeout(PATIENCE).unwrap());
+    m.release().unwrap();
+
+    let rw = InterProcessReadWriteLock::new(c1.clone(), "/rw").unwrap();
+    let rw_other = InterProcessReadWriteLock::new(c2.clone(), "/rw").unwrap();
+    rw.write_lock().acquire().unwrap();
+    c1.expire();
+    assert!(rw_other.write_lock().acquire_timeout(PATIENCE).unwrap());
+    let again = rw.write_lock().acquire();
+    assert!(
+        matches!(again, Err(Error::SessionLost { .. })),
+        "re-entered a lost write lock while another client writes: {again:?}"
+    );
+    rw.write_lock().release().unwrap();
+    rw_other.write_lock().release().unwrap();
+}

@@ -32,8 +32,9 @@ struct Owner {
 /// A reentrant mutex across processes (Curator's `InterProcessMutex`).
 ///
 /// Reentrancy is per (object, thread): a thread that holds it may acquire it again (a count,
-/// no ZooKeeper traffic) and must release as often. Two objects on the same path are two
-/// contenders, even in one thread.
+/// no ZooKeeper traffic but one read after a reconnect) and must release as often. Re-entering a hold that was lost with its
+/// session is [`Error::SessionLost`]. Two objects on the same path are two contenders, even in
+/// one thread.
 ///
 /// ```
 /// use std::sync::Arc;
@@ -109,8 +110,19 @@ impl InterProcessMutex {
     /// Like [`InterProcessLock::acquire_timeout`]; `None` waits without limit.
     pub(crate) fn acquire_with(&self, timeout: Option<Duration>, kind: NodeKind) -> Result<bool> {
         let me = thread::current().id();
-        if let Some(owner) = self.owners.lock().get_mut(&me) {
-            owner.count += 1;
+        // Only this thread changes its own entry, so it cannot go between the two looks (the
+        // state may cost one read after a reconnect: not under the lock).
+        if let Some(node) = self.held_node() {
+            // A hold lost with its session is not ours to re-enter: another client may hold
+            // the lock now. The thread releases it (as often as it took it) and acquires again.
+            if node.state() == LockState::Lost {
+                return Err(Error::SessionLost {
+                    path: self.path().to_string(),
+                });
+            }
+            if let Some(owner) = self.owners.lock().get_mut(&me) {
+                owner.count += 1;
+            }
             return Ok(true);
         }
         let deadline = timeout.and_then(deadline_after);
