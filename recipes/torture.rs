@@ -1,7 +1,9 @@
 //! Torture: at least 8 sessions loop on every lock recipe against a 3-node ZooKeeper cluster
 //! while a fault thread cuts connections, freezes links past the session timeout, expires
-//! sessions, restarts a server and kills the leader. Prints one summary line; exits 1 when
-//! it found a violation, an accepted stale write, an orphan node or a leaked watch.
+//! sessions (one of them in the middle of a write→read downgrade), restarts a server, kills the
+//! leader, and changes the semaphore's shared maximum right after cutting a session's
+//! connections. Prints one summary line; exits 1 when it found a violation, an accepted stale
+//! write, an orphan node, a leaked watch or a shared count that stopped following changes.
 //!
 //! ```text
 //! cargo run --release --features testing --example torture -- --duration 600

@@ -30,6 +30,7 @@ use zk_locks::client::memory::{MemoryClient, MemoryEnsemble};
 use zk_locks::client::zookeeper::{ZkOptions, ZookeeperClient};
 use zk_locks::locks::{
     InterProcessReadWriteLock, InterProcessSemaphoreMutex, InterProcessSemaphoreV2, Lease,
+    SharedCount,
 };
 use zk_locks::testing::{FaultProxy, TestingCluster};
 use zk_locks::{
@@ -48,7 +49,8 @@ pub enum Recipe {
     ReadWrite,
     /// `InterProcessSemaphoreMutex`.
     SemaphoreMutex,
-    /// `InterProcessSemaphoreV2` with [`SEMAPHORE_MAX`] leases.
+    /// `InterProcessSemaphoreV2` whose maximum is a `SharedCount` of [`SEMAPHORE_MAX`] or one
+    /// less (changed by the count-blip fault).
     Semaphore,
 }
 
@@ -101,16 +103,24 @@ pub enum FaultKind {
     ServerRestart,
     /// The leader is killed (a new one is elected) and restarted.
     LeaderRestart,
+    /// One session is expired while its read/write worker holds the write lock and is about to
+    /// take the read lock (a downgrade).
+    DowngradeExpiry,
+    /// One session's connections are cut (every watch dropped), then the semaphore's maximum
+    /// (a `SharedCount`) is changed by another session: the victim's count must follow.
+    CountBlip,
 }
 
 impl FaultKind {
     /// Every kind, in cycle order.
-    pub const ALL: [FaultKind; 5] = [
+    pub const ALL: [FaultKind; 7] = [
         FaultKind::Cut,
         FaultKind::Freeze,
         FaultKind::Expire,
         FaultKind::ServerRestart,
         FaultKind::LeaderRestart,
+        FaultKind::DowngradeExpiry,
+        FaultKind::CountBlip,
     ];
 
     /// Short name for the summary.
@@ -121,6 +131,8 @@ impl FaultKind {
             FaultKind::Expire => "expire",
             FaultKind::ServerRestart => "server-restart",
             FaultKind::LeaderRestart => "leader-restart",
+            FaultKind::DowngradeExpiry => "downgrade-expiry",
+            FaultKind::CountBlip => "count-blip",
         }
     }
 }
@@ -258,6 +270,8 @@ struct Tally {
     invalid_sections: u64,
     rejected_valid_writes: u64,
     panics: u64,
+    stale_counts: u64,
+    downgrade_violations: u64,
 }
 
 /// What a run found.
@@ -299,6 +313,8 @@ pub struct Summary {
     pub probes_refused: u64,
     /// Probes whose frozen holder's guard did not report `Lost` afterwards.
     pub probe_holders_not_lost: u64,
+    /// Count blips after which the victim's `SharedCount` never showed the new maximum.
+    pub stale_counts: u64,
     /// Caught panics in workers.
     pub panics: u64,
     /// Workers that did not finish after the stop.
@@ -321,6 +337,7 @@ impl Summary {
             && self.rejected_valid_writes == 0
             && self.probes_refused == self.probes
             && self.probe_holders_not_lost == 0
+            && self.stale_counts == 0
             && self.panics == 0
             && self.hung == 0
             && self.orphans == 0
@@ -356,7 +373,7 @@ impl Summary {
              errors={{{}}} release-errors={{{}}} token-errors={} invalid-sections={} \
              faults={{{} skipped={}}} violations={} fencing={{accepted={} rejected={} \
              stale-accepted={} rejected-valid={} probes={} probes-refused={} \
-             probe-holders-not-lost={}}} panics={} hung={} orphans={} \
+             probe-holders-not-lost={}}} stale-counts={} panics={} hung={} orphans={} \
              leaked-watches={{live={} closed={}}}",
             self.backend,
             self.sessions,
@@ -377,6 +394,7 @@ impl Summary {
             self.probes,
             self.probes_refused,
             self.probe_holders_not_lost,
+            self.stale_counts,
             self.panics,
             self.hung,
             self.orphans,
@@ -433,6 +451,22 @@ struct Run {
     tally: Mutex<Tally>,
     stores: BTreeMap<Recipe, FencedStore>,
     stop: AtomicBool,
+    /// The semaphore workers' maximum, per session.
+    counts: Mutex<BTreeMap<usize, SharedCount>>,
+    /// A pending downgrade-expiry fault (for one session's read/write worker).
+    downgrade: Mutex<Option<DowngradeRequest>>,
+}
+
+/// Asks the read/write worker of session `worker` to stop between taking the write lock and
+/// asking for the read lock, so that the fault thread can expire its session right there.
+struct DowngradeRequest {
+    worker: usize,
+    /// The worker is there (holding the write lock).
+    reached: mpsc::Sender<()>,
+    /// The fault is over (or abandoned: the sender is dropped).
+    resume: mpsc::Receiver<()>,
+    /// Whether the read lock was then granted (and valid).
+    read: mpsc::Sender<bool>,
 }
 
 impl Run {
@@ -518,6 +552,48 @@ impl Run {
         }
     }
 
+    /// Write → section → downgrade (the read lock while writing) → release the write → shared
+    /// section → release the read. A pending [`DowngradeRequest`] for this session stops it
+    /// just before the downgrade.
+    fn iterate_downgrade(&self, worker: usize, rw: &InterProcessReadWriteLock) {
+        let recipe = Recipe::ReadWrite;
+        let write = match rw.write_lock().try_lock_for(self.config.acquire_timeout) {
+            Ok(Some(guard)) => guard,
+            Ok(None) => {
+                self.tally.lock().timeouts += 1;
+                return;
+            }
+            Err(e) => return self.error(&e),
+        };
+        self.section(recipe, true, worker, &write);
+        let request = {
+            let mut pending = self.downgrade.lock();
+            match pending.as_ref() {
+                Some(r) if r.worker == worker => pending.take(),
+                _ => None,
+            }
+        };
+        let read_reply = request.map(|r| {
+            let _ = r.reached.send(());
+            // Bounded: the fault thread answers, or drops the sender when it gives up.
+            let _ = r.resume.recv_timeout(self.config.finish_cycle_within);
+            r.read
+        });
+        let read = rw.read_lock().try_lock_for(self.config.acquire_timeout);
+        if let Some(reply) = read_reply {
+            let _ = reply.send(matches!(&read, Ok(Some(g)) if g.is_valid()));
+        }
+        self.release_result(write.unlock());
+        match read {
+            Ok(Some(guard)) => {
+                self.section(recipe, false, worker, &guard);
+                self.release_result(guard.unlock());
+            }
+            Ok(None) => self.tally.lock().timeouts += 1,
+            Err(e) => self.error(&e),
+        }
+    }
+
     fn worker(&self, recipe: Recipe, worker: usize, client: SharedClient) {
         let path = recipe.path(&self.config.root);
         let built: zk_locks::Result<Box<dyn FnMut(u64) + '_>> = (|| {
@@ -530,10 +606,13 @@ impl Run {
                 Recipe::ReadWrite => {
                     let rw = InterProcessReadWriteLock::new(client.clone(), &path)?;
                     Box::new(move |i| {
-                        if (i + worker as u64) % 4 == 0 {
-                            self.iterate_lock(recipe, true, worker, rw.write_lock())
-                        } else {
-                            self.iterate_lock(recipe, false, worker, rw.read_lock())
+                        let asked =
+                            matches!(&*self.downgrade.lock(), Some(r) if r.worker == worker);
+                        match (i + worker as u64) % 8 {
+                            _ if asked => self.iterate_downgrade(worker, &rw),
+                            0 => self.iterate_downgrade(worker, &rw),
+                            4 => self.iterate_lock(recipe, true, worker, rw.write_lock()),
+                            _ => self.iterate_lock(recipe, false, worker, rw.read_lock()),
                         }
                     })
                 }
@@ -542,7 +621,14 @@ impl Run {
                     Box::new(move |_| self.iterate_lock(recipe, true, worker, &m))
                 }
                 Recipe::Semaphore => {
-                    let s = InterProcessSemaphoreV2::new(client.clone(), &path, SEMAPHORE_MAX)?;
+                    let count = SharedCount::new(
+                        client.clone(),
+                        &count_path(&self.config.root),
+                        SEMAPHORE_MAX as i32,
+                    )?;
+                    self.counts.lock().insert(worker, count.clone());
+                    let s =
+                        InterProcessSemaphoreV2::with_shared_count(client.clone(), &path, count)?;
                     Box::new(
                         move |_| match s.acquire_timeout(self.config.acquire_timeout) {
                             Ok(Some(lease)) => {
@@ -640,6 +726,8 @@ pub fn run(env: &dyn Env, config: &Config) -> Summary {
             .map(|r| (r, FencedStore::default()))
             .collect(),
         stop: AtomicBool::new(false),
+        counts: Mutex::new(BTreeMap::new()),
+        downgrade: Mutex::new(None),
     });
     let probe = Probe::default();
     let mut faults: BTreeMap<FaultKind, u64> = BTreeMap::new();
@@ -685,10 +773,11 @@ pub fn run(env: &dyn Env, config: &Config) -> Summary {
             let kind = config.faults[n % config.faults.len()];
             let victim = (n / config.faults.len() + n) % clients.len();
             n += 1;
-            let injected = if kind == FaultKind::Freeze {
-                fence_probe(env, &clients, victim, config, &probe)
-            } else {
-                env.inject(kind, victim)
+            let injected = match kind {
+                FaultKind::Freeze => fence_probe(env, &clients, victim, config, &probe),
+                FaultKind::DowngradeExpiry => expire_during_downgrade(env, &clients, &run, victim),
+                FaultKind::CountBlip => count_blip(env, &run, victim),
+                _ => env.inject(kind, victim),
             };
             match injected {
                 Ok(()) => *faults.entry(kind).or_default() += 1,
@@ -724,7 +813,17 @@ pub fn run(env: &dyn Env, config: &Config) -> Summary {
     // Quiescence: every worker released; watches on lock paths must all have fired or been
     // removed (a waiter that timed out leaves its predecessor watch until that node goes).
     let patience = env.session_timeout() * 4 + Duration::from_secs(5);
-    let watches_live = settle(patience, || env.watches_under(&config.root));
+    // The semaphore's counts keep a data watch while they live; with every count dropped, a
+    // write fires those watches for the last time (nobody re-arms them).
+    run.counts.lock().clear();
+    let watches_live = settle(patience, || {
+        let n = env.watches_under(&config.root);
+        if n > 0 {
+            let max = (SEMAPHORE_MAX as i32).to_be_bytes();
+            let _ = clients[0].set_data(&count_path(&config.root), &max, None);
+        }
+        n
+    });
     env.close_clients();
     drop(clients);
     // Abandoned sessions (frozen, expired) lose their nodes when the server expires them.
@@ -763,12 +862,19 @@ pub fn run(env: &dyn Env, config: &Config) -> Summary {
         violations += v;
         violation_details.extend(d);
     }
+    let tally = std::mem::take(&mut *run.tally.lock());
+    if tally.downgrade_violations > 0 {
+        violations += tally.downgrade_violations;
+        violation_details.push(format!(
+            "rw: {} read lock(s) granted to a session whose write lock expired, beside another writer",
+            tally.downgrade_violations
+        ));
+    }
     let mut fencing = (0, 0, 0);
     for store in run.stores.values().chain([&probe.store]) {
         let (a, r, s) = store.counts();
         fencing = (fencing.0 + a, fencing.1 + r, fencing.2 + s);
     }
-    let tally = std::mem::take(&mut *run.tally.lock());
     let probes = *probe.runs.lock();
     let probes_refused = *probe.refused.lock();
     let probe_holders_not_lost = *probe.not_lost.lock();
@@ -791,6 +897,7 @@ pub fn run(env: &dyn Env, config: &Config) -> Summary {
         probes,
         probes_refused,
         probe_holders_not_lost,
+        stale_counts: tally.stale_counts,
         panics: tally.panics,
         hung,
         orphans: orphan_names.len(),
@@ -856,6 +963,87 @@ fn fence_probe(
         }
     }
     drop(guard);
+    Ok(())
+}
+
+/// The semaphore's maximum.
+fn count_path(root: &str) -> String {
+    format!("{root}/sem-max")
+}
+
+/// Expires the victim's session while its read/write worker holds the write lock and is about
+/// to downgrade; the worker then asks for the read lock, which must not be granted as a
+/// downgrade of the lost write lock (the checker sees a reader beside the next writer).
+///
+/// To make the check sharp, the fault thread then takes the write lock through another session
+/// and holds it while the victim asks for the read lock: a read granted meanwhile is a
+/// violation, whatever the other workers do.
+fn expire_during_downgrade(
+    env: &dyn Env,
+    clients: &[SharedClient],
+    run: &Run,
+    victim: usize,
+) -> Result<(), String> {
+    let (reached_tx, reached) = mpsc::channel();
+    let (resume, resume_rx) = mpsc::channel();
+    let (read_tx, read) = mpsc::channel();
+    *run.downgrade.lock() = Some(DowngradeRequest {
+        worker: victim,
+        reached: reached_tx,
+        resume: resume_rx,
+        read: read_tx,
+    });
+    let patience = run.config.acquire_timeout * 4 + env.session_timeout() * 4;
+    if reached.recv_timeout(patience).is_err() {
+        run.downgrade.lock().take();
+        return Err("the read/write worker never reached a downgrade".into());
+    }
+    env.inject(FaultKind::Expire, victim)?;
+    let path = Recipe::ReadWrite.path(&run.config.root);
+    let other = clients[(victim + 1) % clients.len()].clone();
+    let rw = InterProcessReadWriteLock::new(other, &path).map_err(|e| e.to_string())?;
+    let write = rw
+        .write_lock()
+        .try_lock_for(run.config.acquire_timeout)
+        .map_err(|e| e.to_string())?;
+    drop(resume); // the victim asks for the read lock now
+    let Some(write) = write else { return Ok(()) };
+    // A wrongly granted read comes at once; a correct one waits behind our write lock, which
+    // is released after this pause (a slow wrong grant then goes unseen, never the reverse).
+    let early = read.recv_timeout(env.session_timeout() / 4);
+    if matches!(early, Ok(true)) && write.is_valid() {
+        let mut tally = run.tally.lock();
+        tally.downgrade_violations += 1;
+    }
+    drop(write);
+    let _ = read.recv_timeout(run.config.acquire_timeout * 2);
+    Ok(())
+}
+
+/// Cuts the victim's connections (its watches go), then changes the semaphore's maximum from
+/// another session; the victim's `SharedCount` must show the new value within the patience.
+fn count_blip(env: &dyn Env, run: &Run, victim: usize) -> Result<(), String> {
+    env.inject(FaultKind::Cut, victim)?;
+    let counts = run.counts.lock().clone();
+    let watcher = counts
+        .get(&victim)
+        .ok_or("no semaphore worker on the victim")?;
+    let setter = counts
+        .iter()
+        .find(|(w, _)| **w != victim)
+        .map(|(_, c)| c)
+        .ok_or("no other semaphore worker")?;
+    let max = SEMAPHORE_MAX as i32;
+    let next = if setter.get_count() == max {
+        max - 1
+    } else {
+        max
+    };
+    setter.set_count(next).map_err(|e| e.to_string())?;
+    let patience = env.session_timeout() * 4;
+    if settle(patience, || usize::from(watcher.get_count() != next)) != 0 {
+        run.tally.lock().stale_counts += 1;
+    }
     Ok(())
 }
 
@@ -968,7 +1156,7 @@ impl Env for RealEnv {
         let proxies = &self.proxies[victim];
         let client = self.client(victim);
         match kind {
-            FaultKind::Cut => {
+            FaultKind::Cut | FaultKind::CountBlip => {
                 proxies.iter().for_each(FaultProxy::cut);
                 Ok(())
             }
@@ -988,7 +1176,7 @@ impl Env for RealEnv {
                     Err("the frozen client never reported its session lost".into())
                 }
             }
-            FaultKind::Expire => {
+            FaultKind::Expire | FaultKind::DowngradeExpiry => {
                 let snapshot = client.session().snapshot();
                 let id = snapshot.session_id.ok_or("no session id")?;
                 let proxy = proxies
@@ -1144,7 +1332,7 @@ impl Env for MemoryEnv {
     fn inject(&self, kind: FaultKind, victim: usize) -> Result<(), String> {
         let c = &self.clients[victim];
         match kind {
-            FaultKind::Cut => {
+            FaultKind::Cut | FaultKind::CountBlip => {
                 c.suspend();
                 c.resume();
             }
@@ -1156,7 +1344,7 @@ impl Env for MemoryEnv {
                 c.expire();
                 c.resume();
             }
-            FaultKind::Expire => c.expire(),
+            FaultKind::Expire | FaultKind::DowngradeExpiry => c.expire(),
             FaultKind::ServerRestart | FaultKind::LeaderRestart => {
                 for c in &self.clients {
                     c.suspend();

@@ -118,19 +118,114 @@ fn invalid_paths_are_typed_errors_on_every_recipe() {
             Revoker::attempt_revoke(&c, bad)
         });
     }
-    // A path twice in one multi-lock: its second mutex would wait for the first forever.
-    row(
-        &e,
-        "multi-lock with a path twice",
-        "\"/dup\"",
-        |e| matches!(e, Error::InvalidArgument { name: "paths", .. }),
-        || InterProcessMultiLock::from_paths(c.clone(), &["/dup", "/other", "/dup"]).map(|_| ()),
-    );
     // The root is a valid path but not a lock directory.
     row(&e, "mutex at /", "\"/\"", is_invalid_path("/"), || {
         InterProcessMutex::new(c.clone(), "/")
     });
+    row(&e, "rw at /", "\"/\"", is_invalid_path("/"), || {
+        InterProcessReadWriteLock::new(c.clone(), "/")
+    });
+    row(&e, "semaphore at /", "\"/\"", is_invalid_path("/"), || {
+        InterProcessSemaphoreV2::new(c.clone(), "/", 2)
+    });
+    row(
+        &e,
+        "semaphore mutex at /",
+        "\"/\"",
+        is_invalid_path("/"),
+        || InterProcessSemaphoreMutex::new(c.clone(), "/"),
+    );
 }
+
+/// Two locks of one multi-lock on one path, however the multi-lock is built: the second would
+/// wait for the first forever.
+#[test]
+fn a_multi_lock_with_two_locks_on_one_path_is_a_typed_error() {
+    let e = MemoryEnsemble::new();
+    let c: SharedClient = e.connect();
+    let twice = |e: &Error| matches!(e, Error::InvalidArgument { name: "locks", .. });
+    let mutex = |p: &str| -> Box<dyn InterProcessLock> {
+        Box::new(InterProcessMutex::new(c.clone(), p).unwrap())
+    };
+    row(&e, "from_paths", "\"/dup\"", twice, || {
+        InterProcessMultiLock::from_paths(c.clone(), &["/dup", "/other", "/dup"])
+    });
+    row(&e, "new: two mutexes", "\"/dup\"", twice, || {
+        InterProcessMultiLock::new(vec![mutex("/dup"), mutex("/other"), mutex("/dup")])
+    });
+    row(&e, "with_names: two mutexes", "\"/dup\"", twice, || {
+        InterProcessMultiLock::with_names(vec![
+            ("a".to_string(), mutex("/dup")),
+            ("b".to_string(), mutex("/dup")),
+        ])
+    });
+    row(
+        &e,
+        "new: a mutex and a semaphore mutex",
+        "\"/dup\"",
+        twice,
+        || {
+            InterProcessMultiLock::new(vec![
+                mutex("/dup"),
+                Box::new(InterProcessSemaphoreMutex::new(c.clone(), "/dup").unwrap()),
+            ])
+        },
+    );
+    row(
+        &e,
+        "new: both sides of a read/write lock",
+        "\"/rw\"",
+        twice,
+        || {
+            let rw = Arc::new(InterProcessReadWriteLock::new(c.clone(), "/rw").unwrap());
+            InterProcessMultiLock::new(vec![
+                Box::new(WriteSide(rw.clone())),
+                Box::new(ReadSide(rw)),
+            ])
+        },
+    );
+    row(
+        &e,
+        "new: the path inside a nested multi-lock",
+        "\"/dup\"",
+        twice,
+        || {
+            let inner = InterProcessMultiLock::from_paths(c.clone(), &["/x", "/dup"]).unwrap();
+            InterProcessMultiLock::new(vec![mutex("/dup"), Box::new(inner)])
+        },
+    );
+}
+
+/// A side of a shared read/write lock as a boxed lock (the sides are borrowed from it).
+struct WriteSide(Arc<InterProcessReadWriteLock>);
+struct ReadSide(Arc<InterProcessReadWriteLock>);
+
+macro_rules! side {
+    ($t:ident, $side:ident) => {
+        impl InterProcessLock for $t {
+            fn acquire(&self) -> zk_locks::Result<()> {
+                self.0.$side().acquire()
+            }
+            fn acquire_timeout(&self, t: Duration) -> zk_locks::Result<bool> {
+                self.0.$side().acquire_timeout(t)
+            }
+            fn release(&self) -> zk_locks::Result<()> {
+                self.0.$side().release()
+            }
+            fn is_acquired_in_this_process(&self) -> bool {
+                self.0.$side().is_acquired_in_this_process()
+            }
+            fn held_nodes(&self) -> Vec<Arc<zk_locks::locks::HeldNode>> {
+                self.0.$side().held_nodes()
+            }
+            fn lock_paths(&self) -> Vec<String> {
+                self.0.$side().lock_paths()
+            }
+        }
+    };
+}
+side!(WriteSide, write_lock);
+side!(ReadSide, read_lock);
 
 #[test]
 fn releasing_what_is_not_held_is_a_typed_error() {

@@ -402,3 +402,197 @@ fn semaphore_waiter_survives_its_session_expiry() {
     });
     assert!(e.children("/pool/leases").unwrap().is_empty());
 }
+
+/// A guard whose hold was lost with its session, then replaced by a new hold of the same
+/// thread (after an explicit release), must not release the new hold when dropped: a guard
+/// releases its own hold and nothing else. The same for each side of a read/write lock.
+#[test]
+fn a_lost_guard_does_not_release_the_next_hold() {
+    use zk_locks::locks::InterProcessReadWriteLock;
+    let e = MemoryEnsemble::new();
+    let (c1, c2) = (e.connect(), e.connect());
+    let m = mutex(&c1, "/m");
+    let other = mutex(&c2, "/m");
+    let lost = m.lock().unwrap();
+    c1.expire();
+    assert_eq!(lost.state(), LockState::Lost);
+    m.release().unwrap();
+    let current = m.lock().unwrap();
+    drop(lost);
+    assert_eq!(current.state(), LockState::Held);
+    assert!(
+        !other.acquire_timeout(Duration::from_millis(100)).unwrap(),
+        "another client got in: the lost guard released the current hold"
+    );
+    drop(current);
+    assert!(other.acquire_timeout(PATIENCE).unwrap());
+    other.release().unwrap();
+
+    let rw = InterProcessReadWriteLock::new(c1.clone(), "/rw").unwrap();
+    let rw_other = InterProcessReadWriteLock::new(c2.clone(), "/rw").unwrap();
+    let lost = rw.write_lock().lock().unwrap();
+    c1.expire();
+    rw.write_lock().release().unwrap();
+    let current = rw.write_lock().lock().unwrap();
+    drop(lost);
+    assert!(
+        !rw_other
+            .read_lock()
+            .acquire_timeout(Duration::from_millis(100))
+            .unwrap(),
+        "another client read: the lost guard released the current write hold"
+    );
+    drop(current);
+    assert!(rw_other.read_lock().acquire_timeout(PATIENCE).unwrap());
+}
+
+/// The read that re-arms a `SharedCount` after a reconnect fails too (another connection
+/// loss): the count must still follow later changes.
+#[test]
+fn shared_count_survives_a_failed_refresh_after_a_reconnect() {
+    use zk_locks::locks::SharedCount;
+    let e = MemoryEnsemble::new();
+    let (c1, c2) = (e.connect(), e.connect());
+    let count = SharedCount::new(c1.clone(), "/count", 2).unwrap();
+    let (seen, values) = mpsc::channel();
+    count.subscribe(move |v| {
+        let _ = seen.send(v);
+    });
+    let reads = Arc::new(AtomicUsize::new(0));
+    let r = reads.clone();
+    c1.on_request(Some(Box::new(move |op, path| {
+        if op == Op::GetData && path == "/count" {
+            r.fetch_add(1, Ordering::SeqCst);
+        }
+    })));
+    c1.inject(Fault::before(Op::GetData).on_path("/count"));
+    c1.suspend();
+    c1.resume();
+    eventually(PATIENCE, "the failed read and one more", || {
+        reads.load(Ordering::SeqCst) >= 2
+    });
+    let writer = SharedCount::new(c2.clone(), "/count", 2).unwrap();
+    writer.set_count(1).unwrap();
+    assert_eq!(values.recv_timeout(PATIENCE), Ok(1));
+    writer.set_count(3).unwrap();
+    assert_eq!(values.recv_timeout(PATIENCE), Ok(3));
+    assert_eq!(count.get_count(), 3);
+}
+
+/// A retry policy that closes a client the first time it is asked: "the client is closed
+/// during a retry", at an exact point.
+#[derive(Debug)]
+struct CloseOnFirstRetry(Arc<zk_locks::client::memory::MemoryClient>, AtomicUsize);
+
+impl zk_locks::retry::RetryPolicy for CloseOnFirstRetry {
+    fn next_retry(&self, _attempt: u32, _elapsed: Duration) -> Option<Duration> {
+        if self.1.fetch_add(1, Ordering::SeqCst) == 0 {
+            self.0.close();
+        }
+        Some(Duration::from_millis(10))
+    }
+}
+
+/// The link goes down on the first listing of `prefix` by `c` (and stays down).
+fn link_down_on_first_listing(c: &Arc<zk_locks::client::memory::MemoryClient>, prefix: &str) {
+    let (c2, prefix, fired) = (c.clone(), prefix.to_string(), AtomicUsize::new(0));
+    c.on_request(Some(Box::new(move |op, path| {
+        if op == Op::GetChildren
+            && path.starts_with(&prefix)
+            && fired.fetch_add(1, Ordering::SeqCst) == 0
+        {
+            c2.suspend();
+        }
+    })));
+}
+
+/// A timed semaphore acquire whose lease listing fails while the link stays down: it returns
+/// "not acquired" once its deadline passed, not the error of a retry policy that ran on
+/// past the deadline.
+#[test]
+fn semaphore_listing_retry_ends_at_the_deadline() {
+    use zk_locks::locks::InterProcessSemaphoreV2;
+    use zk_locks::retry::RetryNTimes;
+    let e = MemoryEnsemble::new();
+    let (c1, c2) = (e.connect(), e.connect());
+    let holder = InterProcessSemaphoreV2::new(c2.clone(), "/s", 1).unwrap();
+    let _lease = holder.acquire().unwrap();
+    let sem = InterProcessSemaphoreV2::new(c1.clone(), "/s", 1)
+        .unwrap()
+        .with_retry_policy(Arc::new(RetryNTimes {
+            n: 3,
+            sleep: Duration::from_millis(200),
+        }));
+    link_down_on_first_listing(&c1, "/s/leases");
+    let got = sem.acquire_timeout(Duration::from_millis(300));
+    c1.on_request(None);
+    c1.resume();
+    assert!(matches!(got, Ok(None)), "{got:?}");
+}
+
+/// A client closed during a listing retry is `Error::Closed`, not a timeout, in the mutex and
+/// in the semaphore.
+#[test]
+fn closed_during_a_listing_retry_is_closed() {
+    use zk_locks::locks::InterProcessSemaphoreV2;
+    use zk_locks::Error;
+    let e = MemoryEnsemble::new();
+    let holder_client = e.connect();
+    let holder = mutex(&holder_client, "/m");
+    holder.acquire().unwrap();
+    let c = e.connect();
+    let m = mutex(&c, "/m")
+        .with_retry_policy(Arc::new(CloseOnFirstRetry(c.clone(), AtomicUsize::new(0))));
+    link_down_on_first_listing(&c, "/m");
+    let got = m.acquire_timeout(PATIENCE);
+    assert!(matches!(got, Err(Error::Closed)), "mutex: {got:?}");
+
+    let holder = InterProcessSemaphoreV2::new(holder_client.clone(), "/s", 1).unwrap();
+    let _lease = holder.acquire().unwrap();
+    let c = e.connect();
+    let sem = InterProcessSemaphoreV2::new(c.clone(), "/s", 1)
+        .unwrap()
+        .with_retry_policy(Arc::new(CloseOnFirstRetry(c.clone(), AtomicUsize::new(0))));
+    link_down_on_first_listing(&c, "/s/leases");
+    let got = sem.acquire_timeout(PATIENCE);
+    assert!(matches!(got, Err(Error::Closed)), "semaphore: {got:?}");
+}
+
+/// Re-entering a hold that was lost with its session must not succeed as a reentrant count
+/// (another client may hold the lock by then): a typed error, and once the lost hold is
+/// released, a fresh acquire queues as usual. The same for a write lock.
+#[test]
+fn reentering_a_lost_hold_is_a_typed_error() {
+    use zk_locks::locks::InterProcessReadWriteLock;
+    use zk_locks::Error;
+    let e = MemoryEnsemble::new();
+    let (c1, c2) = (e.connect(), e.connect());
+    let m = mutex(&c1, "/m");
+    let other = mutex(&c2, "/m");
+    m.acquire().unwrap();
+    c1.expire();
+    assert!(other.acquire_timeout(PATIENCE).unwrap());
+    let again = m.acquire_timeout(Duration::from_millis(100));
+    assert!(
+        matches!(again, Err(Error::SessionLost { .. })),
+        "re-entered a lost hold while another client holds the lock: {again:?}"
+    );
+    m.release().unwrap();
+    assert!(!m.acquire_timeout(Duration::from_millis(100)).unwrap());
+    other.release().unwrap();
+    assert!(m.acquire_timeout(PATIENCE).unwrap());
+    m.release().unwrap();
+
+    let rw = InterProcessReadWriteLock::new(c1.clone(), "/rw").unwrap();
+    let rw_other = InterProcessReadWriteLock::new(c2.clone(), "/rw").unwrap();
+    rw.write_lock().acquire().unwrap();
+    c1.expire();
+    assert!(rw_other.write_lock().acquire_timeout(PATIENCE).unwrap());
+    let again = rw.write_lock().acquire();
+    assert!(
+        matches!(again, Err(Error::SessionLost { .. })),
+        "re-entered a lost write lock while another client writes: {again:?}"
+    );
+    rw.write_lock().release().unwrap();
+    rw_other.write_lock().release().unwrap();
+}

@@ -7,12 +7,12 @@ mod common;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier};
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::{children, Backend};
 use zk_locks::locks::{
     HeldNode, InterProcessLock, InterProcessMultiLock, InterProcessMutex,
-    InterProcessReadWriteLock, InterProcessSemaphoreMutex,
+    InterProcessReadWriteLock, InterProcessSemaphoreMutex, LockState,
 };
 use zk_locks::{Error, Result, SharedClient};
 
@@ -158,7 +158,8 @@ fn some_releases_fail(b: &dyn Backend) {
         Box::new(Shared(good.clone())),
         Box::new(bad1),
         Box::new(bad2),
-    ]);
+    ])
+    .unwrap();
     multi.acquire().unwrap();
     match multi.release() {
         Err(Error::Multiple(errors)) => assert_eq!(errors.len(), 2, "every failure: {errors:?}"),
@@ -180,7 +181,7 @@ fn some_locks_fail_to_lock(b: &dyn Backend) {
     let c = b.connect();
     let good = InterProcessMutex::new(c.client.clone(), &p1).unwrap();
     let (bad, _) = Flaky::new(true, false);
-    let multi = InterProcessMultiLock::new(vec![Box::new(good), Box::new(bad)]);
+    let multi = InterProcessMultiLock::new(vec![Box::new(good), Box::new(bad)]).unwrap();
     assert!(matches!(multi.acquire(), Err(Error::SessionLost { .. })));
     assert!(children(c.client.as_ref(), &p1).is_empty());
     assert!(matches!(
@@ -217,7 +218,8 @@ fn mixed_kinds(b: &dyn Backend) {
         Box::new(InterProcessMutex::new(client.clone(), &format!("{root}/m")).unwrap()),
         Box::new(InterProcessSemaphoreMutex::new(client.clone(), &format!("{root}/sm")).unwrap()),
         Box::new(WriteOf(rw)),
-    ]);
+    ])
+    .unwrap();
     let g = multi
         .try_lock_for(Duration::from_secs(10))
         .unwrap()
@@ -273,6 +275,48 @@ fn ordering_prevents_deadlock(b: &dyn Backend) {
     );
 }
 
+/// A multi-lock over two clients: the expiry of the *second* client's session must end
+/// `wait_while_held` and `wait_until_lost` (before: only the first client's session was
+/// watched, and the waits ran to their timeout).
+fn guard_waits_on_every_client(b: &dyn Backend) {
+    let (p1, p2) = paths(b);
+    let (c1, c2) = (b.connect(), b.connect());
+    let multi = InterProcessMultiLock::new(vec![
+        Box::new(InterProcessMutex::new(c1.client.clone(), &p1).unwrap()),
+        Box::new(InterProcessMutex::new(c2.client.clone(), &p2).unwrap()),
+    ])
+    .unwrap();
+    // Long enough that only a wait missing the expiry reaches it.
+    let timeout = b.patience() * 2;
+    let guard = multi.lock().unwrap();
+    assert_eq!(guard.state(), LockState::Held);
+    let start = Instant::now();
+    let state = thread::scope(|s| {
+        s.spawn(|| c2.faults.expire());
+        guard.wait_while_held(Some(timeout))
+    });
+    // Suspect first on a real server (the link drops before the expiry is known).
+    assert_ne!(state, LockState::Held);
+    assert!(
+        start.elapsed() < timeout,
+        "woke by its timeout, not the expiry"
+    );
+    assert_eq!(guard.state(), LockState::Lost);
+    drop(guard);
+
+    let guard = multi.lock().unwrap();
+    let start = Instant::now();
+    let state = thread::scope(|s| {
+        s.spawn(|| c2.faults.expire());
+        guard.wait_until_lost(Some(timeout))
+    });
+    assert_eq!(state, LockState::Lost);
+    assert!(
+        start.elapsed() < timeout,
+        "woke by its timeout, not the expiry"
+    );
+}
+
 suite!([
     basic_two_paths,
     two_clients_exclude,
@@ -280,7 +324,8 @@ suite!([
     some_releases_fail,
     some_locks_fail_to_lock,
     mixed_kinds,
-    ordering_prevents_deadlock
+    ordering_prevents_deadlock,
+    guard_waits_on_every_client,
 ]);
 
 /// Deterministic on the memory backend: two multi-locks over the same paths in opposite

@@ -10,7 +10,7 @@ use std::thread;
 use std::time::Duration;
 
 use common::{children, eventually, Backend};
-use zk_locks::locks::{InterProcessLock, InterProcessReadWriteLock};
+use zk_locks::locks::{InterProcessLock, InterProcessReadWriteLock, LockState};
 use zk_locks::Error;
 
 fn participant_nodes(b: &dyn Backend) {
@@ -320,6 +320,42 @@ fn reentrant_both_sides(b: &dyn Backend) {
     assert!(!rw.read_lock().is_acquired_in_this_process());
 }
 
+/// A write lock lost with its session is not ours any more: asking for the read lock then is
+/// not a downgrade, and waits for the writer that took over.
+fn no_downgrade_from_a_lost_write_lock(b: &dyn Backend) {
+    let path = format!("{}/lock", b.root());
+    let (c1, c2) = (b.connect(), b.connect());
+    let rw1 = InterProcessReadWriteLock::new(c1.client.clone(), &path).unwrap();
+    let rw2 = InterProcessReadWriteLock::new(c2.client.clone(), &path).unwrap();
+    let lost_write = rw1.write_lock().lock().unwrap();
+    c1.faults.expire();
+    assert_eq!(lost_write.state(), LockState::Lost);
+    let other_write = rw2
+        .write_lock()
+        .try_lock_for(b.patience())
+        .unwrap()
+        .expect("the other client takes the write lock");
+    let read = rw1
+        .read_lock()
+        .try_lock_for(Duration::from_millis(300))
+        .unwrap();
+    assert!(
+        read.is_none(),
+        "read granted as a downgrade of a lost write lock while another client writes"
+    );
+    assert_eq!(other_write.state(), LockState::Held);
+    drop(other_write);
+    let read = rw1
+        .read_lock()
+        .try_lock_for(b.patience())
+        .unwrap()
+        .expect("reads once the other writer is gone");
+    assert_eq!(read.state(), LockState::Held);
+    drop(read);
+    drop(lost_write);
+    assert!(children(c2.client.as_ref(), &path).is_empty());
+}
+
 suite!([
     participant_nodes,
     upgrade_is_refused,
@@ -331,5 +367,50 @@ suite!([
     lock_path_after_killed_session,
     expiry_while_reader_waits,
     node_data,
-    reentrant_both_sides
+    reentrant_both_sides,
+    no_downgrade_from_a_lost_write_lock,
 ]);
+
+/// Deterministic on the memory backend: the session expires just before the read node of a
+/// downgrade is created, and another client takes the write lock before the create is
+/// retried in the new session. The read node must not keep the lost write node's place in the
+/// queue (ahead of the new writer).
+#[test]
+fn expiry_during_downgrade_does_not_let_a_reader_in() {
+    use zk_locks::client::memory::{MemoryEnsemble, Op};
+    let e = MemoryEnsemble::new();
+    let (c1, c2) = (e.connect(), e.connect());
+    let rw1 = InterProcessReadWriteLock::new(c1.clone(), "/rw").unwrap();
+    let rw2 = Arc::new(InterProcessReadWriteLock::new(c2.clone(), "/rw").unwrap());
+    rw1.write_lock().acquire().unwrap();
+    let fired = Arc::new(AtomicBool::new(false));
+    let (f, c, w) = (fired.clone(), c1.clone(), rw2.clone());
+    c1.on_request(Some(Box::new(move |op, path| {
+        if op == Op::Create && path.contains("__READ__") && !f.swap(true, Ordering::SeqCst) {
+            let (c, w) = (c.clone(), w.clone());
+            thread::spawn(move || {
+                c.expire();
+                // Held for the rest of the test.
+                assert!(w
+                    .write_lock()
+                    .acquire_timeout(Duration::from_secs(10))
+                    .unwrap());
+            })
+            .join()
+            .unwrap();
+        }
+    })));
+    let read = rw1
+        .read_lock()
+        .acquire_timeout(Duration::from_millis(300))
+        .unwrap();
+    c1.on_request(None);
+    assert!(fired.load(Ordering::SeqCst));
+    let writers = rw2.write_lock().participant_nodes().unwrap();
+    assert!(
+        !read,
+        "read granted while another client holds the write lock: {:?}",
+        children(c1.as_ref(), "/rw")
+    );
+    assert_eq!(writers.len(), 1);
+}

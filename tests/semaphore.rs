@@ -5,13 +5,13 @@
 mod common;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{mpsc, Arc};
 use std::thread;
 use std::time::Duration;
 
 use common::{children, eventually, Backend};
 use zk_locks::locks::{
-    InterProcessLock, InterProcessSemaphoreMutex, InterProcessSemaphoreV2, SharedCount,
+    InterProcessLock, InterProcessSemaphoreMutex, InterProcessSemaphoreV2, LockState, SharedCount,
 };
 use zk_locks::Error;
 
@@ -356,6 +356,91 @@ fn semaphore_mutex_two_clients_exclude(b: &dyn Backend) {
     });
 }
 
+/// The session expires under a guard; the same object is acquired again (a new lease); the
+/// old guard, dropped late, must not return the new lease.
+fn semaphore_mutex_lost_guard_releases_only_its_own_lease(b: &dyn Backend) {
+    let path = format!("{}/locks/our-lock", b.root());
+    let (c1, c2) = (b.connect(), b.connect());
+    let m = InterProcessSemaphoreMutex::new(c1.client.clone(), &path).unwrap();
+    let other = InterProcessSemaphoreMutex::new(c2.client.clone(), &path).unwrap();
+    let lost = m.lock().unwrap();
+    c1.faults.expire();
+    assert_eq!(lost.state(), LockState::Lost);
+    let current = m
+        .try_lock_for(b.patience())
+        .unwrap()
+        .expect("acquired again in the new session");
+    assert!(
+        lost.unlock().is_ok(),
+        "a lost lease needs no release (the server deleted it)"
+    );
+    assert_eq!(current.state(), LockState::Held);
+    assert!(
+        other.try_lock_for(SHORT).unwrap().is_none(),
+        "another client got in: the lost guard returned the current lease"
+    );
+    drop(current);
+    assert!(other.try_lock_for(b.patience()).unwrap().is_some());
+}
+
+/// `release()` (Curator style, from any thread) must not return a lease that a guard of
+/// another thread holds: a typed error, and the guard keeps its lease.
+fn semaphore_mutex_release_leaves_another_threads_guard_alone(b: &dyn Backend) {
+    let path = format!("{}/locks/our-lock", b.root());
+    let (c1, c2) = (b.connect(), b.connect());
+    let m = InterProcessSemaphoreMutex::new(c1.client.clone(), &path).unwrap();
+    let other = InterProcessSemaphoreMutex::new(c2.client.clone(), &path).unwrap();
+    let guard = m.lock().unwrap();
+    let from_other_thread = thread::scope(|s| s.spawn(|| m.release()).join().unwrap());
+    assert!(
+        matches!(from_other_thread, Err(Error::NotOwner { .. })),
+        "{from_other_thread:?}"
+    );
+    assert_eq!(guard.state(), LockState::Held);
+    assert!(
+        other.try_lock_for(SHORT).unwrap().is_none(),
+        "another client got in while the guard held the lease"
+    );
+    guard.unlock().unwrap();
+    assert!(other.try_lock_for(b.patience()).unwrap().is_some());
+}
+
+/// A blip drops every watch; the maximum is then lowered to 1 by another client. The cached
+/// count must follow (re-armed after the reconnect), and the semaphore must not grant two
+/// leases.
+fn shared_count_follows_changes_after_a_blip(b: &dyn Backend) {
+    let root = b.root();
+    let count_path = format!("{root}/count");
+    let (c1, c2) = (b.connect(), b.connect());
+    let count = SharedCount::new(c1.client.clone(), &count_path, 2).unwrap();
+    let s = InterProcessSemaphoreV2::with_shared_count(
+        c1.client.clone(),
+        &format!("{root}/test"),
+        count.clone(),
+    )
+    .unwrap();
+    let (seen, values) = mpsc::channel();
+    count.subscribe(move |v| {
+        let _ = seen.send(v);
+    });
+    c1.faults.blip();
+    SharedCount::new(c2.client.clone(), &count_path, 2)
+        .unwrap()
+        .set_count(1)
+        .unwrap();
+    assert_eq!(
+        values.recv_timeout(b.patience()),
+        Ok(1),
+        "the count did not follow the change made after the blip"
+    );
+    let first = s.acquire_timeout(b.patience()).unwrap().expect("one lease");
+    assert!(
+        s.acquire_timeout(SHORT).unwrap().is_none(),
+        "two leases granted with a maximum of 1"
+    );
+    drop(first);
+}
+
 suite!([
     simple,
     simple2,
@@ -371,5 +456,8 @@ suite!([
     expiry_while_holding_lease,
     expiry_while_waiting_for_lease,
     semaphore_mutex_basics,
-    semaphore_mutex_two_clients_exclude
+    semaphore_mutex_two_clients_exclude,
+    semaphore_mutex_lost_guard_releases_only_its_own_lease,
+    semaphore_mutex_release_leaves_another_threads_guard_alone,
+    shared_count_follows_changes_after_a_blip,
 ]);

@@ -3,11 +3,14 @@
 
 use std::marker::PhantomData;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use crate::client::SharedClient;
 use crate::error::Result;
+use crate::session::ListenerId;
 
 use super::held::{HeldNode, LockState};
+use super::internals::{past, wake_on_session_change, Waiter};
 use super::InterProcessLock;
 
 /// Releases its lock when dropped. Not `Send`: a reentrant mutex is released by the thread
@@ -42,6 +45,11 @@ pub struct LockGuard<'a, L: InterProcessLock + ?Sized> {
 impl<'a, L: InterProcessLock + ?Sized> LockGuard<'a, L> {
     pub(crate) fn new(lock: &'a L) -> Self {
         let nodes = lock.held_nodes();
+        Self::with_nodes(lock, nodes)
+    }
+
+    /// A guard over the hold that `nodes` stand for.
+    pub(crate) fn with_nodes(lock: &'a L, nodes: Vec<Arc<HeldNode>>) -> Self {
         LockGuard {
             lock,
             nodes,
@@ -60,8 +68,12 @@ impl<'a, L: InterProcessLock + ?Sized> LockGuard<'a, L> {
         &self.nodes
     }
 
-    /// Held, Suspect (connection suspended) or Lost; the worst over all nodes held.
+    /// Held, Suspect (connection suspended) or Lost; the worst over all nodes held (`Lost` when
+    /// there are none).
     pub fn state(&self) -> LockState {
+        if self.nodes.is_empty() {
+            return LockState::Lost;
+        }
         let mut worst = LockState::Held;
         for n in &self.nodes {
             match n.state() {
@@ -81,15 +93,46 @@ impl<'a, L: InterProcessLock + ?Sized> LockGuard<'a, L> {
     /// Blocks until the lock may be lost (Suspect or Lost) or the timeout passes; returns the
     /// state then.
     pub fn wait_while_held(&self, timeout: Option<Duration>) -> LockState {
-        match self.nodes.as_slice() {
-            [] => LockState::Lost,
-            [one] => one.wait_while_held(timeout),
-            _ => {
-                // Every node shares one client per lock; watch the first, then report the worst.
-                self.nodes[0].wait_while_held(timeout);
-                self.state()
+        self.wait_while(timeout, |state| state == LockState::Held)
+    }
+
+    /// Blocks until the lock is `Lost` (a `Suspect` spell that ends in `Held` again does not
+    /// count) or the timeout passes; returns the state then.
+    pub fn wait_until_lost(&self, timeout: Option<Duration>) -> LockState {
+        self.wait_while(timeout, |state| state != LockState::Lost)
+    }
+
+    /// Blocks while `waiting(self.state())`. The state of every node changes only with its
+    /// client's session, and the nodes of a multi-lock may belong to different clients: each
+    /// of those sessions wakes the wait.
+    fn wait_while(
+        &self,
+        timeout: Option<Duration>,
+        waiting: impl Fn(LockState) -> bool,
+    ) -> LockState {
+        let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
+        let waiter = Arc::new(Waiter::default());
+        let mut clients: Vec<(&SharedClient, ListenerId)> = Vec::new();
+        for node in &self.nodes {
+            let client = node.client();
+            if !clients.iter().any(|(c, _)| Arc::ptr_eq(c, client)) {
+                clients.push((client, wake_on_session_change(client, &waiter)));
             }
         }
+        let state = loop {
+            // The round starts before the state is read: a change landing in between ends
+            // the wait at once instead of being missed until the next one.
+            waiter.next_round();
+            let state = self.state();
+            if !waiting(state) || past(deadline, Instant::now()) {
+                break state;
+            }
+            waiter.wait(deadline);
+        };
+        for (client, id) in clients {
+            client.session().unsubscribe(id);
+        }
+        state
     }
 
     /// The fencing token (the lock node's czxid; the largest one for a multi-lock).
@@ -104,14 +147,14 @@ impl<'a, L: InterProcessLock + ?Sized> LockGuard<'a, L> {
     /// Releases now and reports a failure (dropping the guard only logs it).
     pub fn unlock(mut self) -> Result<()> {
         self.released = true;
-        self.lock.release()
+        self.lock.release_hold(&self.nodes)
     }
 }
 
 impl<L: InterProcessLock + ?Sized> Drop for LockGuard<'_, L> {
     fn drop(&mut self) {
         if !self.released {
-            if let Err(e) = self.lock.release() {
+            if let Err(e) = self.lock.release_hold(&self.nodes) {
                 log::warn!("releasing lock on guard drop: {e}");
             }
         }

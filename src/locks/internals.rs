@@ -251,7 +251,7 @@ impl LockInternals {
                         });
                     };
                     retries += 1;
-                    if !self.pause_until_connected(sleep, deadline) {
+                    if !self.pause_until_connected(sleep, deadline)? {
                         return Ok(None);
                     }
                     prefix = protected_prefix();
@@ -271,7 +271,8 @@ impl LockInternals {
                 });
             };
             retries += 1;
-            if !self.pause_until_connected(sleep, deadline) {
+            // Closed: the session is over, and any node it made with it.
+            if !self.pause_until_connected(sleep, deadline)? {
                 self.delete_by_prefix_in_background(prefix);
                 return Ok(None);
             }
@@ -339,14 +340,21 @@ impl LockInternals {
         Ok(())
     }
 
-    /// Sleeps `sleep` (bounded by the deadline), then waits for a connection. False when the
-    /// deadline passed or the client closed.
-    fn pause_until_connected(&self, sleep: Duration, deadline: Option<Instant>) -> bool {
+    /// Sleeps `sleep` (bounded by the deadline), then waits for a connection. `Ok(false)` when
+    /// the deadline passed; a client closed meanwhile is [`Error::Closed`], not a timeout.
+    pub(crate) fn pause_until_connected(
+        &self,
+        sleep: Duration,
+        deadline: Option<Instant>,
+    ) -> Result<bool> {
         let wake = Instant::now() + sleep;
         let wake = deadline.map_or(wake, |d| d.min(wake));
         thread::sleep(wake.saturating_duration_since(Instant::now()));
         let s = self.client.session().wait_until_connected(deadline);
-        s.state.is_connected() && !past(deadline, Instant::now())
+        if s.state == ConnectionState::Closed {
+            return Err(Error::Closed);
+        }
+        Ok(s.state.is_connected() && !past(deadline, Instant::now()))
     }
 
     /// Looks for the child that a create with `prefix` may have made.
@@ -392,10 +400,11 @@ impl LockInternals {
                     match self.retry.next_retry(retries, start.elapsed()) {
                         Some(sleep) => {
                             retries += 1;
-                            if !self.pause_until_connected(sleep, deadline) {
-                                break Ok(LoopEnd::TimedOut);
+                            match self.pause_until_connected(sleep, deadline) {
+                                Ok(true) => continue,
+                                Ok(false) => break Ok(LoopEnd::TimedOut),
+                                Err(e) => break Err(e),
                             }
-                            continue;
                         }
                         None => break Err(Error::zk("get_children", self.base_path.clone(), code)),
                     }

@@ -16,6 +16,7 @@ pub mod internals;
 mod multi;
 mod mutex;
 mod read_write;
+mod rearm;
 mod revocation;
 mod semaphore;
 mod shared_count;
@@ -81,6 +82,22 @@ pub trait InterProcessLock: Send + Sync {
     /// The nodes through which the calling thread holds the lock (empty when it does not).
     fn held_nodes(&self) -> Vec<Arc<HeldNode>>;
 
+    /// Releases the one hold that `nodes` stand for (the nodes a [`LockGuard`] took the lock
+    /// through), and no other: this is what a guard calls. A lock whose holds belong to
+    /// threads releases the calling thread's hold (the default: [`Self::release`]); a lock
+    /// that any thread may release releases that hold only, and nothing when it is gone.
+    fn release_hold(&self, nodes: &[Arc<HeldNode>]) -> Result<()> {
+        let _ = nodes;
+        self.release()
+    }
+
+    /// The lock directories this lock takes its nodes in (for a multi-lock, those of all its
+    /// locks); empty when unknown (the default). [`InterProcessMultiLock`] refuses two locks
+    /// that share one: the second would wait for the first forever.
+    fn lock_paths(&self) -> Vec<String> {
+        Vec::new()
+    }
+
     /// Acquires and returns a guard that releases on drop.
     fn lock(&self) -> Result<LockGuard<'_, Self>>
     where
@@ -97,6 +114,19 @@ pub trait InterProcessLock: Send + Sync {
     {
         Ok(self.acquire_timeout(timeout)?.then(|| LockGuard::new(self)))
     }
+}
+
+/// Checks a lock's directory: a valid path, and not the root (a lock needs a directory of its
+/// own; its nodes would sit beside the whole tree).
+pub(crate) fn validate_lock_path(path: &str) -> Result<()> {
+    crate::paths::validate_path(path)?;
+    if path == "/" {
+        return Err(crate::Error::InvalidPath {
+            path: path.into(),
+            reason: "a lock needs its own directory, not the root",
+        });
+    }
+    Ok(())
 }
 
 /// The deadline for a timeout; `None` (wait forever) when it is too far to represent

@@ -42,37 +42,50 @@ impl std::fmt::Debug for InterProcessMultiLock {
 
 impl InterProcessMultiLock {
     /// Locks acquired in list order and released in reverse.
-    pub fn new(locks: Vec<Box<dyn InterProcessLock>>) -> Self {
+    ///
+    /// Two locks on one path (as told by [`InterProcessLock::lock_paths`]) are an
+    /// [`Error::InvalidArgument`]: the second would wait for the first forever.
+    pub fn new(locks: Vec<Box<dyn InterProcessLock>>) -> Result<Self> {
         let locks = locks
             .into_iter()
             .enumerate()
             .map(|(i, l)| (format!("#{i}"), l))
             .collect();
-        InterProcessMultiLock { locks }
+        Self::with_names(locks)
     }
 
-    /// Named locks (the names order them with [`Self::ordered_by_path`]).
-    pub fn with_names(locks: Vec<(String, Box<dyn InterProcessLock>)>) -> Self {
-        InterProcessMultiLock { locks }
-    }
-
-    /// A mutex per path, acquired in the order given.
-    ///
-    /// A path listed twice is an [`Error::InvalidArgument`]: its two mutexes would be two
-    /// contenders, and the second would wait for the first forever.
-    pub fn from_paths(client: SharedClient, paths: &[&str]) -> Result<Self> {
-        let mut locks = Vec::with_capacity(paths.len());
-        for (i, p) in paths.iter().enumerate() {
-            if paths[..i].contains(p) {
-                return Err(Error::InvalidArgument {
-                    name: "paths",
-                    reason: format!("{p:?} is listed twice: the multi-lock would wait for itself"),
-                });
+    /// Named locks (the names order them with [`Self::ordered_by_path`]); two locks on one
+    /// path are refused as by [`Self::new`].
+    pub fn with_names(locks: Vec<(String, Box<dyn InterProcessLock>)>) -> Result<Self> {
+        let mut seen: Vec<String> = Vec::new();
+        for (_, lock) in &locks {
+            for path in lock.lock_paths() {
+                if seen.contains(&path) {
+                    return Err(Error::InvalidArgument {
+                        name: "locks",
+                        reason: format!(
+                            "two locks on {path:?}: the multi-lock would wait for itself"
+                        ),
+                    });
+                }
+                seen.push(path);
             }
-            let m: Box<dyn InterProcessLock> = Box::new(InterProcessMutex::new(client.clone(), p)?);
-            locks.push((p.to_string(), m));
         }
         Ok(InterProcessMultiLock { locks })
+    }
+
+    /// A mutex per path, acquired in the order given; a path listed twice is refused as by
+    /// [`Self::new`].
+    pub fn from_paths(client: SharedClient, paths: &[&str]) -> Result<Self> {
+        let locks = paths
+            .iter()
+            .map(|p| {
+                let m: Box<dyn InterProcessLock> =
+                    Box::new(InterProcessMutex::new(client.clone(), p)?);
+                Ok((p.to_string(), m))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Self::with_names(locks)
     }
 
     /// Acquire in name (path) order instead of list order: two multi-locks over the same paths,
@@ -119,6 +132,22 @@ impl InterProcessMultiLock {
     }
 }
 
+impl InterProcessMultiLock {
+    /// Releases every lock in reverse order with `release`, going on after failures.
+    fn release_each(&self, release: impl Fn(&dyn InterProcessLock) -> Result<()>) -> Result<()> {
+        let mut failures = Vec::new();
+        for (_, lock) in self.locks.iter().rev() {
+            if let Err(e) = release(lock.as_ref()) {
+                failures.push(e);
+            }
+        }
+        match failures.len() {
+            0 => Ok(()),
+            _ => Err(Error::Multiple(failures)),
+        }
+    }
+}
+
 impl InterProcessLock for InterProcessMultiLock {
     fn acquire(&self) -> Result<()> {
         self.acquire_all(None, false).map(|_| ())
@@ -130,16 +159,12 @@ impl InterProcessLock for InterProcessMultiLock {
 
     /// Releases every lock in reverse order, going on after failures; the error lists them all.
     fn release(&self) -> Result<()> {
-        let mut failures = Vec::new();
-        for (_, lock) in self.locks.iter().rev() {
-            if let Err(e) = lock.release() {
-                failures.push(e);
-            }
-        }
-        match failures.len() {
-            0 => Ok(()),
-            _ => Err(Error::Multiple(failures)),
-        }
+        self.release_each(|lock| lock.release())
+    }
+
+    /// Like [`Self::release`], each lock releasing only its part of the guard's hold.
+    fn release_hold(&self, nodes: &[Arc<HeldNode>]) -> Result<()> {
+        self.release_each(|lock| lock.release_hold(nodes))
     }
 
     fn is_acquired_in_this_process(&self) -> bool {
@@ -152,6 +177,13 @@ impl InterProcessLock for InterProcessMultiLock {
         self.locks
             .iter()
             .flat_map(|(_, l)| l.held_nodes())
+            .collect()
+    }
+
+    fn lock_paths(&self) -> Vec<String> {
+        self.locks
+            .iter()
+            .flat_map(|(_, l)| l.lock_paths())
             .collect()
     }
 }

@@ -10,14 +10,13 @@ use parking_lot::Mutex;
 
 use crate::client::SharedClient;
 use crate::error::{Error, Result};
-use crate::paths;
 use crate::retry::{ExponentialBackoffRetry, RetryPolicy};
 
 use super::driver::{LockDriver, StandardDriver};
-use super::held::HeldNode;
+use super::held::{HeldNode, LockState};
 use super::internals::{LockInternals, NodeKind};
 use super::revocation::{RevocationListener, RevocationWatch};
-use super::{deadline_after, default_node_data, InterProcessLock};
+use super::{deadline_after, default_node_data, validate_lock_path, InterProcessLock};
 
 /// Curator's `InterProcessMutex.LOCK_NAME`.
 pub const LOCK_NAME: &str = "lock-";
@@ -33,8 +32,9 @@ struct Owner {
 /// A reentrant mutex across processes (Curator's `InterProcessMutex`).
 ///
 /// Reentrancy is per (object, thread): a thread that holds it may acquire it again (a count,
-/// no ZooKeeper traffic) and must release as often. Two objects on the same path are two
-/// contenders, even in one thread.
+/// no ZooKeeper traffic but one read after a reconnect) and must release as often. Re-entering a hold that was lost with its
+/// session is [`Error::SessionLost`]. Two objects on the same path are two contenders, even in
+/// one thread.
 ///
 /// ```
 /// use std::sync::Arc;
@@ -70,13 +70,7 @@ impl InterProcessMutex {
         path: &str,
         driver: Arc<dyn LockDriver>,
     ) -> Result<InterProcessMutex> {
-        paths::validate_path(path)?;
-        if path == "/" {
-            return Err(Error::InvalidPath {
-                path: path.into(),
-                reason: "a lock needs its own directory, not the root",
-            });
-        }
+        validate_lock_path(path)?;
         Ok(InterProcessMutex {
             internals: LockInternals::new(
                 client,
@@ -116,8 +110,19 @@ impl InterProcessMutex {
     /// Like [`InterProcessLock::acquire_timeout`]; `None` waits without limit.
     pub(crate) fn acquire_with(&self, timeout: Option<Duration>, kind: NodeKind) -> Result<bool> {
         let me = thread::current().id();
-        if let Some(owner) = self.owners.lock().get_mut(&me) {
-            owner.count += 1;
+        // Only this thread changes its own entry, so it cannot go between the two looks (the
+        // state may cost one read after a reconnect: not under the lock).
+        if let Some(node) = self.held_node() {
+            // A hold lost with its session is not ours to re-enter: another client may hold
+            // the lock now. The thread releases it (as often as it took it) and acquires again.
+            if node.state() == LockState::Lost {
+                return Err(Error::SessionLost {
+                    path: self.path().to_string(),
+                });
+            }
+            if let Some(owner) = self.owners.lock().get_mut(&me) {
+                owner.count += 1;
+            }
             return Ok(true);
         }
         let deadline = timeout.and_then(deadline_after);
@@ -210,8 +215,26 @@ impl InterProcessLock for InterProcessMutex {
         }
     }
 
+    /// Releases the calling thread's hold when it is the one `nodes` stand for. A guard whose
+    /// hold is over (lost with its session and replaced by a newer hold of this thread, or
+    /// released already) leaves the current hold alone.
+    fn release_hold(&self, nodes: &[Arc<HeldNode>]) -> Result<()> {
+        match self.held_node() {
+            Some(node) if nodes.iter().any(|n| Arc::ptr_eq(n, &node)) => self.release(),
+            // Lost with its session: the server deleted it, nothing is left to release.
+            _ if nodes.iter().all(|n| n.state() == LockState::Lost) => Ok(()),
+            _ => Err(Error::NotOwner {
+                path: self.path().to_string(),
+            }),
+        }
+    }
+
     fn is_acquired_in_this_process(&self) -> bool {
         !self.owners.lock().is_empty()
+    }
+
+    fn lock_paths(&self) -> Vec<String> {
+        vec![self.path().to_string()]
     }
 
     fn held_nodes(&self) -> Vec<Arc<HeldNode>> {

@@ -15,7 +15,7 @@ use crate::error::{Error, Result};
 use crate::paths;
 
 use super::driver::{standard_sort_key, Decision, LockDriver};
-use super::held::HeldNode;
+use super::held::{HeldNode, LockState};
 use super::internals::NodeKind;
 use super::mutex::InterProcessMutex;
 use super::InterProcessLock;
@@ -88,7 +88,7 @@ impl LockDriver for ReadDriver {
     fn decide(&self, sorted: &[String], our_index: usize) -> Decision {
         // Called on the acquiring thread: a downgrading write holder reads at once (its own
         // write node, with the same sequence, may sort either side of its read node).
-        if self.write.is_owned_by_current_thread() {
+        if held_write_node(&self.write).is_some_and(|w| sorted.contains(&w)) {
             return Decision::Acquired;
         }
         let mut writers = sorted[..our_index].iter().filter(|c| is_writer(c));
@@ -101,6 +101,15 @@ impl LockDriver for ReadDriver {
             },
         }
     }
+}
+
+/// The name of the calling thread's write node while that node is not lost: a write node lost
+/// with its session (or found deleted) is not ours, and a downgrade from it would let a reader
+/// in beside the writer that took over. `Suspect` still counts: a read node created before the
+/// client learns of a loss is created in the write node's session, and dies with it.
+fn held_write_node(write: &InterProcessMutex) -> Option<String> {
+    let node = write.held_node()?;
+    (node.state() != LockState::Lost).then(|| paths::node_name(node.path()).to_string())
 }
 
 /// A read/write lock across processes (Curator's `InterProcessReadWriteLock`).
@@ -207,23 +216,38 @@ impl ReadLock {
     }
 
     fn acquire_with(&self, timeout: Option<Duration>) -> Result<bool> {
-        let kind = match self.downgrade_sequence()? {
-            Some(seq) => NodeKind::WithSequence(seq),
-            None => NodeKind::Sequential,
+        let Some(seq) = self.downgrade_sequence()? else {
+            return self.read.acquire_with(timeout, NodeKind::Sequential);
         };
-        self.read.acquire_with(timeout, kind)
+        let deadline = timeout.and_then(super::deadline_after);
+        if !self
+            .read
+            .acquire_with(timeout, NodeKind::WithSequence(seq))?
+        {
+            return Ok(false);
+        }
+        // The read node borrowed the write node's place in the queue; that is only right when
+        // the write node lived until the read node existed. If the write lock was lost in
+        // between (its session with it), a writer may hold the lock now: give the place back
+        // and queue as any reader.
+        if held_write_node(&self.write).is_some() {
+            return Ok(true);
+        }
+        self.read.release()?;
+        let left = deadline.map(|d| d.saturating_duration_since(std::time::Instant::now()));
+        self.read.acquire_with(left, NodeKind::Sequential)
     }
 
-    /// When this thread holds the write lock (and not yet the read lock), the read node takes
-    /// the write node's sequence.
+    /// When this thread holds the write lock, not lost (and not yet the read lock), the read
+    /// node takes the write node's sequence.
     fn downgrade_sequence(&self) -> Result<Option<i32>> {
         if self.read.is_owned_by_current_thread() {
             return Ok(None);
         }
-        let Some(node) = self.write.held_node() else {
+        let Some(name) = held_write_node(&self.write) else {
             return Ok(None);
         };
-        let name = paths::node_name(node.path());
+        let name = name.as_str();
         match paths::sequence_after(name, WRITE_LOCK_NAME) {
             Some(seq) => Ok(Some(seq)),
             None => Err(Error::InvalidArgument {
@@ -250,12 +274,20 @@ impl InterProcessLock for ReadLock {
         self.read.release()
     }
 
+    fn release_hold(&self, nodes: &[Arc<HeldNode>]) -> Result<()> {
+        self.read.release_hold(nodes)
+    }
+
     fn is_acquired_in_this_process(&self) -> bool {
         self.read.is_acquired_in_this_process()
     }
 
     fn held_nodes(&self) -> Vec<Arc<HeldNode>> {
         self.read.held_nodes()
+    }
+
+    fn lock_paths(&self) -> Vec<String> {
+        self.read.lock_paths()
     }
 }
 
@@ -297,12 +329,20 @@ impl InterProcessLock for WriteLock {
         self.write.release()
     }
 
+    fn release_hold(&self, nodes: &[Arc<HeldNode>]) -> Result<()> {
+        self.write.release_hold(nodes)
+    }
+
     fn is_acquired_in_this_process(&self) -> bool {
         self.write.is_acquired_in_this_process()
     }
 
     fn held_nodes(&self) -> Vec<Arc<HeldNode>> {
         self.write.held_nodes()
+    }
+
+    fn lock_paths(&self) -> Vec<String> {
+        self.write.lock_paths()
     }
 }
 

@@ -3,11 +3,11 @@
 //! and is expected to release. Wire-compatible in both directions with Curator's `Revoker`.
 
 use std::sync::Arc;
-use std::thread;
 
 use crate::client::{EventType, SharedClient, ZkError};
 use crate::error::{Error, Result};
-use crate::session::{ListenerId, SessionSnapshot};
+
+use super::rearm::{spawn, OnReconnect};
 
 /// The exact bytes Curator writes to ask for revocation.
 pub const REVOKE_MESSAGE: &[u8] = b"__REVOKE__";
@@ -53,11 +53,10 @@ impl Revoker {
 pub(crate) type RevocationListener = Arc<dyn Fn() + Send + Sync>;
 
 /// Keeps a revocation watch on a held node for as long as it lives: armed now, and armed again
-/// after every reconnect (watches do not survive one on the `zookeeper` crate). Dropping it
-/// stops the re-arming.
+/// after every reconnect. Dropping it stops the re-arming.
+#[derive(Debug)]
 pub(crate) struct RevocationWatch {
-    client: SharedClient,
-    listener_id: ListenerId,
+    _rearm: OnReconnect,
 }
 
 impl RevocationWatch {
@@ -68,38 +67,17 @@ impl RevocationWatch {
         listener: RevocationListener,
     ) -> Self {
         let (c, p, l) = (client.clone(), node_path.clone(), listener.clone());
-        let listener_id = client.session().subscribe(move |s: &SessionSnapshot| {
-            if !s.state.is_connected() {
-                return;
-            }
-            // Session listeners must not call the client: re-arm from a thread.
-            let (c, p, l) = (c.clone(), p.clone(), l.clone());
-            let spawned = thread::Builder::new()
-                .name("zk-locks-revocation".into())
-                .spawn(move || watch_for_revocation(c, p, l));
-            if let Err(e) = spawned {
-                log::error!("revocation watch: cannot start a thread: {e}");
-            }
-        });
-        watch_for_revocation(client.clone(), node_path, listener);
-        RevocationWatch {
-            client,
-            listener_id,
-        }
+        let rearm = OnReconnect::start(
+            client.clone(),
+            THREAD_NAME,
+            Arc::new(move || watch_for_revocation(c.clone(), p.clone(), l.clone())),
+        );
+        watch_for_revocation(client, node_path, listener);
+        RevocationWatch { _rearm: rearm }
     }
 }
 
-impl Drop for RevocationWatch {
-    fn drop(&mut self) {
-        self.client.session().unsubscribe(self.listener_id);
-    }
-}
-
-impl std::fmt::Debug for RevocationWatch {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("RevocationWatch")
-    }
-}
+const THREAD_NAME: &str = "zk-locks-revocation";
 
 /// Watches `node_path` for `__REVOKE__`. The watch callback only hands off to a short-lived
 /// thread, which re-reads the data (watch callbacks must never call the client) and re-arms
@@ -112,12 +90,7 @@ fn watch_for_revocation(client: SharedClient, node_path: String, listener: Revoc
         if event.event_type == EventType::NodeDeleted {
             return;
         }
-        let spawned = thread::Builder::new()
-            .name("zk-locks-revocation".into())
-            .spawn(move || watch_for_revocation(c, p, l));
-        if let Err(e) = spawned {
-            log::error!("revocation watch: cannot start a thread: {e}");
-        }
+        spawn(THREAD_NAME, move || watch_for_revocation(c, p, l));
     });
     match client.get_data(&node_path, Some(watcher)) {
         Ok((data, _)) if data == REVOKE_MESSAGE => {

@@ -6,6 +6,7 @@
 //! most the maximum; the admission mutex is released after each lease.
 
 use std::sync::Arc;
+use std::thread::{self, ThreadId};
 use std::time::{Duration, Instant};
 
 use crate::client::{SharedClient, ZkError};
@@ -20,7 +21,7 @@ use super::internals::{
 };
 use super::mutex::InterProcessMutex;
 use super::shared_count::SharedCount;
-use super::{deadline_after, default_node_data, InterProcessLock};
+use super::{deadline_after, default_node_data, validate_lock_path, InterProcessLock, LockGuard};
 
 /// Curator's admission directory name.
 pub const LOCK_PARENT: &str = "locks";
@@ -78,7 +79,7 @@ impl InterProcessSemaphoreV2 {
     }
 
     fn build(client: SharedClient, path: &str, max: MaxLeases) -> Result<Self> {
-        paths::validate_path(path)?;
+        validate_lock_path(path)?;
         let admission = InterProcessMutex::new(client.clone(), &paths::join(path, LOCK_PARENT))?;
         let leases = LockInternals::new(
             client,
@@ -284,9 +285,11 @@ impl InterProcessSemaphoreV2 {
                 {
                     Some(sleep) => {
                         retries += 1;
-                        std::thread::sleep(sleep);
-                        client.session().wait_until_connected(deadline);
-                        continue;
+                        match self.leases.pause_until_connected(sleep, deadline) {
+                            Ok(true) => continue,
+                            Ok(false) => break Ok(Granted::TimedOut),
+                            Err(e) => break Err(e),
+                        }
                     }
                     None => break Err(Error::zk("get_children", leases_path.clone(), code)),
                 },
@@ -417,11 +420,25 @@ impl Drop for Lease {
 /// A mutex made of a one-lease semaphore (Curator's `InterProcessSemaphoreMutex`).
 ///
 /// **Not reentrant**: a second acquire by the holding thread waits (or times out) like any
-/// other contender. It may be released from any thread.
+/// other contender.
+///
+/// A lease taken with [`InterProcessLock::acquire`] may be released from any thread, as in
+/// Curator. A lease taken with [`InterProcessLock::lock`] or
+/// [`InterProcessLock::try_lock_for`] belongs to its guard: the guard returns that lease and
+/// no other (after a session loss, this object may hold a newer lease by then), and
+/// [`InterProcessLock::release`] from another thread is [`Error::NotOwner`] and leaves it
+/// alone.
 #[derive(Debug)]
 pub struct InterProcessSemaphoreMutex {
     semaphore: InterProcessSemaphoreV2,
-    lease: parking_lot::Mutex<Option<Lease>>,
+    lease: parking_lot::Mutex<Option<StoredLease>>,
+}
+
+/// The lease this object holds, and the thread whose guard owns it (if a guard does).
+#[derive(Debug)]
+struct StoredLease {
+    lease: Lease,
+    guard_thread: Option<ThreadId>,
 }
 
 impl InterProcessSemaphoreMutex {
@@ -443,24 +460,36 @@ impl InterProcessSemaphoreMutex {
         self.semaphore.participant_nodes()
     }
 
-    fn store(&self, lease: Lease) {
-        // A lease that was still stored (another thread acquired while one was held, which only
-        // a session loss makes possible) is returned.
-        let _old = self.lease.lock().replace(lease);
+    /// Keeps `lease` (owned by the calling thread's guard when `for_guard`); returns its node.
+    fn store(&self, lease: Lease, for_guard: bool) -> Arc<HeldNode> {
+        let node = lease.node.clone();
+        let stored = StoredLease {
+            lease,
+            guard_thread: for_guard.then(|| thread::current().id()),
+        };
+        // A lease still stored here was lost with its session (one lease: nothing else lets
+        // a second one be granted); dropping it deletes nothing of the new session.
+        let _old = self.lease.lock().replace(stored);
+        node
+    }
+
+    fn guard(&self, lease: Lease) -> LockGuard<'_, Self> {
+        let node = self.store(lease, true);
+        LockGuard::with_nodes(self, vec![node])
     }
 }
 
 impl InterProcessLock for InterProcessSemaphoreMutex {
     fn acquire(&self) -> Result<()> {
         let lease = self.semaphore.acquire()?;
-        self.store(lease);
+        self.store(lease, false);
         Ok(())
     }
 
     fn acquire_timeout(&self, timeout: Duration) -> Result<bool> {
         match self.semaphore.acquire_timeout(timeout)? {
             Some(lease) => {
-                self.store(lease);
+                self.store(lease, false);
                 Ok(true)
             }
             None => Ok(false),
@@ -469,9 +498,33 @@ impl InterProcessLock for InterProcessSemaphoreMutex {
 
     fn release(&self) -> Result<()> {
         // Taken out before closing, so a concurrent acquire never sees a closed lease (CURATOR-376).
-        let lease = self.lease.lock().take();
-        match lease {
-            Some(lease) => lease.close(),
+        let stored = {
+            let mut slot = self.lease.lock();
+            let guard_thread = slot.as_ref().and_then(|s| s.guard_thread);
+            if guard_thread.is_some_and(|t| t != thread::current().id()) {
+                return Err(Error::NotOwner {
+                    path: self.path().to_string(),
+                });
+            }
+            slot.take()
+        };
+        match stored {
+            Some(s) => s.lease.close(),
+            None => Err(Error::NotAcquired {
+                path: self.path().to_string(),
+            }),
+        }
+    }
+
+    fn release_hold(&self, nodes: &[Arc<HeldNode>]) -> Result<()> {
+        let stored = self
+            .lease
+            .lock()
+            .take_if(|s| nodes.iter().any(|n| Arc::ptr_eq(n, &s.lease.node)));
+        match stored {
+            Some(s) => s.lease.close(),
+            // Lost with its session: the server deleted it, nothing is left to return.
+            None if nodes.iter().all(|n| n.state() == LockState::Lost) => Ok(()),
             None => Err(Error::NotAcquired {
                 path: self.path().to_string(),
             }),
@@ -486,8 +539,24 @@ impl InterProcessLock for InterProcessSemaphoreMutex {
         self.lease
             .lock()
             .as_ref()
-            .map(|l| l.node.clone())
+            .map(|s| s.lease.node.clone())
             .into_iter()
             .collect()
+    }
+
+    fn lock_paths(&self) -> Vec<String> {
+        vec![self.path().to_string()]
+    }
+
+    fn lock(&self) -> Result<LockGuard<'_, Self>> {
+        let lease = self.semaphore.acquire()?;
+        Ok(self.guard(lease))
+    }
+
+    fn try_lock_for(&self, timeout: Duration) -> Result<Option<LockGuard<'_, Self>>> {
+        Ok(self
+            .semaphore
+            .acquire_timeout(timeout)?
+            .map(|lease| self.guard(lease)))
     }
 }

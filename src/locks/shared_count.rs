@@ -1,29 +1,48 @@
 //! `SharedCount`: an integer in a node that every process can read, change and watch —
 //! Curator's `SharedCount` (4-byte big-endian), used as a semaphore's maximum number of leases.
 
-use std::sync::atomic::{AtomicI32, Ordering};
-use std::sync::Arc;
-use std::thread;
+use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
 use crate::client::{CreateMode, SharedClient, ZkError};
 use crate::error::{Error, Result};
 use crate::paths;
+use crate::session::ConnectionState;
+
+use super::rearm::{spawn, OnReconnect};
 
 type CountListener = Arc<dyn Fn(i32) + Send + Sync>;
+
+const THREAD_NAME: &str = "zk-locks-shared-count";
+
+/// The longest pause between two tries of a failed read.
+const MAX_PAUSE: Duration = Duration::from_secs(2);
 
 struct Shared {
     client: SharedClient,
     path: String,
     value: AtomicI32,
+    /// The `mzxid` the cached value was read at: a late reply to an older read (two reads
+    /// can race after a reconnect) never replaces a newer value.
+    applied_mzxid: Mutex<i64>,
+    /// Numbers the reads that arm a watch; `armed` is the newest that succeeded. Only its
+    /// watch refreshes: watches of older reads that are still set (a reconnect that kept
+    /// them) would each start a refresh of their own, one more after every reconnect.
+    next_read: AtomicU64,
+    armed: AtomicU64,
     listeners: Mutex<Vec<(u64, CountListener)>>,
     next_listener: Mutex<u64>,
+    /// Reads (and re-arms) the count after every reconnect; dropped with the count.
+    _rearm: OnReconnect,
 }
 
 /// A shared integer (Curator's `SharedCount`, same encoding: 4 bytes, big-endian).
 ///
-/// The value is cached and kept current by a data watch; listeners are told of each change.
+/// The value is cached and kept current by a data watch, armed again after every reconnect
+/// and retried when a read fails; listeners are told of each change.
 ///
 /// ```
 /// use zk_locks::client::memory::MemoryEnsemble;
@@ -62,12 +81,23 @@ impl SharedCount {
     pub fn new(client: SharedClient, path: &str, seed: i32) -> Result<SharedCount> {
         paths::validate_path(path)?;
         ensure_node(&client, path, &seed.to_be_bytes())?;
-        let shared = Arc::new(Shared {
-            client,
-            path: path.to_string(),
-            value: AtomicI32::new(seed),
-            listeners: Mutex::new(Vec::new()),
-            next_listener: Mutex::new(0),
+        let shared = Arc::new_cyclic(|weak: &Weak<Shared>| {
+            let weak = weak.clone();
+            Shared {
+                client: client.clone(),
+                path: path.to_string(),
+                value: AtomicI32::new(seed),
+                applied_mzxid: Mutex::new(i64::MIN),
+                next_read: AtomicU64::new(0),
+                armed: AtomicU64::new(0),
+                listeners: Mutex::new(Vec::new()),
+                next_listener: Mutex::new(0),
+                _rearm: OnReconnect::start(
+                    client,
+                    THREAD_NAME,
+                    Arc::new(move || keep_current(&weak)),
+                ),
+            }
         });
         refresh(&shared)?;
         Ok(SharedCount { shared })
@@ -81,10 +111,12 @@ impl SharedCount {
     /// Writes a new value (whatever the current version).
     pub fn set_count(&self, value: i32) -> Result<()> {
         let s = &self.shared;
-        s.client
+        let stat = s
+            .client
             .set_data(&s.path, &value.to_be_bytes(), None)
             .map_err(|c| Error::zk("set_data", s.path.clone(), c))?;
-        refresh(s)
+        apply(s, stat.mzxid, value);
+        Ok(())
     }
 
     /// Calls `listener` with each new value (on a background thread; keep it short).
@@ -125,27 +157,23 @@ fn ensure_node(client: &SharedClient, path: &str, data: &[u8]) -> Result<()> {
     Ok(())
 }
 
-/// Re-reads the value with a watch; the watch hands off to a thread that refreshes again
-/// (watch callbacks never call the client).
+/// Reads the value and arms a watch whose firing reads it again (from a thread: watch
+/// callbacks never call the client).
 fn refresh(shared: &Arc<Shared>) -> Result<()> {
+    let read = shared.next_read.fetch_add(1, Ordering::SeqCst) + 1;
     let weak = Arc::downgrade(shared);
     let watcher = Box::new(move |_event: crate::client::WatchedEvent| {
         let Some(shared) = weak.upgrade() else { return };
-        let spawned = thread::Builder::new()
-            .name("zk-locks-shared-count".into())
-            .spawn(move || {
-                if let Err(e) = refresh(&shared) {
-                    log::warn!("shared count {}: {e}", shared.path);
-                }
-            });
-        if let Err(e) = spawned {
-            log::error!("shared count: cannot start a thread: {e}");
+        if shared.armed.load(Ordering::SeqCst) == read {
+            let weak = Arc::downgrade(&shared);
+            spawn(THREAD_NAME, move || keep_current(&weak));
         }
     });
-    let (data, _) = shared
+    let (data, stat) = shared
         .client
         .get_data(&shared.path, Some(watcher))
         .map_err(|c| Error::zk("get_data", shared.path.clone(), c))?;
+    shared.armed.fetch_max(read, Ordering::SeqCst);
     let Some(value) = decode_count(&data) else {
         return Err(Error::InvalidArgument {
             name: "shared count",
@@ -156,16 +184,60 @@ fn refresh(shared: &Arc<Shared>) -> Result<()> {
             ),
         });
     };
-    if shared.value.swap(value, Ordering::SeqCst) != value {
-        let listeners: Vec<CountListener> = shared
-            .listeners
-            .lock()
-            .iter()
-            .map(|(_, l)| l.clone())
-            .collect();
-        for l in listeners {
-            l(value);
+    apply(shared, stat.mzxid, value);
+    Ok(())
+}
+
+/// Caches `value`, read at `mzxid`, unless a newer one is cached; tells the listeners when it
+/// changed.
+fn apply(shared: &Shared, mzxid: i64, value: i32) {
+    {
+        let mut applied = shared.applied_mzxid.lock();
+        if mzxid < *applied {
+            return;
+        }
+        *applied = mzxid;
+        if shared.value.swap(value, Ordering::SeqCst) == value {
+            return;
         }
     }
-    Ok(())
+    let listeners: Vec<CountListener> = shared
+        .listeners
+        .lock()
+        .iter()
+        .map(|(_, l)| l.clone())
+        .collect();
+    for l in listeners {
+        l(value);
+    }
+}
+
+/// Reads the count until a read succeeds (and so arms the watch), pausing between tries until
+/// the next session change or a growing delay. A failed read sets no watch: without a retry the
+/// count would stay frozen. Stops when the count is dropped, the client closed, or the error
+/// cannot go away by retrying (the watch is then armed, or a new session re-arms it).
+fn keep_current(weak: &Weak<Shared>) {
+    let mut pause = Duration::from_millis(50);
+    loop {
+        let Some(shared) = weak.upgrade() else { return };
+        let before = shared.client.session().snapshot();
+        if before.state == ConnectionState::Closed {
+            return;
+        }
+        let code = match refresh(&shared) {
+            Ok(()) => return,
+            Err(Error::Zk { code, .. }) if code.is_retryable() || code == ZkError::NoNode => code,
+            Err(e) => {
+                log::warn!("shared count {}: {e}", shared.path);
+                return;
+            }
+        };
+        log::debug!("shared count {}: {code}; reading again", shared.path);
+        let client = shared.client.clone();
+        drop(shared); // waiting must not keep a dropped count alive
+        client
+            .session()
+            .wait_for_change(before.epoch, Some(Instant::now() + pause));
+        pause = (pause * 2).min(MAX_PAUSE);
+    }
 }
