@@ -25,7 +25,7 @@ use parking_lot::{Condvar, Mutex};
 use crate::client::{CreateMode, EventType, SharedClient, ZkError};
 use crate::error::{Error, Result};
 use crate::paths;
-use crate::retry::RetryPolicy;
+use crate::retry::{Retries, RetryPolicy, RetryStep};
 use crate::session::{ConnectionState, ListenerId, SessionSnapshot};
 
 use super::driver::{sort_children, Decision, LockDriver};
@@ -55,6 +55,18 @@ pub enum NodeKind {
     /// EPHEMERAL with this sequence written by us: the read node of a write→read downgrade
     /// takes its write node's sequence, so a writer queued behind stays behind (CURATOR-621).
     WithSequence(i32),
+}
+
+/// How a pause before a retry ended.
+enum Resume {
+    /// Connected again: retry now.
+    Ready,
+    /// The deadline passed.
+    Deadline,
+    /// The client was closed.
+    Closed,
+    /// The retry policy gives up.
+    Exhausted,
 }
 
 /// Why the wait loop stopped without the lock.
@@ -175,7 +187,7 @@ impl LockInternals {
         kind: NodeKind,
     ) -> Result<Option<HeldNode>> {
         let start = Instant::now();
-        let mut retries = 0u32;
+        let mut retries = Retries::new(self.retry.as_ref(), start, deadline);
         loop {
             if self.client.session().state() == ConnectionState::Closed {
                 return Err(Error::Closed);
@@ -184,23 +196,24 @@ impl LockInternals {
             let Some((our_path, before)) = created else {
                 return Ok(None); // the deadline passed while the connection was down
             };
-            let mut cleanup = NodeCleanup::new(self, &our_path, before);
-            match self.wait_loop(&our_path, deadline)? {
+            let cleanup = NodeCleanup::new(self, &our_path, deadline);
+            match self.wait_loop(&our_path, before, deadline)? {
                 LoopEnd::Acquired => {
                     cleanup.disarm();
                     return Ok(Some(HeldNode::new(self.client.clone(), our_path, before)));
                 }
                 LoopEnd::TimedOut => return Ok(None), // cleanup deletes our node
                 LoopEnd::OurNodeGone => {
-                    cleanup.disarm(); // nothing to delete: it is gone
-                    match self.retry.next_retry(retries, start.elapsed()) {
-                        Some(sleep) if !past(deadline, Instant::now() + sleep) => {
-                            log::info!("lock node {our_path} vanished (session lost?); retrying");
-                            retries += 1;
-                            thread::sleep(sleep);
+                    // Our node belongs to a lost session: gone, or still listed until the
+                    // server expires it, or alive in a session we were not told about. Its name
+                    // is ours alone, so it is deleted by path before we queue again.
+                    drop(cleanup);
+                    match retries.next() {
+                        RetryStep::Again { .. } => {
+                            log::info!("lock node {our_path} lost with its session; retrying");
                         }
-                        Some(_) => return Ok(None),
-                        None => {
+                        RetryStep::DeadlinePassed => return Ok(None),
+                        RetryStep::Exhausted => {
                             return Err(Error::SessionLost {
                                 path: self.base_path.clone(),
                             })
@@ -213,8 +226,8 @@ impl LockInternals {
 
     /// Creates our node under a fresh protection prefix; handles a missing parent and a
     /// connection loss with an unknown outcome. Returns the node's path and the session as it
-    /// was just before the create that made it (a later session loss means the node is gone);
-    /// `Ok(None)` when the deadline passed.
+    /// was just before the create that made it (a later session loss means the node may not be
+    /// ours any more); `Ok(None)` when the deadline passed.
     pub(crate) fn create_protected(
         &self,
         data: &[u8],
@@ -222,15 +235,27 @@ impl LockInternals {
         deadline: Option<Instant>,
         start: Instant,
     ) -> Result<Option<(String, SessionSnapshot)>> {
+        let mut retries = Retries::new(self.retry.as_ref(), start, deadline);
         let mut prefix = protected_prefix();
-        let mut retries = 0u32;
         // A container parent can be reaped between our creates: recreate it a few times.
         let mut parent_creations = 0;
         loop {
             let (path, mode) = self.node_path(&prefix, kind);
             let before = self.client.session().snapshot();
-            let code = match self.client.create(&path, data, mode) {
-                Ok(actual) => return Ok(Some((actual, before))),
+            let mut code = match self.client.create(&path, data, mode) {
+                Ok(actual) if self.client.session().snapshot().losses == before.losses => {
+                    return Ok(Some((actual, before)))
+                }
+                Ok(actual) => {
+                    // A session was lost while the create ran: the node may live in the new
+                    // session, where nothing would ever delete it. Delete it (the name is ours
+                    // alone) and create again.
+                    if let Err(e) = delete_guaranteed(&self.client, &actual, &*self.retry, deadline)
+                    {
+                        log::warn!("deleting {actual}, created across a session loss: {e}");
+                    }
+                    ZkError::SessionExpired
+                }
                 Err(code) => code,
             };
             match code {
@@ -244,59 +269,90 @@ impl LockInternals {
                 code if code.is_retryable() => {}
                 // The session ended before the create was applied in it: nothing of ours
                 // can exist. Create again on the next session (under the retry policy).
-                ZkError::SessionExpired => {
-                    let Some(sleep) = self.retry.next_retry(retries, start.elapsed()) else {
+                ZkError::SessionExpired => match self.retry_when_connected(&mut retries) {
+                    Resume::Ready => {
+                        prefix = protected_prefix();
+                        continue;
+                    }
+                    Resume::Deadline => return Ok(None),
+                    Resume::Closed => return Err(Error::Closed),
+                    Resume::Exhausted => {
                         return Err(Error::SessionLost {
                             path: self.base_path.clone(),
-                        });
-                    };
-                    retries += 1;
-                    if !self.pause_until_connected(sleep, deadline) {
-                        return Ok(None);
+                        })
                     }
-                    prefix = protected_prefix();
-                    continue;
-                }
+                },
                 code => return Err(Error::zk("create", path, code)),
             }
-            // The create may or may not have been applied. Never create again blindly: a
-            // second node of ours would sit in the queue forever (CURATOR-45).
-            let Some(sleep) = self.retry.next_retry(retries, start.elapsed()) else {
-                self.delete_by_prefix_in_background(prefix);
-                return Err(Error::RetriesExhausted {
-                    path,
-                    attempts: retries + 1,
-                    elapsed: start.elapsed(),
-                    last: code,
-                });
-            };
-            retries += 1;
-            if !self.pause_until_connected(sleep, deadline) {
-                self.delete_by_prefix_in_background(prefix);
-                return Ok(None);
+            // The create may or may not have been applied. Look it up, and repeat the look-up,
+            // never the create, while the outcome stays unknown: a second node of ours would
+            // sit in the queue behind the first and wait on it (CURATOR-45).
+            loop {
+                match self.retry_when_connected(&mut retries) {
+                    Resume::Ready => {}
+                    Resume::Deadline => {
+                        self.delete_by_prefix_in_background(prefix);
+                        return Ok(None);
+                    }
+                    Resume::Closed => return Err(Error::Closed),
+                    Resume::Exhausted => {
+                        self.delete_by_prefix_in_background(prefix);
+                        return Err(Error::RetriesExhausted {
+                            path,
+                            attempts: retries.attempts() + 1,
+                            elapsed: retries.elapsed(),
+                            last: code,
+                        });
+                    }
+                }
+                let at = self.client.session().snapshot();
+                match self.find_ours(&prefix, at.session_id) {
+                    // Owned by the session `at` saw, so `at` is the snapshot "before" it.
+                    Ok(Found::Ours(actual)) => return Ok(Some((actual, at))),
+                    Ok(Found::None) => break, // not applied: create again (same prefix is safe)
+                    Ok(Found::Foreign(stale)) => {
+                        // Created by a session of ours that is gone: delete and start over.
+                        if let Err(e) =
+                            delete_guaranteed(&self.client, &stale, &*self.retry, deadline)
+                        {
+                            log::warn!("deleting {stale}, left by a lost session: {e}");
+                        }
+                        prefix = protected_prefix();
+                        break;
+                    }
+                    Err(again) if again.is_retryable() => code = again, // still unknown
+                    Err(ZkError::SessionExpired) => {
+                        // The session that may have created it is gone, and the node with it.
+                        prefix = protected_prefix();
+                        break;
+                    }
+                    Err(other) => {
+                        self.delete_by_prefix_in_background(prefix);
+                        return Err(Error::zk("get_children", self.base_path.clone(), other));
+                    }
+                }
             }
-            match self.find_ours(&prefix) {
-                // Owned by the current session, which is the one `before` saw: a session lost
-                // in between would have taken the node with it.
-                Ok(Found::Ours(actual)) => return Ok(Some((actual, before))),
-                Ok(Found::None) => {} // not applied: create again (same prefix is safe)
-                Ok(Found::Foreign(stale)) => {
-                    // Created by our previous session, which is gone: delete and start over.
-                    let _ = self.client.delete(&stale, None);
-                    prefix = protected_prefix();
-                }
-                Err(code) if code.is_retryable() => {
-                    // Still unknown: keep the prefix so the next look-up can find it.
-                }
-                Err(ZkError::SessionExpired) => {
-                    // The session that may have created it is gone, and the node with it.
-                    prefix = protected_prefix();
-                }
-                Err(code) => {
-                    self.delete_by_prefix_in_background(prefix);
-                    return Err(Error::zk("get_children", self.base_path.clone(), code));
-                }
-            }
+        }
+    }
+
+    /// Sleeps as the retry policy says (never past the deadline), then waits for a connection.
+    fn retry_when_connected(&self, retries: &mut Retries<'_>) -> Resume {
+        if self.client.session().state() == ConnectionState::Closed {
+            return Resume::Closed;
+        }
+        match retries.next() {
+            RetryStep::Again { .. } => {}
+            RetryStep::DeadlinePassed => return Resume::Deadline,
+            RetryStep::Exhausted => return Resume::Exhausted,
+        }
+        let s = self
+            .client
+            .session()
+            .wait_until_connected(retries.deadline());
+        match s.state {
+            ConnectionState::Closed => Resume::Closed,
+            state if state.is_connected() => Resume::Ready,
+            _ => Resume::Deadline,
         }
     }
 
@@ -339,18 +395,9 @@ impl LockInternals {
         Ok(())
     }
 
-    /// Sleeps `sleep` (bounded by the deadline), then waits for a connection. False when the
-    /// deadline passed or the client closed.
-    fn pause_until_connected(&self, sleep: Duration, deadline: Option<Instant>) -> bool {
-        let wake = Instant::now() + sleep;
-        let wake = deadline.map_or(wake, |d| d.min(wake));
-        thread::sleep(wake.saturating_duration_since(Instant::now()));
-        let s = self.client.session().wait_until_connected(deadline);
-        s.state.is_connected() && !past(deadline, Instant::now())
-    }
-
-    /// Looks for the child that a create with `prefix` may have made.
-    fn find_ours(&self, prefix: &str) -> std::result::Result<Found, ZkError> {
+    /// Looks for the child that a create with `prefix` may have made; it is ours when owned by
+    /// `session` (the session we are in, as seen before the look-up).
+    fn find_ours(&self, prefix: &str, session: Option<i64>) -> std::result::Result<Found, ZkError> {
         let children = match self.client.get_children(&self.base_path, None) {
             Ok(c) => c,
             Err(ZkError::NoNode) => return Ok(Found::None),
@@ -362,7 +409,6 @@ impl LockInternals {
         let path = paths::join(&self.base_path, &name);
         // A listing can still show the node of a session that just expired (CURATOR-498):
         // adopt it only when our current session owns it.
-        let session = self.client.session().session_id();
         match self.client.exists(&path)? {
             None => Ok(Found::None),
             Some(stat) if session.is_none_or(|id| id == stat.ephemeral_owner) => {
@@ -373,14 +419,20 @@ impl LockInternals {
     }
 
     /// The wait loop: list, decide, watch, wait — until acquired, timed out or our node gone.
-    fn wait_loop(&self, our_path: &str, deadline: Option<Instant>) -> Result<LoopEnd> {
+    /// `before` is the session as it was before our node was created: once a session was lost
+    /// since, our node no longer counts as ours, even while a listing still shows it.
+    fn wait_loop(
+        &self,
+        our_path: &str,
+        before: SessionSnapshot,
+        deadline: Option<Instant>,
+    ) -> Result<LoopEnd> {
         let our_name = paths::node_name(our_path);
         let waiter = Arc::new(Waiter::default());
         // Session transitions wake this waiter (watches do not survive a reconnect). The
         // listener is registered lazily, the first time we have to wait.
         let mut listener = None;
-        let mut retries = 0u32;
-        let start = Instant::now();
+        let mut retries = Retries::new(self.retry.as_ref(), Instant::now(), deadline);
         let result = loop {
             // A new round starts before the listing, so a signal that arrives at any time
             // after the listing is kept.
@@ -388,21 +440,22 @@ impl LockInternals {
             let epoch = self.client.session().epoch();
             let children = match self.sorted_children() {
                 Ok(c) => c,
-                Err(code) if code.is_retryable() => {
-                    match self.retry.next_retry(retries, start.elapsed()) {
-                        Some(sleep) => {
-                            retries += 1;
-                            if !self.pause_until_connected(sleep, deadline) {
-                                break Ok(LoopEnd::TimedOut);
-                            }
-                            continue;
-                        }
-                        None => break Err(Error::zk("get_children", self.base_path.clone(), code)),
+                Err(code) if code.is_retryable() => match self.retry_when_connected(&mut retries) {
+                    Resume::Ready => continue,
+                    Resume::Deadline => break Ok(LoopEnd::TimedOut),
+                    Resume::Closed => break Err(Error::Closed),
+                    Resume::Exhausted => {
+                        break Err(Error::zk("get_children", self.base_path.clone(), code))
                     }
-                }
+                },
                 Err(ZkError::SessionExpired) => break Ok(LoopEnd::OurNodeGone),
                 Err(code) => break Err(Error::zk("get_children", self.base_path.clone(), code)),
             };
+            // A node of a lost session can still be listed (the server has not expired it yet,
+            // or the listing ran before the loss was reported): it must not count for a grant.
+            if self.client.session().snapshot().losses != before.losses {
+                break Ok(LoopEnd::OurNodeGone);
+            }
             let Some(our_index) = children.iter().position(|c| c == our_name) else {
                 break Ok(LoopEnd::OurNodeGone);
             };
@@ -488,26 +541,20 @@ impl LockInternals {
     /// outcome stays unknown, a background delete keeps trying while the session lives, and
     /// the error is returned.
     pub fn release(&self, held: &HeldNode) -> Result<()> {
-        delete_guaranteed(
-            &self.client,
-            held.path(),
-            self.retry.as_ref(),
-            held.losses(),
-        )
+        delete_guaranteed(&self.client, held.path(), self.retry.as_ref(), None)
     }
 
     /// After a create whose outcome stayed unknown: find the node by its prefix and delete it
     /// in the background, so it cannot block the queue (CURATOR-45).
     fn delete_by_prefix_in_background(&self, prefix: String) {
         let this = self.clone();
-        let losses = self.client.session().snapshot().losses;
         spawn_background("zk-locks-find-delete", move || loop {
             let s = this.client.session().snapshot();
-            if s.losses != losses || s.state == ConnectionState::Closed {
-                return; // the session is gone, and so is any node it made
+            if s.state == ConnectionState::Closed {
+                return; // closing ended every session of the client, and its nodes
             }
             if s.state.is_connected() {
-                match this.find_ours(&prefix) {
+                match this.find_ours(&prefix, s.session_id) {
                     Ok(Found::None) => return,
                     Ok(Found::Ours(p)) | Ok(Found::Foreign(p)) => {
                         if matches!(this.client.delete(&p, None), Ok(()) | Err(ZkError::NoNode)) {
@@ -531,65 +578,62 @@ enum Found {
     Foreign(String),
 }
 
-/// Deletes `path`, retrying while the outcome is unknown; hands the delete to a background
-/// thread when the retry policy gives up. `losses` is the client's loss count when the node
-/// was created.
+/// Deletes `path`, retrying while the outcome is unknown, until `deadline` (`None`: as long as
+/// the retry policy allows); then hands the delete to a background thread and returns the
+/// error. The delete is by exact path, whatever happened to the session since the node was
+/// created: lock node names carry a fresh UUID, so a node of that name can only be ours, and
+/// a session change we were not told about yet may have left it alive.
 pub(crate) fn delete_guaranteed(
     client: &SharedClient,
     path: &str,
     retry: &dyn RetryPolicy,
-    losses: u64,
+    deadline: Option<Instant>,
 ) -> Result<()> {
-    // The node's session is over once the client lost a session (or closed) since the node
-    // was created: the server deleted it, and a node of that name could only be someone else's.
-    let session_gone = move |c: &SharedClient| {
-        let s = c.session().snapshot();
-        s.losses != losses || s.state == ConnectionState::Closed
-    };
-    let start = Instant::now();
-    let mut retries = 0;
+    let mut retries = Retries::new(retry, Instant::now(), deadline);
     loop {
-        if session_gone(client) {
-            return Ok(());
-        }
-        match client.delete(path, None) {
-            // SessionExpired: the session the node belonged to (this one or an older one) is
-            // over, so the server has deleted the node: released, as documented above.
-            Ok(()) | Err(ZkError::NoNode) | Err(ZkError::SessionExpired) => return Ok(()),
-            Err(code) if code.is_retryable() => match retry.next_retry(retries, start.elapsed()) {
-                Some(sleep) => {
-                    retries += 1;
-                    thread::sleep(sleep);
-                    client
-                        .session()
-                        .wait_until_connected(Some(Instant::now() + sleep * 4));
-                }
-                None => {
-                    log::warn!("could not delete {path} ({code}); deleting in the background");
-                    let (client, p) = (client.clone(), path.to_string());
-                    spawn_background("zk-locks-delete", move || loop {
-                        if session_gone(&client) {
-                            return;
-                        }
-                        let s = client.session().snapshot();
-                        if s.state.is_connected()
-                            && matches!(
-                                client.delete(&p, None),
-                                Ok(()) | Err(ZkError::NoNode) | Err(ZkError::SessionExpired)
-                            )
-                        {
-                            return;
-                        }
-                        client.session().wait_for_change(
-                            s.epoch,
-                            Some(Instant::now() + Duration::from_millis(250)),
-                        );
-                    });
-                    return Err(Error::zk("delete", path, code));
-                }
-            },
+        match try_delete(client, path) {
+            Ok(true) => return Ok(()),
+            Ok(false) => {}
             Err(code) => return Err(Error::zk("delete", path, code)),
         }
+        match retries.next() {
+            RetryStep::Again { slept } => {
+                let wait = Instant::now() + slept * 4;
+                let wait = deadline.map_or(wait, |d| d.min(wait));
+                client.session().wait_until_connected(Some(wait));
+            }
+            RetryStep::Exhausted | RetryStep::DeadlinePassed => {
+                log::warn!("could not delete {path} yet; deleting in the background");
+                let (client, p) = (client.clone(), path.to_string());
+                spawn_background("zk-locks-delete", move || loop {
+                    let s = client.session().snapshot();
+                    if s.state.is_connected() && !matches!(try_delete(&client, &p), Ok(false)) {
+                        return;
+                    }
+                    client.session().wait_for_change(
+                        s.epoch,
+                        Some(Instant::now() + Duration::from_millis(250)),
+                    );
+                });
+                return Err(Error::zk("delete", path, ZkError::ConnectionLoss));
+            }
+        }
+    }
+}
+
+/// One delete of a lock node: `Ok(true)` when it is gone, `Ok(false)` when the outcome is
+/// unknown (try again), `Err` when it cannot be deleted.
+fn try_delete(client: &SharedClient, path: &str) -> std::result::Result<bool, ZkError> {
+    if client.session().state() == ConnectionState::Closed {
+        return Ok(true); // closing ended the client's session, and its ephemeral nodes
+    }
+    match client.delete(path, None) {
+        // SessionExpired: the session the request ran in is over, and every older one of this
+        // client: the node, created in one of them, is gone.
+        Ok(()) | Err(ZkError::NoNode) | Err(ZkError::SessionExpired) => Ok(true),
+        Err(ZkError::Closed) => Ok(true),
+        Err(code) if code.is_retryable() => Ok(false),
+        Err(code) => Err(code),
     }
 }
 
@@ -599,23 +643,25 @@ fn spawn_background(name: &str, f: impl FnOnce() + Send + 'static) {
     }
 }
 
-/// Deletes our node unless disarmed: covers timeouts, errors and panics alike.
+/// Deletes our node unless disarmed: covers timeouts, errors and panics alike. With a
+/// deadline, it tries until then (at least once) and leaves the rest to the background delete,
+/// so a timed call returns by its deadline even during an outage.
 pub(crate) struct NodeCleanup<'a> {
     internals: &'a LockInternals,
     path: Option<String>,
-    before: SessionSnapshot,
+    deadline: Option<Instant>,
 }
 
 impl<'a> NodeCleanup<'a> {
-    pub(crate) fn new(internals: &'a LockInternals, path: &str, before: SessionSnapshot) -> Self {
+    pub(crate) fn new(internals: &'a LockInternals, path: &str, deadline: Option<Instant>) -> Self {
         NodeCleanup {
             internals,
             path: Some(path.to_string()),
-            before,
+            deadline,
         }
     }
 
-    pub(crate) fn disarm(&mut self) {
+    pub(crate) fn disarm(mut self) {
         self.path = None;
     }
 }
@@ -627,7 +673,7 @@ impl Drop for NodeCleanup<'_> {
             &self.internals.client,
             &path,
             self.internals.retry.as_ref(),
-            self.before.losses,
+            self.deadline,
         );
         if let Err(e) = result {
             log::warn!("cleanup of {path}: {e}");

@@ -242,7 +242,20 @@ impl InterProcessSemaphoreV2 {
         else {
             return Ok(Granted::TimedOut);
         };
-        let mut cleanup = NodeCleanup::new(&self.leases, &our_path, before);
+        let cleanup = NodeCleanup::new(&self.leases, &our_path, deadline);
+        // The admission must still be ours, held in the session the lease was created in: a
+        // session lost in between let another client be admitted, and two admitted clients
+        // whose leases are both over the maximum wait on each other for ever.
+        let admitted = self.admission.held_node().is_some_and(|admission| {
+            admission.losses() == before.losses && admission.state() != LockState::Lost
+        });
+        if !admitted {
+            log::info!(
+                "admission to {} lost before the lease; queueing again",
+                self.path
+            );
+            return Ok(Granted::NodeGone); // `cleanup` deletes the lease
+        }
         let our_name = paths::node_name(&our_path).to_string();
         let leases_path = self.leases.base_path().to_string();
         let waiter = Arc::new(Waiter::default());
@@ -259,6 +272,7 @@ impl InterProcessSemaphoreV2 {
             MaxLeases::Fixed(_) => None,
         };
         let mut watch = false;
+        let mut granted = false;
         let mut retries = 0u32;
         let result = loop {
             let round = waiter.next_round();
@@ -292,12 +306,15 @@ impl InterProcessSemaphoreV2 {
                 },
                 Err(code) => break Err(Error::zk("get_children", leases_path.clone(), code)),
             };
-            if !children.contains(&our_name) {
+            // A lease of a lost session can still be listed (until the server expires it): it
+            // must not count as ours.
+            if !children.contains(&our_name) || client.session().snapshot().losses != before.losses
+            {
                 break Ok(Granted::NodeGone);
             }
             if children.len() <= self.max_leases() {
-                cleanup.disarm();
                 let node = HeldNode::new(client.clone(), our_path.clone(), before);
+                granted = true;
                 break Ok(Granted::Yes(Lease {
                     node: Arc::new(node),
                     retry: self.leases.retry_policy().clone(),
@@ -317,7 +334,8 @@ impl InterProcessSemaphoreV2 {
         if let (Some(id), MaxLeases::Shared(c)) = (count_listener, &self.max) {
             c.unsubscribe(id);
         }
-        if matches!(result, Ok(Granted::NodeGone)) {
+        // On `NodeGone` the lease is deleted by path all the same: it may still exist.
+        if granted {
             cleanup.disarm();
         }
         result
@@ -362,7 +380,7 @@ impl Lease {
             self.node.client(),
             self.node.path(),
             self.retry.as_ref(),
-            self.node.losses(),
+            None,
         )
     }
 
