@@ -139,6 +139,37 @@ fn a_timed_acquire_returns_by_its_deadline_during_an_outage() {
     });
 }
 
+/// The same for a semaphore: the link drops at the lease listing and stays down; the call
+/// returns "not acquired" by its deadline, and the lease and admission nodes are deleted once
+/// the link is back.
+#[test]
+fn a_timed_semaphore_acquire_returns_by_its_deadline_during_an_outage() {
+    let e = MemoryEnsemble::new();
+    let (x, c) = (e.connect(), e.connect());
+    let sx = InterProcessSemaphoreV2::new(x.clone(), "/sem", 1).unwrap();
+    let lease_x = sx.acquire().unwrap();
+    let held = e.children("/sem/leases").unwrap();
+    let sc = InterProcessSemaphoreV2::new(c.clone(), "/sem", 1).unwrap();
+    let c2 = c.clone();
+    once_on(&c, Op::GetChildren, "/sem/leases", move || c2.suspend());
+    let timeout = Duration::from_millis(500);
+    let start = Instant::now();
+    let result = sc.acquire_timeout(timeout);
+    let took = start.elapsed();
+    assert!(matches!(result, Ok(None)), "{result:?}");
+    assert!(
+        took < timeout + Duration::from_secs(2),
+        "returned after {took:?}"
+    );
+    c.on_request(None);
+    c.resume();
+    eventually(PATIENCE, "lease and admission nodes deleted", || {
+        e.children("/sem/leases").unwrap() == held
+            && e.children("/sem/locks").unwrap_or_default().is_empty()
+    });
+    drop(lease_x);
+}
+
 /// The admitted waiter's session is lost between admission and its lease create; meanwhile
 /// another client is admitted and queues its lease. The first must notice that its admission
 /// is gone, delete its lease and queue for admission again; else both leases wait on each

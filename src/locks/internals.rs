@@ -541,7 +541,13 @@ impl LockInternals {
     /// outcome stays unknown, a background delete keeps trying while the session lives, and
     /// the error is returned.
     pub fn release(&self, held: &HeldNode) -> Result<()> {
-        delete_guaranteed(&self.client, held.path(), self.retry.as_ref(), None)
+        self.release_within(held, None)
+    }
+
+    /// [`Self::release`], retrying only until `deadline` before handing the delete to the
+    /// background.
+    pub(crate) fn release_within(&self, held: &HeldNode, deadline: Option<Instant>) -> Result<()> {
+        delete_guaranteed(&self.client, held.path(), self.retry.as_ref(), deadline)
     }
 
     /// After a create whose outcome stayed unknown: find the node by its prefix and delete it

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::thread::{self, ThreadId};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
@@ -187,6 +187,22 @@ impl InterProcessLock for InterProcessMutex {
     }
 
     fn release(&self) -> Result<()> {
+        self.release_within(None)
+    }
+
+    fn is_acquired_in_this_process(&self) -> bool {
+        !self.owners.lock().is_empty()
+    }
+
+    fn held_nodes(&self) -> Vec<Arc<HeldNode>> {
+        self.held_node().into_iter().collect()
+    }
+}
+
+impl InterProcessMutex {
+    /// [`InterProcessLock::release`], retrying the delete only until `deadline` (then it goes
+    /// on in the background and the error is returned).
+    pub(crate) fn release_within(&self, deadline: Option<Instant>) -> Result<()> {
         let me = thread::current().id();
         let node = {
             let mut owners = self.owners.lock();
@@ -205,17 +221,9 @@ impl InterProcessLock for InterProcessMutex {
         };
         *self.revocation.lock() = None;
         match node {
-            Some(node) => self.internals.release(&node),
+            Some(node) => self.internals.release_within(&node, deadline),
             None => Ok(()),
         }
-    }
-
-    fn is_acquired_in_this_process(&self) -> bool {
-        !self.owners.lock().is_empty()
-    }
-
-    fn held_nodes(&self) -> Vec<Arc<HeldNode>> {
-        self.held_node().into_iter().collect()
     }
 }
 

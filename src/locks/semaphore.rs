@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 use crate::client::{SharedClient, ZkError};
 use crate::error::{Error, Result};
 use crate::paths;
-use crate::retry::{ExponentialBackoffRetry, RetryPolicy};
+use crate::retry::{ExponentialBackoffRetry, Retries, RetryPolicy, RetryStep};
+use crate::session::ConnectionState;
 
 use super::driver::StandardDriver;
 use super::held::{HeldNode, LockState};
@@ -188,7 +189,7 @@ impl InterProcessSemaphoreV2 {
     /// One lease: admission, lease node, wait for room; the admission mutex is always released.
     fn acquire_one(&self, deadline: Option<Instant>) -> Result<Option<Lease>> {
         let start = Instant::now();
-        let mut retries = 0u32;
+        let mut retries = Retries::new(self.leases.retry_policy().as_ref(), start, deadline);
         let data = self.data.clone().unwrap_or_else(default_node_data);
         loop {
             let remaining = deadline.map(|d| d.saturating_duration_since(Instant::now()));
@@ -199,27 +200,20 @@ impl InterProcessSemaphoreV2 {
                 return Ok(None);
             }
             let outcome = self.lease_while_admitted(deadline, &data, start);
-            if let Err(e) = self.admission.release() {
+            // Bounded by the deadline too: a timed call returns by it even during an outage
+            // (the delete goes on in the background).
+            if let Err(e) = self.admission.release_within(deadline) {
                 log::warn!("releasing the admission mutex of {}: {e}", self.path);
             }
             match outcome? {
                 Granted::Yes(lease) => return Ok(Some(lease)),
                 Granted::TimedOut => return Ok(None),
-                Granted::NodeGone => match self
-                    .leases
-                    .retry_policy()
-                    .next_retry(retries, start.elapsed())
-                {
-                    Some(sleep) if !past(deadline, Instant::now() + sleep) => {
-                        log::info!(
-                            "lease node under {} vanished (session lost?); retrying",
-                            self.path
-                        );
-                        retries += 1;
-                        std::thread::sleep(sleep);
+                Granted::NodeGone => match retries.next() {
+                    RetryStep::Again { .. } => {
+                        log::info!("lease under {} lost with its session; retrying", self.path);
                     }
-                    Some(_) => return Ok(None),
-                    None => {
+                    RetryStep::DeadlinePassed => return Ok(None),
+                    RetryStep::Exhausted => {
                         return Err(Error::SessionLost {
                             path: self.path.clone(),
                         })
@@ -273,7 +267,7 @@ impl InterProcessSemaphoreV2 {
         };
         let mut watch = false;
         let mut granted = false;
-        let mut retries = 0u32;
+        let mut retries = Retries::new(self.leases.retry_policy().as_ref(), start, deadline);
         let result = loop {
             let round = waiter.next_round();
             // The first listing sets no watch: an uncontended lease must not leave one behind.
@@ -291,18 +285,19 @@ impl InterProcessSemaphoreV2 {
                 // Our lease node died with the session: retry under the policy, as the mutex's
                 // wait loop does.
                 Err(ZkError::SessionExpired) => break Ok(Granted::NodeGone),
-                Err(code) if code.is_retryable() => match self
-                    .leases
-                    .retry_policy()
-                    .next_retry(retries, start.elapsed())
-                {
-                    Some(sleep) => {
-                        retries += 1;
-                        std::thread::sleep(sleep);
-                        client.session().wait_until_connected(deadline);
-                        continue;
+                Err(code) if code.is_retryable() => match retries.next() {
+                    RetryStep::Again { .. } => {
+                        let s = client.session().wait_until_connected(deadline);
+                        match s.state {
+                            ConnectionState::Closed => break Err(Error::Closed),
+                            state if state.is_connected() => continue,
+                            _ => break Ok(Granted::TimedOut),
+                        }
                     }
-                    None => break Err(Error::zk("get_children", leases_path.clone(), code)),
+                    RetryStep::DeadlinePassed => break Ok(Granted::TimedOut),
+                    RetryStep::Exhausted => {
+                        break Err(Error::zk("get_children", leases_path.clone(), code))
+                    }
                 },
                 Err(code) => break Err(Error::zk("get_children", leases_path.clone(), code)),
             };

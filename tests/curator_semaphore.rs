@@ -1,0 +1,251 @@
+//! Curator 5.4's semaphore tests that stop the server under the recipe
+//! (`TestInterProcessSemaphore.testAcquireAfterLostServer`,
+//! `TestInterProcessSemaphoreCluster.testKilledServerWithEnsembleProvider`), ported to our API
+//! and run on real ZooKeeper servers, plus a timed acquire during a link outage. Each cycle
+//! repeats the fault several times: the races they found lost about one run in two.
+
+mod common;
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::eventually;
+use zk_locks::client::zookeeper::{ZkOptions, ZookeeperClient};
+use zk_locks::locks::{InterProcessLock, InterProcessMutex, InterProcessSemaphoreV2};
+use zk_locks::testing::{FaultProxy, TestingCluster, TestingServer};
+use zk_locks::{ConnectionState, SharedClient, ZkClient};
+
+/// Long enough for any one step on a loaded 2-core machine.
+const PATIENCE: Duration = Duration::from_secs(30);
+/// How long a test thread holds a lease: the work it was granted for.
+const WORK: Duration = Duration::from_millis(20);
+
+fn connect(connect_string: &str, session_timeout: Duration) -> Arc<ZookeeperClient> {
+    ZookeeperClient::connect_with(
+        ZkOptions::new(connect_string)
+            .session_timeout(session_timeout)
+            .connect_timeout(PATIENCE),
+    )
+    .expect("connect")
+}
+
+/// Blocks until the client's loss count passed `losses` and it is connected again.
+fn wait_for_new_session(client: &dyn ZkClient, losses: u64) {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let s = client.session().snapshot();
+        if s.losses > losses && s.state.is_connected() {
+            return;
+        }
+        assert!(Instant::now() < deadline, "no new session: {s:?}");
+        client.session().wait_for_change(s.epoch, Some(deadline));
+    }
+}
+
+/// Blocks until the client reports `Lost` (or has a higher loss count than `losses`).
+fn wait_for_lost(client: &dyn ZkClient, losses: u64) {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let s = client.session().snapshot();
+        if s.losses > losses || s.state == ConnectionState::Lost {
+            return;
+        }
+        assert!(Instant::now() < deadline, "session never lost: {s:?}");
+        client.session().wait_for_change(s.epoch, Some(deadline));
+    }
+}
+
+/// Threads that take and return one lease of a one-lease semaphore in a loop, each reporting
+/// every grant on a channel.
+struct Contenders {
+    stop: Arc<AtomicBool>,
+    handles: Vec<thread::JoinHandle<()>>,
+    grants: mpsc::Receiver<()>,
+}
+
+impl Contenders {
+    fn start(clients: &[SharedClient], threads_per_client: usize, path: &str) -> Contenders {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (tx, grants) = mpsc::channel();
+        let mut handles = Vec::new();
+        for client in clients {
+            for _ in 0..threads_per_client {
+                let (client, stop, tx, path) =
+                    (client.clone(), stop.clone(), tx.clone(), path.to_string());
+                handles.push(thread::spawn(move || {
+                    while !stop.load(Ordering::SeqCst) {
+                        let semaphore = InterProcessSemaphoreV2::new(client.clone(), &path, 1)
+                            .expect("semaphore");
+                        match semaphore.acquire_timeout(Duration::from_secs(2)) {
+                            Ok(Some(lease)) => {
+                                let _ = tx.send(());
+                                thread::sleep(WORK);
+                                drop(lease);
+                            }
+                            Ok(None) => {}
+                            // Connection trouble while the server is down: try again.
+                            Err(_) => {
+                                let s = client.session().snapshot();
+                                client
+                                    .session()
+                                    .wait_for_change(s.epoch, Some(Instant::now() + WORK));
+                            }
+                        }
+                    }
+                }));
+            }
+        }
+        Contenders {
+            stop,
+            handles,
+            grants,
+        }
+    }
+
+    /// Waits for `n` more grants, each within `PATIENCE`.
+    fn expect_grants(&self, n: usize, what: &str) {
+        for i in 0..n {
+            if self.grants.recv_timeout(PATIENCE).is_err() {
+                panic!("{what}: only {i} of {n} grants; the semaphore is stuck");
+            }
+        }
+    }
+
+    fn drain(&self) {
+        while self.grants.try_recv().is_ok() {}
+    }
+
+    fn stop(self) {
+        self.stop.store(true, Ordering::SeqCst);
+        for h in self.handles {
+            h.join().unwrap();
+        }
+    }
+}
+
+/// `testAcquireAfterLostServer`: ten threads share one client on a one-lease semaphore; the
+/// server is stopped until the client reports `Lost`, then restarted, and it still lists the
+/// old session's nodes until it expires them. Every thread must get leases again: nothing of
+/// the lost session may count as ours (admission or grant).
+#[test]
+fn acquire_after_lost_server() {
+    if !zk_locks::testing::require_server() {
+        return;
+    }
+    let server = TestingServer::start().expect("server");
+    let client = connect(&server.connect_string(), Duration::from_secs(2));
+    let shared: SharedClient = client.clone();
+    let contenders = Contenders::start(&[shared], 10, "/test");
+    contenders.expect_grants(10, "before any fault");
+    for cycle in 0..4 {
+        let losses = client.session().snapshot().losses;
+        server.stop();
+        wait_for_lost(client.as_ref(), losses);
+        server.restart().expect("restart");
+        wait_for_new_session(client.as_ref(), losses);
+        contenders.drain();
+        contenders.expect_grants(10, &format!("cycle {cycle}"));
+    }
+    contenders.stop();
+}
+
+/// `testKilledServerWithEnsembleProvider`: ten clients, each with its own session, on a
+/// one-lease semaphore over a three-server ensemble; every server is killed, then all come
+/// back (with their data). Grants must resume.
+#[test]
+fn killed_ensemble_semaphore_resumes() {
+    if !zk_locks::testing::require_server() {
+        return;
+    }
+    let cluster = TestingCluster::start(3).expect("cluster");
+    let clients: Vec<Arc<ZookeeperClient>> = (0..10)
+        .map(|_| connect(&cluster.connect_string(), Duration::from_secs(3)))
+        .collect();
+    let shared: Vec<SharedClient> = clients.iter().map(|c| c.clone() as SharedClient).collect();
+    let contenders = Contenders::start(&shared, 1, "/foo/bar/lock");
+    contenders.expect_grants(10, "before any fault");
+    for cycle in 0..2 {
+        let losses: Vec<u64> = clients
+            .iter()
+            .map(|c| c.session().snapshot().losses)
+            .collect();
+        for i in 0..cluster.len() {
+            cluster.kill(i);
+        }
+        for (c, l) in clients.iter().zip(&losses) {
+            wait_for_lost(c.as_ref(), *l);
+        }
+        for i in 0..cluster.len() {
+            cluster.restart(i).expect("restart");
+        }
+        cluster.wait_for_quorum(PATIENCE).expect("quorum");
+        contenders.drain();
+        contenders.expect_grants(10, &format!("cycle {cycle}"));
+    }
+    contenders.stop();
+}
+
+/// A timed acquire whose link freezes (or is cut and refused) while it waits returns by its
+/// deadline plus one call timeout (with slack for a loaded machine); its node is deleted once
+/// the link is back.
+#[test]
+fn timed_acquire_returns_by_its_deadline_during_an_outage() {
+    let Some(server) = zk_locks::testing::shared_server() else {
+        return;
+    };
+    let call_timeout = Duration::from_secs(1);
+    for freeze in [true, false] {
+        let root = common::unique_root("outage");
+        let path = format!("{root}/lock");
+        let holder = connect(&server.connect_string(), Duration::from_secs(10));
+        let held = InterProcessMutex::new(holder.clone(), &path).unwrap();
+        held.acquire().unwrap();
+        let proxy = FaultProxy::start(server.addr()).expect("proxy");
+        let client = ZookeeperClient::connect_with(
+            ZkOptions::new(proxy.connect_string())
+                .session_timeout(Duration::from_secs(10))
+                .call_timeout(call_timeout),
+        )
+        .expect("connect");
+        let waiter = InterProcessMutex::new(client.clone(), &path).unwrap();
+        let timeout = Duration::from_millis(1500);
+        let acquired = AtomicUsize::new(0);
+        thread::scope(|s| {
+            let start = Instant::now();
+            let (waiter, acquired) = (&waiter, &acquired);
+            let t = s.spawn(move || {
+                let got = waiter.acquire_timeout(timeout).unwrap_or(false);
+                acquired.store(got as usize, Ordering::SeqCst);
+                start.elapsed()
+            });
+            eventually(PATIENCE, "waiter queued", || {
+                common::children(holder.as_ref(), &path).len() == 2
+            });
+            if freeze {
+                proxy.freeze();
+            } else {
+                proxy.refuse(true);
+                proxy.cut();
+            }
+            let took = t.join().unwrap();
+            assert!(
+                took < timeout + call_timeout + Duration::from_secs(2),
+                "freeze={freeze}: returned after {took:?}"
+            );
+        });
+        assert_eq!(acquired.load(Ordering::SeqCst), 0);
+        if freeze {
+            proxy.thaw();
+        } else {
+            proxy.refuse(false);
+        }
+        eventually(PATIENCE, "the waiter's node deleted", || {
+            common::children(holder.as_ref(), &path).len() == 1
+        });
+        held.release().unwrap();
+        client.close();
+        holder.close();
+    }
+}
