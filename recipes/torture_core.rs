@@ -20,13 +20,13 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering, Ordering::SeqCst};
 use std::sync::{mpsc, Arc};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
-use zk_locks::client::memory::{MemoryClient, MemoryEnsemble};
+use zk_locks::client::memory::{Fault, MemoryClient, MemoryEnsemble, Op};
 use zk_locks::client::zookeeper::{ZkOptions, ZookeeperClient};
 use zk_locks::locks::{
     InterProcessReadWriteLock, InterProcessSemaphoreMutex, InterProcessSemaphoreV2, Lease,
@@ -101,11 +101,28 @@ pub enum FaultKind {
     ServerRestart,
     /// The leader is killed (a new one is elected) and restarted.
     LeaderRestart,
+    /// One session's next lock-node create is applied but its reply lost, and so is the next
+    /// listing of that directory, normally the look-up for the lost create (memory backend).
+    CreateLookupLoss,
+    /// One session expires just as it sends its next semaphore lease create, between
+    /// admission and lease (memory backend).
+    AdmissionLeaseLoss,
 }
 
 impl FaultKind {
     /// Every kind, in cycle order.
-    pub const ALL: [FaultKind; 5] = [
+    pub const ALL: [FaultKind; 7] = [
+        FaultKind::Cut,
+        FaultKind::Freeze,
+        FaultKind::Expire,
+        FaultKind::ServerRestart,
+        FaultKind::LeaderRestart,
+        FaultKind::CreateLookupLoss,
+        FaultKind::AdmissionLeaseLoss,
+    ];
+
+    /// The kinds a real ensemble can inject (the others need request-level injection).
+    pub const REAL: [FaultKind; 5] = [
         FaultKind::Cut,
         FaultKind::Freeze,
         FaultKind::Expire,
@@ -121,6 +138,8 @@ impl FaultKind {
             FaultKind::Expire => "expire",
             FaultKind::ServerRestart => "server-restart",
             FaultKind::LeaderRestart => "leader-restart",
+            FaultKind::CreateLookupLoss => "create-lookup-loss",
+            FaultKind::AdmissionLeaseLoss => "admission-lease-loss",
         }
     }
 }
@@ -1033,6 +1052,9 @@ impl Env for RealEnv {
                     .wait_for_quorum(Duration::from_secs(90))
                     .map_err(|e| e.to_string())
             }
+            FaultKind::CreateLookupLoss | FaultKind::AdmissionLeaseLoss => {
+                Err("needs request-level injection (memory backend only)".into())
+            }
         }
     }
 
@@ -1157,6 +1179,31 @@ impl Env for MemoryEnv {
                 c.resume();
             }
             FaultKind::Expire => c.expire(),
+            FaultKind::CreateLookupLoss => {
+                let (fired, client) = (AtomicBool::new(false), Arc::downgrade(c));
+                c.on_request(Some(Box::new(move |op, path| {
+                    let Some((dir, _)) = path.rsplit_once('/') else {
+                        return;
+                    };
+                    if op == Op::Create && path.contains("/_c_") && !fired.swap(true, SeqCst) {
+                        if let Some(c) = client.upgrade() {
+                            c.inject(Fault::after(Op::Create).on_path(path));
+                            c.inject(Fault::before(Op::GetChildren).on_path(dir));
+                        }
+                    }
+                })));
+            }
+            FaultKind::AdmissionLeaseLoss => {
+                let (fired, client) = (AtomicBool::new(false), Arc::downgrade(c));
+                c.on_request(Some(Box::new(move |op, path| {
+                    if op == Op::Create && path.contains("/leases/") && !fired.swap(true, SeqCst) {
+                        if let Some(c) = client.upgrade() {
+                            // Expired from another thread, as the server would do it.
+                            let _ = thread::spawn(move || c.expire()).join();
+                        }
+                    }
+                })));
+            }
             FaultKind::ServerRestart | FaultKind::LeaderRestart => {
                 for c in &self.clients {
                     c.suspend();

@@ -57,31 +57,57 @@ fn wait_for_lost(client: &dyn ZkClient, losses: u64) {
     }
 }
 
+/// How long a contender keeps a lease.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Hold {
+    /// For `WORK`.
+    Work,
+    /// Until the lease is no longer `Held` (Curator's test holds until `SUSPENDED`/`LOST`).
+    WhileHeld,
+}
+
 /// Threads that take and return one lease of a one-lease semaphore in a loop, each reporting
-/// every grant on a channel.
+/// every grant on a channel, and counting how many hold a lease at once.
 struct Contenders {
     stop: Arc<AtomicBool>,
     handles: Vec<thread::JoinHandle<()>>,
     grants: mpsc::Receiver<()>,
+    most_holders: Arc<AtomicUsize>,
 }
 
 impl Contenders {
-    fn start(clients: &[SharedClient], threads_per_client: usize, path: &str) -> Contenders {
+    fn start(
+        clients: &[SharedClient],
+        threads_per_client: usize,
+        path: &str,
+        hold: Hold,
+    ) -> Contenders {
         let stop = Arc::new(AtomicBool::new(false));
+        let holders = Arc::new(AtomicUsize::new(0));
+        let most_holders = Arc::new(AtomicUsize::new(0));
         let (tx, grants) = mpsc::channel();
         let mut handles = Vec::new();
         for client in clients {
             for _ in 0..threads_per_client {
                 let (client, stop, tx, path) =
                     (client.clone(), stop.clone(), tx.clone(), path.to_string());
+                let (holders, most_holders) = (holders.clone(), most_holders.clone());
                 handles.push(thread::spawn(move || {
                     while !stop.load(Ordering::SeqCst) {
                         let semaphore = InterProcessSemaphoreV2::new(client.clone(), &path, 1)
                             .expect("semaphore");
                         match semaphore.acquire_timeout(Duration::from_secs(2)) {
                             Ok(Some(lease)) => {
+                                let now = holders.fetch_add(1, Ordering::SeqCst) + 1;
+                                most_holders.fetch_max(now, Ordering::SeqCst);
                                 let _ = tx.send(());
-                                thread::sleep(WORK);
+                                match hold {
+                                    Hold::Work => thread::sleep(WORK),
+                                    Hold::WhileHeld => {
+                                        lease.held_node().wait_while_held(Some(WORK * 10));
+                                    }
+                                }
+                                holders.fetch_sub(1, Ordering::SeqCst);
                                 drop(lease);
                             }
                             Ok(None) => {}
@@ -101,6 +127,7 @@ impl Contenders {
             stop,
             handles,
             grants,
+            most_holders,
         }
     }
 
@@ -137,7 +164,7 @@ fn acquire_after_lost_server() {
     let server = TestingServer::start().expect("server");
     let client = connect(&server.connect_string(), Duration::from_secs(2));
     let shared: SharedClient = client.clone();
-    let contenders = Contenders::start(&[shared], 10, "/test");
+    let contenders = Contenders::start(&[shared], 10, "/test", Hold::Work);
     contenders.expect_grants(10, "before any fault");
     for cycle in 0..4 {
         let losses = client.session().snapshot().losses;
@@ -151,7 +178,7 @@ fn acquire_after_lost_server() {
     contenders.stop();
 }
 
-/// `testKilledServerWithEnsembleProvider`: ten clients, each with its own session, on a
+/// `testKilledServerWithEnsembleProvider`: ten clients (two threads each), each with its own session, on a
 /// one-lease semaphore over a three-server ensemble; every server is killed, then all come
 /// back (with their data). Grants must resume.
 #[test]
@@ -164,7 +191,7 @@ fn killed_ensemble_semaphore_resumes() {
         .map(|_| connect(&cluster.connect_string(), Duration::from_secs(3)))
         .collect();
     let shared: Vec<SharedClient> = clients.iter().map(|c| c.clone() as SharedClient).collect();
-    let contenders = Contenders::start(&shared, 1, "/foo/bar/lock");
+    let contenders = Contenders::start(&shared, 2, "/foo/bar/lock", Hold::WhileHeld);
     contenders.expect_grants(10, "before any fault");
     for cycle in 0..2 {
         let losses: Vec<u64> = clients
@@ -184,6 +211,11 @@ fn killed_ensemble_semaphore_resumes() {
         contenders.drain();
         contenders.expect_grants(10, &format!("cycle {cycle}"));
     }
+    assert_eq!(
+        contenders.most_holders.load(Ordering::SeqCst),
+        1,
+        "two held leases of a one-lease semaphore at once"
+    );
     contenders.stop();
 }
 
