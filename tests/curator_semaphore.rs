@@ -219,65 +219,88 @@ fn killed_ensemble_semaphore_resumes() {
     contenders.stop();
 }
 
-/// A timed acquire whose link freezes (or is cut and refused) while it waits returns by its
-/// deadline plus one call timeout (with slack for a loaded machine); its node is deleted once
-/// the link is back.
+/// A timed acquire (mutex, then semaphore) whose link freezes, or is cut and refused, while
+/// it waits returns by its deadline plus one call timeout (with slack for a loaded machine);
+/// its nodes are deleted once the link is back.
 #[test]
 fn timed_acquire_returns_by_its_deadline_during_an_outage() {
     let Some(server) = zk_locks::testing::shared_server() else {
         return;
     };
-    let call_timeout = Duration::from_secs(1);
-    for freeze in [true, false] {
-        let root = common::unique_root("outage");
-        let path = format!("{root}/lock");
-        let holder = connect(&server.connect_string(), Duration::from_secs(10));
-        let held = InterProcessMutex::new(holder.clone(), &path).unwrap();
-        held.acquire().unwrap();
-        let proxy = FaultProxy::start(server.addr()).expect("proxy");
-        let client = ZookeeperClient::connect_with(
-            ZkOptions::new(proxy.connect_string())
-                .session_timeout(Duration::from_secs(10))
-                .call_timeout(call_timeout),
-        )
-        .expect("connect");
-        let waiter = InterProcessMutex::new(client.clone(), &path).unwrap();
-        let timeout = Duration::from_millis(1500);
-        let acquired = AtomicUsize::new(0);
-        thread::scope(|s| {
-            let start = Instant::now();
-            let (waiter, acquired) = (&waiter, &acquired);
-            let t = s.spawn(move || {
-                let got = waiter.acquire_timeout(timeout).unwrap_or(false);
-                acquired.store(got as usize, Ordering::SeqCst);
-                start.elapsed()
-            });
-            eventually(PATIENCE, "waiter queued", || {
-                common::children(holder.as_ref(), &path).len() == 2
+    let call_timeout = Duration::from_secs(2);
+    for semaphore in [false, true] {
+        for freeze in [true, false] {
+            let what = format!("semaphore={semaphore} freeze={freeze}");
+            let path = format!("{}/lock", common::unique_root("outage"));
+            // Where the contenders' nodes are, and how many each side leaves there.
+            let dirs: Vec<String> = match semaphore {
+                false => vec![path.clone()],
+                true => vec![format!("{path}/leases"), format!("{path}/locks")],
+            };
+            let count = |c: &dyn ZkClient| -> usize {
+                dirs.iter().map(|d| common::children(c, d).len()).sum()
+            };
+            let holder = connect(&server.connect_string(), Duration::from_secs(10));
+            let proxy = FaultProxy::start(server.addr()).expect("proxy");
+            let client = ZookeeperClient::connect_with(
+                ZkOptions::new(proxy.connect_string())
+                    .session_timeout(Duration::from_secs(10))
+                    .call_timeout(call_timeout),
+            )
+            .expect("connect");
+            let held = InterProcessSemaphoreV2::new(holder.clone(), &path, 1).unwrap();
+            let held_mutex = InterProcessMutex::new(holder.clone(), &path).unwrap();
+            let waiter_semaphore = InterProcessSemaphoreV2::new(client.clone(), &path, 1).unwrap();
+            let waiter_mutex = InterProcessMutex::new(client.clone(), &path).unwrap();
+            let _lease = match semaphore {
+                true => Some(held.acquire().unwrap()),
+                false => {
+                    held_mutex.acquire().unwrap();
+                    None
+                }
+            };
+            let holder_nodes = count(holder.as_ref());
+            let timeout = Duration::from_millis(1500);
+            thread::scope(|s| {
+                let start = Instant::now();
+                let (waiter_semaphore, waiter_mutex) = (&waiter_semaphore, &waiter_mutex);
+                let t = s.spawn(move || {
+                    let got = match semaphore {
+                        true => waiter_semaphore
+                            .acquire_timeout(timeout)
+                            .map(|l| l.is_some()),
+                        false => waiter_mutex.acquire_timeout(timeout),
+                    };
+                    (got, start.elapsed())
+                });
+                eventually(PATIENCE, "waiter queued", || {
+                    count(holder.as_ref()) > holder_nodes
+                });
+                if freeze {
+                    proxy.freeze();
+                } else {
+                    proxy.refuse(true);
+                    proxy.cut();
+                }
+                let (got, took) = t.join().unwrap();
+                assert!(
+                    took < timeout + call_timeout + Duration::from_secs(2),
+                    "{what}: returned after {took:?}"
+                );
+                assert!(!got.unwrap_or(false), "{what}: acquired");
             });
             if freeze {
-                proxy.freeze();
+                proxy.thaw();
             } else {
-                proxy.refuse(true);
-                proxy.cut();
+                proxy.refuse(false);
             }
-            let took = t.join().unwrap();
-            assert!(
-                took < timeout + call_timeout + Duration::from_secs(2),
-                "freeze={freeze}: returned after {took:?}"
+            eventually(
+                PATIENCE,
+                &format!("{what}: the waiter's nodes deleted"),
+                || count(holder.as_ref()) == holder_nodes,
             );
-        });
-        assert_eq!(acquired.load(Ordering::SeqCst), 0);
-        if freeze {
-            proxy.thaw();
-        } else {
-            proxy.refuse(false);
+            client.close();
+            holder.close();
         }
-        eventually(PATIENCE, "the waiter's node deleted", || {
-            common::children(holder.as_ref(), &path).len() == 1
-        });
-        held.release().unwrap();
-        client.close();
-        holder.close();
     }
 }
