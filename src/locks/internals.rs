@@ -5,11 +5,19 @@
 //! Invariants this module keeps:
 //! - **No orphan node.** Every path out of [`LockInternals::attempt`] that does not return a
 //!   held node deletes ours (timeout, error, panic: a drop guard does it), and a delete that
-//!   cannot complete now is finished by a background "guaranteed delete" while our session
-//!   lives.
+//!   cannot complete now is finished by a background "guaranteed delete" that runs until the
+//!   node is gone or the client is closed. Deletes are by exact path whatever happened to the
+//!   session: the name carries a fresh UUID, and a create may have run in a session the client
+//!   has not reported yet.
 //! - **Never a blind retry of a sequential create.** After a connection loss during create we
 //!   list the parent and look for our `_c_<uuid>-` prefix; we adopt the node only when its
-//!   `ephemeral_owner` is our current session (CURATOR-498), else delete it.
+//!   `ephemeral_owner` is the session we are in (CURATOR-498), else delete it. While the
+//!   look-up's own outcome is unknown, the look-up is repeated, never the create (CURATOR-45).
+//! - **Nothing of a lost session counts as ours.** Once a session was lost since our create, a
+//!   listing that still shows our node does not grant: the node is deleted and we queue again.
+//! - **Deadlines hold.** Every retry goes through one `Retries` value, which never sleeps past the
+//!   deadline; the cleanup of a timed call stops retrying at the deadline and leaves the rest
+//!   to the background.
 //! - **No herd.** A waiter watches only the node that keeps it out, with `get_data` (an `exists`
 //!   watch on a node deleted in between would never fire and would leak, CURATOR-107), and
 //!   only its own `Condvar` is notified.
