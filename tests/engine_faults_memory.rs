@@ -63,6 +63,73 @@ fn a_lost_look_up_after_a_lost_create_looks_again_and_never_creates_again() {
     );
 }
 
+/// A create that timed out on the client is applied by the server later, after the look-up
+/// found nothing and a second create was sent: two nodes carry our prefix. The earlier copy
+/// must be deleted, not waited on (it would block the lock until the session ends).
+#[test]
+fn a_copy_of_our_node_from_a_late_create_is_deleted_not_waited_on() {
+    let e = MemoryEnsemble::new();
+    let c = e.connect();
+    let m = ready_mutex(&c, "/locks/a");
+    c.inject(Fault::timeout(Op::Create));
+    let creates = AtomicUsize::new(0);
+    let c2 = Arc::downgrade(&c);
+    c.on_request(Some(Box::new(move |op, path| {
+        // The second create: the first one is applied now, late.
+        if op == Op::Create && creates.fetch_add(1, Ordering::SeqCst) == 1 {
+            if let Some(c) = c2.upgrade() {
+                c.create(path, b"", zk_locks::CreateMode::EphemeralSequential)
+                    .unwrap();
+            }
+        }
+    })));
+    let acquired = m.acquire_timeout(Duration::from_secs(2)).unwrap();
+    c.on_request(None);
+    let kids = e.children("/locks/a").unwrap();
+    assert!(acquired, "waited on its own earlier copy: {kids:?}");
+    assert_eq!(kids.len(), 1, "{kids:?}");
+    m.release().unwrap();
+    assert_eq!(
+        e.children("/locks/a").unwrap(),
+        Vec::<String>::new(),
+        "no orphan"
+    );
+}
+
+/// The same for a semaphore lease: a late copy of our lease would count against the maximum.
+#[test]
+fn a_copy_of_our_lease_from_a_late_create_is_deleted_not_counted() {
+    let e = MemoryEnsemble::new();
+    let c = e.connect();
+    let s = InterProcessSemaphoreV2::new(c.clone(), "/sem", 1).unwrap();
+    drop(s.acquire().unwrap()); // directories exist from here on
+    c.inject(Fault::timeout(Op::Create).on_path("/sem/leases/"));
+    let creates = AtomicUsize::new(0);
+    let c2 = Arc::downgrade(&c);
+    c.on_request(Some(Box::new(move |op, path| {
+        if op == Op::Create
+            && path.starts_with("/sem/leases/")
+            && creates.fetch_add(1, Ordering::SeqCst) == 1
+        {
+            if let Some(c) = c2.upgrade() {
+                c.create(path, b"", zk_locks::CreateMode::EphemeralSequential)
+                    .unwrap();
+            }
+        }
+    })));
+    let lease = s.acquire_timeout(Duration::from_secs(2)).unwrap();
+    c.on_request(None);
+    let kids = e.children("/sem/leases").unwrap();
+    let lease = lease.unwrap_or_else(|| panic!("blocked by its own copy: {kids:?}"));
+    assert_eq!(kids, vec![lease.node_name().to_string()]);
+    drop(lease);
+    assert_eq!(
+        e.children("/sem/leases").unwrap(),
+        Vec::<String>::new(),
+        "no orphan"
+    );
+}
+
 /// The create runs in a new session the client has not reported yet; the change is reported
 /// while the lock is held. The guard must say `Lost` (we cannot know the node is ours), and its
 /// release must delete the node anyway: it lives in the live session and blocks the lock.

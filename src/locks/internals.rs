@@ -464,6 +464,11 @@ impl LockInternals {
             if self.client.session().snapshot().losses != before.losses {
                 break Ok(LoopEnd::OurNodeGone);
             }
+            match self.delete_copies(&children, our_name, deadline) {
+                Ok(false) => {}
+                Ok(true) => continue, // list again without them
+                Err(e) => break Err(e),
+            }
             let Some(our_index) = children.iter().position(|c| c == our_name) else {
                 break Ok(LoopEnd::OurNodeGone);
             };
@@ -519,6 +524,33 @@ impl LockInternals {
             self.client.session().unsubscribe(id);
         }
         result
+    }
+
+    /// Deletes every child other than `our_name` that carries our protection prefix: a copy made
+    /// by a create whose reply we never got and that the server applied after our look-up
+    /// (a client-side call timeout leaves the request queued). It would sit in the queue ahead
+    /// of or behind us until our session ends. True when there was one.
+    pub(crate) fn delete_copies(
+        &self,
+        children: &[String],
+        our_name: &str,
+        deadline: Option<Instant>,
+    ) -> Result<bool> {
+        if !is_protected(our_name) {
+            return Ok(false);
+        }
+        let prefix = &our_name[..PROTECTED_PREFIX_LEN];
+        let mut found = false;
+        for copy in children
+            .iter()
+            .filter(|c| c.starts_with(prefix) && *c != our_name)
+        {
+            found = true;
+            let path = paths::join(&self.base_path, copy);
+            log::info!("deleting {path}, a late copy of our node");
+            delete_guaranteed(&self.client, &path, &*self.retry, deadline)?;
+        }
+        Ok(found)
     }
 
     /// The children of the lock directory, sorted as every Curator client sorts them.

@@ -307,6 +307,11 @@ impl InterProcessSemaphoreV2 {
             {
                 break Ok(Granted::NodeGone);
             }
+            match self.leases.delete_copies(&children, &our_name, deadline) {
+                Ok(false) => {}
+                Ok(true) => continue, // list again without them
+                Err(e) => break Err(e),
+            }
             if children.len() <= self.max_leases() {
                 let node = HeldNode::new(client.clone(), our_path.clone(), before);
                 granted = true;
