@@ -341,3 +341,42 @@ fn a_client_closed_during_a_listing_retry_is_closed_not_a_timeout() {
         assert!(matches!(result, Err(Error::Closed)), "{result:?}");
     });
 }
+
+/// Threads of this process whose name starts with `prefix` (Linux: `/proc/self/task`).
+fn threads_named(prefix: &str) -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .map(|tasks| {
+            tasks
+                .filter_map(|t| t.ok())
+                .filter_map(|t| std::fs::read_to_string(t.path().join("comm")).ok())
+                .filter(|name| name.starts_with(prefix))
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+/// A delete left to the background (the link was down at the deadline) ends when the client is
+/// closed, instead of retrying for ever.
+#[test]
+fn a_background_delete_ends_when_the_client_closes() {
+    if !std::path::Path::new("/proc/self/task").exists() {
+        return; // no way to count threads here
+    }
+    let e = MemoryEnsemble::new();
+    let (h, c) = (e.connect(), e.connect());
+    let holder = ready_mutex(&h, "/locks/bg");
+    holder.acquire().unwrap();
+    let m = mutex(&c, "/locks/bg");
+    let c2 = c.clone();
+    once_on(&c, Op::GetData, "/locks/bg", move || c2.suspend());
+    assert!(!m.acquire_timeout(Duration::from_millis(200)).unwrap());
+    assert!(
+        threads_named("zk-locks-delete") >= 1,
+        "no background delete"
+    );
+    c.on_request(None);
+    c.close();
+    eventually(PATIENCE, "background delete ended", || {
+        threads_named("zk-locks-delete") == 0
+    });
+}

@@ -593,27 +593,25 @@ impl LockInternals {
     /// After a create whose outcome stayed unknown: find the node by its prefix and delete it
     /// in the background, so it cannot block the queue (CURATOR-45).
     fn delete_by_prefix_in_background(&self, prefix: String) {
-        let this = self.clone();
-        spawn_background("zk-locks-find-delete", move || loop {
-            let s = this.client.session().snapshot();
-            if s.state == ConnectionState::Closed {
-                return; // closing ended every session of the client, and its nodes
-            }
-            if s.state.is_connected() {
-                match this.find_ours(&prefix, s.session_id) {
-                    Ok(Found::None) => return,
-                    Ok(Found::Ours(p)) | Ok(Found::Foreign(p)) => {
-                        if matches!(this.client.delete(&p, None), Ok(()) | Err(ZkError::NoNode)) {
-                            return;
-                        }
-                    }
-                    Err(code) if !code.is_retryable() => return,
-                    Err(_) => {}
+        let (base_path, driver, retry) = (
+            self.base_path.clone(),
+            self.driver.clone(),
+            self.retry.clone(),
+        );
+        retry_in_background("zk-locks-find-delete", &self.client, move |client| {
+            let this = LockInternals::new(
+                client.clone(),
+                base_path.clone(),
+                driver.clone(),
+                retry.clone(),
+            );
+            match this.find_ours(&prefix, client.session().session_id()) {
+                Ok(Found::None) => true,
+                Ok(Found::Ours(p)) | Ok(Found::Foreign(p)) => {
+                    !matches!(try_delete(client, &p), Ok(Some(_)))
                 }
+                Err(code) => !code.is_retryable(),
             }
-            this.client
-                .session()
-                .wait_for_change(s.epoch, Some(Instant::now() + Duration::from_millis(250)));
         });
     }
 }
@@ -637,11 +635,11 @@ pub(crate) fn delete_guaranteed(
 ) -> Result<()> {
     let mut retries = Retries::new(retry, Instant::now(), deadline);
     loop {
-        match try_delete(client, path) {
-            Ok(true) => return Ok(()),
-            Ok(false) => {}
+        let code = match try_delete(client, path) {
+            Ok(None) => return Ok(()),
+            Ok(Some(code)) => code,
             Err(code) => return Err(Error::zk("delete", path, code)),
-        }
+        };
         match retries.next() {
             RetryStep::Again { slept } => {
                 let wait = Instant::now() + slept * 4;
@@ -649,38 +647,60 @@ pub(crate) fn delete_guaranteed(
                 client.session().wait_until_connected(Some(wait));
             }
             RetryStep::Exhausted | RetryStep::DeadlinePassed => {
-                log::warn!("could not delete {path} yet; deleting in the background");
-                let (client, p) = (client.clone(), path.to_string());
-                spawn_background("zk-locks-delete", move || loop {
-                    let s = client.session().snapshot();
-                    if s.state.is_connected() && !matches!(try_delete(&client, &p), Ok(false)) {
-                        return;
-                    }
-                    client.session().wait_for_change(
-                        s.epoch,
-                        Some(Instant::now() + Duration::from_millis(250)),
-                    );
+                log::warn!("could not delete {path} yet ({code}); deleting in the background");
+                let p = path.to_string();
+                retry_in_background("zk-locks-delete", client, move |client| {
+                    !matches!(try_delete(client, &p), Ok(Some(_)))
                 });
-                return Err(Error::zk("delete", path, ZkError::ConnectionLoss));
+                return Err(Error::zk("delete", path, code));
             }
         }
     }
 }
 
-/// One delete of a lock node: `Ok(true)` when it is gone, `Ok(false)` when the outcome is
-/// unknown (try again), `Err` when it cannot be deleted.
-fn try_delete(client: &SharedClient, path: &str) -> std::result::Result<bool, ZkError> {
+/// One delete of a lock node: `Ok(None)` when it is gone, `Ok(Some(code))` when the outcome
+/// is unknown (try again), `Err` when it cannot be deleted.
+fn try_delete(client: &SharedClient, path: &str) -> std::result::Result<Option<ZkError>, ZkError> {
     if client.session().state() == ConnectionState::Closed {
-        return Ok(true); // closing ended the client's session, and its ephemeral nodes
+        return Ok(None); // closing ended the client's session, and its ephemeral nodes
     }
     match client.delete(path, None) {
         // SessionExpired: the session the request ran in is over, and every older one of this
         // client: the node, created in one of them, is gone.
-        Ok(()) | Err(ZkError::NoNode) | Err(ZkError::SessionExpired) => Ok(true),
-        Err(ZkError::Closed) => Ok(true),
-        Err(code) if code.is_retryable() => Ok(false),
+        Ok(()) | Err(ZkError::NoNode) | Err(ZkError::SessionExpired) | Err(ZkError::Closed) => {
+            Ok(None)
+        }
+        Err(code) if code.is_retryable() => Ok(Some(code)),
         Err(code) => Err(code),
     }
+}
+
+/// Runs `attempt` on a background thread whenever the client is connected (after every session
+/// change, and every 250 ms) until it returns true. Gives up when the client is closed or
+/// dropped, or once two more sessions were lost: a node made in the session of now, or in one
+/// the client has not reported yet, is gone with them.
+fn retry_in_background(
+    name: &str,
+    client: &SharedClient,
+    mut attempt: impl FnMut(&SharedClient) -> bool + Send + 'static,
+) {
+    let losses = client.session().snapshot().losses;
+    let weak = Arc::downgrade(client);
+    spawn_background(name, move || loop {
+        let Some(client) = weak.upgrade() else {
+            return; // dropped: its session ends with it
+        };
+        let s = client.session().snapshot();
+        if s.state == ConnectionState::Closed || s.losses >= losses + 2 {
+            return;
+        }
+        if s.state.is_connected() && attempt(&client) {
+            return;
+        }
+        client
+            .session()
+            .wait_for_change(s.epoch, Some(Instant::now() + Duration::from_millis(250)));
+    });
 }
 
 fn spawn_background(name: &str, f: impl FnOnce() + Send + 'static) {
