@@ -6,7 +6,7 @@
 //! - **No orphan node.** Every path out of [`LockInternals::attempt`] that does not return a
 //!   held node deletes ours (timeout, error, panic: a drop guard does it), and a delete that
 //!   cannot complete now is finished by a background "guaranteed delete" that runs until the
-//!   node is gone or the client is closed. Deletes are by exact path whatever happened to the
+//!   node is gone, the client is closed or dropped, or two more sessions were lost. Deletes are by exact path whatever happened to the
 //!   session: the name carries a fresh UUID, and a create may have run in a session the client
 //!   has not reported yet.
 //! - **Never a blind retry of a sequential create.** After a connection loss during create we
