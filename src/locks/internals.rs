@@ -251,19 +251,7 @@ impl LockInternals {
             let (path, mode) = self.node_path(&prefix, kind);
             let before = self.client.session().snapshot();
             let mut code = match self.client.create(&path, data, mode) {
-                Ok(actual) if self.client.session().snapshot().losses == before.losses => {
-                    return Ok(Some((actual, before)))
-                }
-                Ok(actual) => {
-                    // A session was lost while the create ran: the node may live in the new
-                    // session, where nothing would ever delete it. Delete it (the name is ours
-                    // alone) and create again.
-                    if let Err(e) = delete_guaranteed(&self.client, &actual, &*self.retry, deadline)
-                    {
-                        log::warn!("deleting {actual}, created across a session loss: {e}");
-                    }
-                    ZkError::SessionExpired
-                }
+                Ok(actual) => return Ok(Some((actual, before))),
                 Err(code) => code,
             };
             match code {
