@@ -6,9 +6,9 @@
 //! - **No orphan node.** Every path out of [`LockInternals::attempt`] that does not return a
 //!   held node deletes ours (timeout, error, panic: a drop guard does it), and a delete that
 //!   cannot complete now is finished by a background "guaranteed delete" that runs until the
-//!   node is gone, the client is closed or dropped, or two more sessions were lost. Deletes are by exact path whatever happened to the
-//!   session: the name carries a fresh UUID, and a create may have run in a session the client
-//!   has not reported yet.
+//!   node is gone, the client is closed or dropped, or two more sessions were lost. Deletes are
+//!   by exact path whatever happened to the session: the name carries a fresh UUID, and a
+//!   create may have run in a session the client has not reported yet.
 //! - **Never a blind retry of a sequential create.** After a connection loss during create we
 //!   list the parent and look for our `_c_<uuid>-` prefix; we adopt the node only when its
 //!   `ephemeral_owner` is the session we are in (CURATOR-498), else delete it. While the
@@ -564,10 +564,10 @@ impl LockInternals {
             .collect())
     }
 
-    /// Deletes a node we hold. `Ok` when it is gone, or when its session is gone (then the
-    /// server deleted it, and a node of the same name could only be someone else's). When the
-    /// outcome stays unknown, a background delete keeps trying while the session lives, and
-    /// the error is returned.
+    /// Deletes a node we hold, by its exact path (even after a session loss: the node may live
+    /// in a session the client had not reported when it was created). `Ok` when it is gone.
+    /// When the outcome stays unknown past the retry policy, a background delete keeps trying
+    /// and the error is returned.
     pub fn release(&self, held: &HeldNode) -> Result<()> {
         self.release_within(held, None)
     }
