@@ -7,13 +7,15 @@
 mod common;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{mpsc, Arc};
+use std::sync::{mpsc, Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use common::eventually;
 use zk_locks::client::zookeeper::{ZkOptions, ZookeeperClient};
-use zk_locks::locks::{InterProcessLock, InterProcessMutex, InterProcessSemaphoreV2};
+use zk_locks::client::{CreateMode, Stat, Watcher, ZkResult};
+use zk_locks::locks::{InterProcessLock, InterProcessMutex, InterProcessSemaphoreV2, LockState};
+use zk_locks::session::Session;
 use zk_locks::testing::{FaultProxy, TestingCluster, TestingServer};
 use zk_locks::{ConnectionState, SharedClient, ZkClient};
 
@@ -73,6 +75,9 @@ struct Contenders {
     handles: Vec<thread::JoinHandle<()>>,
     grants: mpsc::Receiver<()>,
     most_holders: Arc<AtomicUsize>,
+    /// Grants whose lease was already `Lost` when it was handed out: granted through a node
+    /// of a lost session.
+    lost_grants: Arc<AtomicUsize>,
 }
 
 impl Contenders {
@@ -85,19 +90,24 @@ impl Contenders {
         let stop = Arc::new(AtomicBool::new(false));
         let holders = Arc::new(AtomicUsize::new(0));
         let most_holders = Arc::new(AtomicUsize::new(0));
+        let lost_grants = Arc::new(AtomicUsize::new(0));
         let (tx, grants) = mpsc::channel();
         let mut handles = Vec::new();
         for client in clients {
             for _ in 0..threads_per_client {
                 let (client, stop, tx, path) =
                     (client.clone(), stop.clone(), tx.clone(), path.to_string());
-                let (holders, most_holders) = (holders.clone(), most_holders.clone());
+                let (holders, most_holders, lost_grants) =
+                    (holders.clone(), most_holders.clone(), lost_grants.clone());
                 handles.push(thread::spawn(move || {
                     while !stop.load(Ordering::SeqCst) {
                         let semaphore = InterProcessSemaphoreV2::new(client.clone(), &path, 1)
                             .expect("semaphore");
-                        match semaphore.acquire_timeout(Duration::from_secs(2)) {
+                        match semaphore.acquire_timeout(PATIENCE) {
                             Ok(Some(lease)) => {
+                                if lease.state() == LockState::Lost {
+                                    lost_grants.fetch_add(1, Ordering::SeqCst);
+                                }
                                 let now = holders.fetch_add(1, Ordering::SeqCst) + 1;
                                 most_holders.fetch_max(now, Ordering::SeqCst);
                                 let _ = tx.send(());
@@ -128,6 +138,7 @@ impl Contenders {
             handles,
             grants,
             most_holders,
+            lost_grants,
         }
     }
 
@@ -144,37 +155,110 @@ impl Contenders {
         while self.grants.try_recv().is_ok() {}
     }
 
+    /// Stops the threads; asserts that no grant went through a node of a lost session.
     fn stop(self) {
         self.stop.store(true, Ordering::SeqCst);
         for h in self.handles {
             h.join().unwrap();
         }
+        assert_eq!(
+            self.lost_grants.load(Ordering::SeqCst),
+            0,
+            "leases granted through a node of a lost session"
+        );
     }
 }
 
-/// `testAcquireAfterLostServer`: ten threads share one client on a one-lease semaphore; the
-/// server is stopped until the client reports `Lost`, then restarted, and it still lists the
-/// old session's nodes until it expires them. Every thread must get leases again: nothing of
-/// the lost session may count as ours (admission or grant).
+/// A client that, when armed, stops the next lease listing before it is sent until released,
+/// then reports how it went: Curator's `debugAcquireLatch` / `debugFailedGetChildrenLatch`.
+struct GatedClient {
+    inner: Arc<ZookeeperClient>,
+    armed: AtomicBool,
+    arrived: Mutex<mpsc::Sender<()>>,
+    release: Mutex<mpsc::Receiver<()>>,
+    outcome: Mutex<mpsc::Sender<bool>>,
+}
+
+impl ZkClient for GatedClient {
+    fn create(&self, path: &str, data: &[u8], mode: CreateMode) -> ZkResult<String> {
+        self.inner.create(path, data, mode)
+    }
+    fn delete(&self, path: &str, version: Option<i32>) -> ZkResult<()> {
+        self.inner.delete(path, version)
+    }
+    fn exists(&self, path: &str) -> ZkResult<Option<Stat>> {
+        self.inner.exists(path)
+    }
+    fn get_data(&self, path: &str, watcher: Option<Watcher>) -> ZkResult<(Vec<u8>, Stat)> {
+        self.inner.get_data(path, watcher)
+    }
+    fn get_children(&self, path: &str, watcher: Option<Watcher>) -> ZkResult<Vec<String>> {
+        if !(path.ends_with("/leases") && self.armed.swap(false, Ordering::SeqCst)) {
+            return self.inner.get_children(path, watcher);
+        }
+        let _ = self.arrived.lock().unwrap().send(());
+        let _ = self.release.lock().unwrap().recv();
+        let result = self.inner.get_children(path, watcher);
+        let _ = self.outcome.lock().unwrap().send(result.is_ok());
+        result
+    }
+    fn set_data(&self, path: &str, data: &[u8], version: Option<i32>) -> ZkResult<Stat> {
+        self.inner.set_data(path, data, version)
+    }
+    fn session(&self) -> &Session {
+        self.inner.session()
+    }
+    fn close(&self) {
+        self.inner.close()
+    }
+}
+
+/// `testAcquireAfterLostServer` (CURATOR-335): ten threads share one client on a one-lease
+/// semaphore. One admitted thread has created its lease and is held before listing the leases;
+/// the server is stopped until the client reports `Lost`; the held listing then fails; the
+/// server is restarted, and still lists the old session's nodes until it expires them. Every
+/// thread must get leases again: nothing of the lost session may count as ours (admission or
+/// grant).
 #[test]
 fn acquire_after_lost_server() {
     if !zk_locks::testing::require_server() {
         return;
     }
     let server = TestingServer::start().expect("server");
-    let client = connect(&server.connect_string(), Duration::from_secs(2));
+    let inner = connect(&server.connect_string(), Duration::from_secs(2));
+    let (arrived_tx, arrived) = mpsc::channel();
+    let (release, release_rx) = mpsc::channel();
+    let (outcome_tx, outcome) = mpsc::channel();
+    let client = Arc::new(GatedClient {
+        inner: inner.clone(),
+        armed: AtomicBool::new(true),
+        arrived: Mutex::new(arrived_tx),
+        release: Mutex::new(release_rx),
+        outcome: Mutex::new(outcome_tx),
+    });
     let shared: SharedClient = client.clone();
     let contenders = Contenders::start(&[shared], 10, "/test", Hold::Work);
-    contenders.expect_grants(10, "before any fault");
-    for cycle in 0..4 {
-        let losses = client.session().snapshot().losses;
+    for cycle in 0..3 {
+        arrived
+            .recv_timeout(PATIENCE)
+            .expect("a lease listing held");
+        let losses = inner.session().snapshot().losses;
         server.stop();
-        wait_for_lost(client.as_ref(), losses);
+        wait_for_lost(inner.as_ref(), losses);
+        release.send(()).unwrap();
+        let listed = outcome
+            .recv_timeout(PATIENCE)
+            .expect("the held listing ran");
+        assert!(!listed, "the listing succeeded with the server down");
         server.restart().expect("restart");
-        wait_for_new_session(client.as_ref(), losses);
+        wait_for_new_session(inner.as_ref(), losses);
         contenders.drain();
         contenders.expect_grants(10, &format!("cycle {cycle}"));
+        client.armed.store(true, Ordering::SeqCst);
     }
+    // The last armed gate may hold a thread: let it go.
+    client.armed.store(false, Ordering::SeqCst);
+    let _ = release.send(());
     contenders.stop();
 }
 
