@@ -25,8 +25,7 @@
 //!   them), so a waiter also wakes on every change of the session epoch and re-lists.
 
 use std::sync::Arc;
-use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use parking_lot::{Condvar, Mutex};
 
@@ -36,6 +35,8 @@ use crate::paths;
 use crate::retry::{Retries, RetryPolicy, RetryStep};
 use crate::session::{ConnectionState, ListenerId, SessionSnapshot};
 
+pub(crate) use super::cleanup::{delete_guaranteed, NodeCleanup};
+use super::cleanup::{retry_in_background, try_delete};
 use super::driver::{sort_children, Decision, LockDriver};
 use super::held::HeldNode;
 
@@ -608,131 +609,6 @@ enum Found {
     None,
     Ours(String),
     Foreign(String),
-}
-
-/// Deletes `path`, retrying while the outcome is unknown, until `deadline` (`None`: as long as
-/// the retry policy allows); then hands the delete to a background thread and returns the
-/// error. The delete is by exact path, whatever happened to the session since the node was
-/// created: lock node names carry a fresh UUID, so a node of that name can only be ours, and
-/// a session change we were not told about yet may have left it alive.
-pub(crate) fn delete_guaranteed(
-    client: &SharedClient,
-    path: &str,
-    retry: &dyn RetryPolicy,
-    deadline: Option<Instant>,
-) -> Result<()> {
-    let mut retries = Retries::new(retry, Instant::now(), deadline);
-    loop {
-        let code = match try_delete(client, path) {
-            Ok(None) => return Ok(()),
-            Ok(Some(code)) => code,
-            Err(code) => return Err(Error::zk("delete", path, code)),
-        };
-        match retries.next() {
-            RetryStep::Again { slept } => {
-                let wait = Instant::now() + slept * 4;
-                let wait = deadline.map_or(wait, |d| d.min(wait));
-                client.session().wait_until_connected(Some(wait));
-            }
-            RetryStep::Exhausted | RetryStep::DeadlinePassed => {
-                log::warn!("could not delete {path} yet ({code}); deleting in the background");
-                let p = path.to_string();
-                retry_in_background("zk-locks-delete", client, move |client| {
-                    !matches!(try_delete(client, &p), Ok(Some(_)))
-                });
-                return Err(Error::zk("delete", path, code));
-            }
-        }
-    }
-}
-
-/// One delete of a lock node: `Ok(None)` when it is gone, `Ok(Some(code))` when the outcome
-/// is unknown (try again), `Err` when it cannot be deleted.
-fn try_delete(client: &SharedClient, path: &str) -> std::result::Result<Option<ZkError>, ZkError> {
-    if client.session().state() == ConnectionState::Closed {
-        return Ok(None); // closing ended the client's session, and its ephemeral nodes
-    }
-    match client.delete(path, None) {
-        // SessionExpired: the session the request ran in is over, and every older one of this
-        // client: the node, created in one of them, is gone.
-        Ok(()) | Err(ZkError::NoNode) | Err(ZkError::SessionExpired) | Err(ZkError::Closed) => {
-            Ok(None)
-        }
-        Err(code) if code.is_retryable() => Ok(Some(code)),
-        Err(code) => Err(code),
-    }
-}
-
-/// Runs `attempt` on a background thread whenever the client is connected (after every session
-/// change, and every 250 ms) until it returns true. Gives up when the client is closed or
-/// dropped, or once two more sessions were lost: a node made in the session of now, or in one
-/// the client has not reported yet, is gone with them.
-fn retry_in_background(
-    name: &str,
-    client: &SharedClient,
-    mut attempt: impl FnMut(&SharedClient) -> bool + Send + 'static,
-) {
-    let losses = client.session().snapshot().losses;
-    let weak = Arc::downgrade(client);
-    spawn_background(name, move || loop {
-        let Some(client) = weak.upgrade() else {
-            return; // dropped: its session ends with it
-        };
-        let s = client.session().snapshot();
-        if s.state == ConnectionState::Closed || s.losses >= losses + 2 {
-            return;
-        }
-        if s.state.is_connected() && attempt(&client) {
-            return;
-        }
-        client
-            .session()
-            .wait_for_change(s.epoch, Some(Instant::now() + Duration::from_millis(250)));
-    });
-}
-
-fn spawn_background(name: &str, f: impl FnOnce() + Send + 'static) {
-    if let Err(e) = thread::Builder::new().name(name.into()).spawn(f) {
-        log::error!("could not start background thread {name}: {e}");
-    }
-}
-
-/// Deletes our node unless disarmed: covers timeouts, errors and panics alike. With a
-/// deadline, it tries until then (at least once) and leaves the rest to the background delete,
-/// so a timed call returns by its deadline even during an outage.
-pub(crate) struct NodeCleanup<'a> {
-    internals: &'a LockInternals,
-    path: Option<String>,
-    deadline: Option<Instant>,
-}
-
-impl<'a> NodeCleanup<'a> {
-    pub(crate) fn new(internals: &'a LockInternals, path: &str, deadline: Option<Instant>) -> Self {
-        NodeCleanup {
-            internals,
-            path: Some(path.to_string()),
-            deadline,
-        }
-    }
-
-    pub(crate) fn disarm(mut self) {
-        self.path = None;
-    }
-}
-
-impl Drop for NodeCleanup<'_> {
-    fn drop(&mut self) {
-        let Some(path) = self.path.take() else { return };
-        let result = delete_guaranteed(
-            &self.internals.client,
-            &path,
-            self.internals.retry.as_ref(),
-            self.deadline,
-        );
-        if let Err(e) = result {
-            log::warn!("cleanup of {path}: {e}");
-        }
-    }
 }
 
 /// Wakes `waiter` on every session transition (until unsubscribed).
