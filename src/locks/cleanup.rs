@@ -17,17 +17,49 @@ use crate::session::ConnectionState;
 
 use super::internals::LockInternals;
 
-/// Deletes `path`, retrying while the outcome is unknown, until `deadline` (`None`: as long as
-/// the retry policy allows); then hands the delete to a background thread and returns the
-/// error. The delete is by exact path, whatever happened to the session since the node was
-/// created: lock node names carry a fresh UUID, so a node of that name can only be ours, and
-/// a session change we were not told about yet may have left it alive.
+/// How long a delete may keep its caller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Wait {
+    /// Retry until this deadline (`None`: as long as the retry policy allows; past it: one
+    /// try).
+    Until(Option<Instant>),
+    /// No request on the caller's thread: straight to the background. For a timed call past
+    /// its deadline whose link is in trouble (a request of it failed with an unknown outcome,
+    /// or the connection is down): one more request could keep it a whole call timeout more.
+    Background,
+}
+
+impl Wait {
+    /// `Until(deadline)`, or `Background` when the call is past `deadline` with its link in
+    /// trouble (`link_trouble`, or the client is not connected now).
+    pub(crate) fn after_timeout(
+        client: &SharedClient,
+        deadline: Option<Instant>,
+        link_trouble: bool,
+    ) -> Wait {
+        if link_trouble || !client.session().state().is_connected() {
+            Wait::Background
+        } else {
+            Wait::Until(deadline)
+        }
+    }
+}
+
+/// Deletes `path`, retrying while the outcome is unknown as long as `wait` allows; then hands
+/// the delete to a background thread and returns the error. The delete is by exact path,
+/// whatever happened to the session since the node was created: lock node names carry a
+/// fresh UUID, so a node of that name can only be ours, and a session change we were not told
+/// about yet may have left it alive.
 pub(crate) fn delete_guaranteed(
     client: &SharedClient,
     path: &str,
     retry: &dyn RetryPolicy,
-    deadline: Option<Instant>,
+    wait: Wait,
 ) -> Result<()> {
+    let Wait::Until(deadline) = wait else {
+        delete_in_background(client, path);
+        return Err(Error::zk("delete", path, ZkError::ConnectionLoss));
+    };
     let mut retries = Retries::new(retry, Instant::now(), deadline);
     loop {
         let code = match try_delete(client, path) {
@@ -43,14 +75,19 @@ pub(crate) fn delete_guaranteed(
             }
             RetryStep::Exhausted | RetryStep::DeadlinePassed => {
                 log::warn!("could not delete {path} yet ({code}); deleting in the background");
-                let p = path.to_string();
-                retry_in_background("zk-locks-delete", client, move |client| {
-                    !matches!(try_delete(client, &p), Ok(Some(_)))
-                });
+                delete_in_background(client, path);
                 return Err(Error::zk("delete", path, code));
             }
         }
     }
+}
+
+/// Deletes `path` on a background thread (see [`retry_in_background`]).
+fn delete_in_background(client: &SharedClient, path: &str) {
+    let p = path.to_string();
+    retry_in_background("zk-locks-delete", client, move |client| {
+        !matches!(try_delete(client, &p), Ok(Some(_)))
+    });
 }
 
 /// One delete of a lock node: `Ok(None)` when it is gone, `Ok(Some(code))` when the outcome
@@ -108,12 +145,13 @@ fn spawn_background(name: &str, f: impl FnOnce() + Send + 'static) {
 }
 
 /// Deletes our node unless disarmed: covers timeouts, errors and panics alike. With a
-/// deadline, it tries until then (at least once) and leaves the rest to the background delete,
-/// so a timed call returns by its deadline even during an outage.
+/// deadline, it tries until then (at least once, unless told the link is in trouble) and
+/// leaves the rest to the background delete, so a timed call returns by its deadline plus at
+/// most one call timeout even during an outage.
 pub(crate) struct NodeCleanup<'a> {
     internals: &'a LockInternals,
     path: Option<String>,
-    deadline: Option<Instant>,
+    wait: Wait,
 }
 
 impl<'a> NodeCleanup<'a> {
@@ -121,26 +159,43 @@ impl<'a> NodeCleanup<'a> {
         NodeCleanup {
             internals,
             path: Some(path.to_string()),
-            deadline,
+            wait: Wait::Until(deadline),
         }
     }
 
     pub(crate) fn disarm(mut self) {
         self.path = None;
     }
-}
 
-impl Drop for NodeCleanup<'_> {
-    fn drop(&mut self) {
-        let Some(path) = self.path.take() else { return };
+    /// Changes how long the delete may keep the caller.
+    pub(crate) fn set_wait(&mut self, wait: Wait) {
+        self.wait = wait;
+    }
+
+    /// Deletes now, as the drop would; false when the delete went on in the background.
+    pub(crate) fn finish(mut self) -> bool {
+        self.delete()
+    }
+
+    fn delete(&mut self) -> bool {
+        let Some(path) = self.path.take() else {
+            return true;
+        };
         let result = delete_guaranteed(
             self.internals.client(),
             &path,
             self.internals.retry_policy().as_ref(),
-            self.deadline,
+            self.wait,
         );
-        if let Err(e) = result {
+        if let Err(e) = &result {
             log::warn!("cleanup of {path}: {e}");
         }
+        result.is_ok()
+    }
+}
+
+impl Drop for NodeCleanup<'_> {
+    fn drop(&mut self) {
+        self.delete();
     }
 }

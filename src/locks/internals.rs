@@ -15,9 +15,9 @@
 //!   look-up's own outcome is unknown, the look-up is repeated, never the create (CURATOR-45).
 //! - **Nothing of a lost session counts as ours.** Once a session was lost since our create, a
 //!   listing that still shows our node does not grant: the node is deleted and we queue again.
-//! - **Deadlines hold.** Every retry goes through one `Retries` value, which never sleeps past the
-//!   deadline; the cleanup of a timed call stops retrying at the deadline and leaves the rest
-//!   to the background.
+//! - **Deadlines hold.** Every retry goes through one `Retries` value, which never sleeps past
+//!   the deadline. Past it, a timed call starts no request but one delete of its node, and none
+//!   when its link is in trouble: the rest goes to the background.
 //! - **No herd.** A waiter watches only the node that keeps it out, with `get_data` (an `exists`
 //!   watch on a node deleted in between would never fire and would leak, CURATOR-107), and
 //!   only its own `Condvar` is notified.
@@ -35,7 +35,7 @@ use crate::paths;
 use crate::retry::{Retries, RetryPolicy, RetryStep};
 use crate::session::{ConnectionState, ListenerId, SessionSnapshot};
 
-pub(crate) use super::cleanup::{delete_guaranteed, NodeCleanup};
+pub(crate) use super::cleanup::{delete_guaranteed, NodeCleanup, Wait};
 use super::cleanup::{retry_in_background, try_delete};
 use super::driver::{sort_children, Decision, LockDriver};
 use super::held::HeldNode;
@@ -81,7 +81,11 @@ enum Resume {
 /// Why the wait loop stopped without the lock.
 enum LoopEnd {
     Acquired,
-    TimedOut,
+    /// The deadline passed; `link_trouble` when the last request failed with an unknown
+    /// outcome (the cleanup then makes no request on the caller's thread).
+    TimedOut {
+        link_trouble: bool,
+    },
     /// Our node is not among the children: the session that owned it was lost.
     OurNodeGone,
 }
@@ -205,13 +209,16 @@ impl LockInternals {
             let Some((our_path, before)) = created else {
                 return Ok(None); // the deadline passed while the connection was down
             };
-            let cleanup = NodeCleanup::new(self, &our_path, deadline);
+            let mut cleanup = NodeCleanup::new(self, &our_path, deadline);
             match self.wait_loop(&our_path, before, deadline)? {
                 LoopEnd::Acquired => {
                     cleanup.disarm();
                     return Ok(Some(HeldNode::new(self.client.clone(), our_path, before)));
                 }
-                LoopEnd::TimedOut => return Ok(None), // cleanup deletes our node
+                LoopEnd::TimedOut { link_trouble } => {
+                    cleanup.set_wait(Wait::after_timeout(&self.client, deadline, link_trouble));
+                    return Ok(None); // cleanup deletes our node
+                }
                 LoopEnd::OurNodeGone => {
                     // Our node belongs to a lost session: gone, or still listed until the
                     // server expires it, or alive in a session we were not told about. Its name
@@ -309,9 +316,12 @@ impl LockInternals {
                     Ok(Found::None) => break, // not applied: create again (same prefix is safe)
                     Ok(Found::Foreign(stale)) => {
                         // Created by a session of ours that is gone: delete and start over.
-                        if let Err(e) =
-                            delete_guaranteed(&self.client, &stale, &*self.retry, deadline)
-                        {
+                        if let Err(e) = delete_guaranteed(
+                            &self.client,
+                            &stale,
+                            &*self.retry,
+                            Wait::Until(deadline),
+                        ) {
                             log::warn!("deleting {stale}, left by a lost session: {e}");
                         }
                         prefix = protected_prefix();
@@ -439,7 +449,7 @@ impl LockInternals {
                 Ok(c) => c,
                 Err(code) if code.is_retryable() => match self.retry_when_connected(&mut retries) {
                     Resume::Ready => continue,
-                    Resume::Deadline => break Ok(LoopEnd::TimedOut),
+                    Resume::Deadline => break Ok(LoopEnd::TimedOut { link_trouble: true }),
                     Resume::Closed => break Err(Error::Closed),
                     Resume::Exhausted => {
                         break Err(Error::zk("get_children", self.base_path.clone(), code))
@@ -472,7 +482,9 @@ impl LockInternals {
             // made each waiter's memory grow with the queue length (1,000 waiters: ~90 MB).
             drop(children);
             if past(deadline, Instant::now()) {
-                break Ok(LoopEnd::TimedOut);
+                break Ok(LoopEnd::TimedOut {
+                    link_trouble: false,
+                });
             }
             if listener.is_none() {
                 listener = Some(wake_on_session_change(&self.client, &waiter));
@@ -494,7 +506,12 @@ impl LockInternals {
                     }
                     continue;
                 }
-                Err(code) if code.is_retryable() => continue, // the listing retries under policy
+                // The listing retries under the policy; past the deadline (the request may
+                // have taken a whole call timeout), no new request is started.
+                Err(code) if code.is_retryable() => match past(deadline, Instant::now()) {
+                    true => break Ok(LoopEnd::TimedOut { link_trouble: true }),
+                    false => continue,
+                },
                 Err(ZkError::SessionExpired) => break Ok(LoopEnd::OurNodeGone),
                 Err(code) => break Err(Error::zk("get_data", pred_path, code)),
             }
@@ -506,7 +523,9 @@ impl LockInternals {
                 break Ok(LoopEnd::Acquired);
             }
             if past(deadline, Instant::now()) {
-                break Ok(LoopEnd::TimedOut);
+                break Ok(LoopEnd::TimedOut {
+                    link_trouble: false,
+                });
             }
         };
         if let Some(id) = listener {
@@ -537,7 +556,7 @@ impl LockInternals {
             found = true;
             let path = paths::join(&self.base_path, copy);
             log::info!("deleting {path}, a late copy of our node");
-            delete_guaranteed(&self.client, &path, &*self.retry, deadline)?;
+            delete_guaranteed(&self.client, &path, &*self.retry, Wait::Until(deadline))?;
         }
         Ok(found)
     }
@@ -570,13 +589,12 @@ impl LockInternals {
     /// When the outcome stays unknown past the retry policy, a background delete keeps trying
     /// and the error is returned.
     pub fn release(&self, held: &HeldNode) -> Result<()> {
-        self.release_within(held, None)
+        self.release_within(held, Wait::Until(None))
     }
 
-    /// [`Self::release`], retrying only until `deadline` before handing the delete to the
-    /// background.
-    pub(crate) fn release_within(&self, held: &HeldNode, deadline: Option<Instant>) -> Result<()> {
-        delete_guaranteed(&self.client, held.path(), self.retry.as_ref(), deadline)
+    /// [`Self::release`], keeping the caller only as long as `wait` allows.
+    pub(crate) fn release_within(&self, held: &HeldNode, wait: Wait) -> Result<()> {
+        delete_guaranteed(&self.client, held.path(), self.retry.as_ref(), wait)
     }
 
     /// After a create whose outcome stayed unknown: find the node by its prefix and delete it

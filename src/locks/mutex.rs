@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::thread::{self, ThreadId};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use parking_lot::Mutex;
 
@@ -15,7 +15,7 @@ use crate::retry::{ExponentialBackoffRetry, RetryPolicy};
 
 use super::driver::{LockDriver, StandardDriver};
 use super::held::HeldNode;
-use super::internals::{LockInternals, NodeKind};
+use super::internals::{LockInternals, NodeKind, Wait};
 use super::revocation::{RevocationListener, RevocationWatch};
 use super::{deadline_after, default_node_data, InterProcessLock};
 
@@ -187,7 +187,7 @@ impl InterProcessLock for InterProcessMutex {
     }
 
     fn release(&self) -> Result<()> {
-        self.release_within(None)
+        self.release_within(Wait::Until(None))
     }
 
     fn is_acquired_in_this_process(&self) -> bool {
@@ -200,9 +200,9 @@ impl InterProcessLock for InterProcessMutex {
 }
 
 impl InterProcessMutex {
-    /// [`InterProcessLock::release`], retrying the delete only until `deadline` (then it goes
-    /// on in the background and the error is returned).
-    pub(crate) fn release_within(&self, deadline: Option<Instant>) -> Result<()> {
+    /// [`InterProcessLock::release`], keeping the caller only as long as `wait` allows (then
+    /// the delete goes on in the background and the error is returned).
+    pub(crate) fn release_within(&self, wait: Wait) -> Result<()> {
         let me = thread::current().id();
         let node = {
             let mut owners = self.owners.lock();
@@ -221,7 +221,7 @@ impl InterProcessMutex {
         };
         *self.revocation.lock() = None;
         match node {
-            Some(node) => self.internals.release_within(&node, deadline),
+            Some(node) => self.internals.release_within(&node, wait),
             None => Ok(()),
         }
     }

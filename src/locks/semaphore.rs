@@ -17,7 +17,7 @@ use crate::session::ConnectionState;
 use super::driver::StandardDriver;
 use super::held::{HeldNode, LockState};
 use super::internals::{
-    past, wake_on_session_change, LockInternals, NodeCleanup, NodeKind, Waiter,
+    past, wake_on_session_change, LockInternals, NodeCleanup, NodeKind, Wait, Waiter,
 };
 use super::mutex::InterProcessMutex;
 use super::shared_count::SharedCount;
@@ -202,12 +202,19 @@ impl InterProcessSemaphoreV2 {
             let outcome = self.lease_while_admitted(deadline, &data, start);
             // Bounded by the deadline too: a timed call returns by it even during an outage
             // (the delete goes on in the background).
-            if let Err(e) = self.admission.release_within(deadline) {
+            // A timed call past its deadline with its link in trouble makes no more requests.
+            let wait = match &outcome {
+                Ok(Granted::TimedOut { link_trouble }) => {
+                    Wait::after_timeout(self.leases.client(), deadline, *link_trouble)
+                }
+                _ => Wait::Until(deadline),
+            };
+            if let Err(e) = self.admission.release_within(wait) {
                 log::warn!("releasing the admission mutex of {}: {e}", self.path);
             }
             match outcome? {
                 Granted::Yes(lease) => return Ok(Some(lease)),
-                Granted::TimedOut => return Ok(None),
+                Granted::TimedOut { .. } => return Ok(None),
                 Granted::NodeGone => match retries.next() {
                     RetryStep::Again { .. } => {
                         log::info!("lease under {} lost with its session; retrying", self.path);
@@ -234,9 +241,10 @@ impl InterProcessSemaphoreV2 {
             self.leases
                 .create_protected(data, NodeKind::Sequential, deadline, start)?
         else {
-            return Ok(Granted::TimedOut);
+            // The deadline passed with the link down.
+            return Ok(Granted::TimedOut { link_trouble: true });
         };
-        let cleanup = NodeCleanup::new(&self.leases, &our_path, deadline);
+        let mut cleanup = NodeCleanup::new(&self.leases, &our_path, deadline);
         // The admission must still be ours, held in the session the lease was created in: a
         // session lost in between let another client be admitted, and two admitted clients
         // whose leases are both over the maximum wait on each other for ever.
@@ -266,7 +274,6 @@ impl InterProcessSemaphoreV2 {
             MaxLeases::Fixed(_) => None,
         };
         let mut watch = false;
-        let mut granted = false;
         let mut retries = Retries::new(self.leases.retry_policy().as_ref(), start, deadline);
         let result = loop {
             let round = waiter.next_round();
@@ -291,10 +298,12 @@ impl InterProcessSemaphoreV2 {
                         match s.state {
                             ConnectionState::Closed => break Err(Error::Closed),
                             state if state.is_connected() => continue,
-                            _ => break Ok(Granted::TimedOut),
+                            _ => break Ok(Granted::TimedOut { link_trouble: true }),
                         }
                     }
-                    RetryStep::DeadlinePassed => break Ok(Granted::TimedOut),
+                    RetryStep::DeadlinePassed => {
+                        break Ok(Granted::TimedOut { link_trouble: true })
+                    }
                     RetryStep::Exhausted => {
                         break Err(Error::zk("get_children", leases_path.clone(), code))
                     }
@@ -314,7 +323,6 @@ impl InterProcessSemaphoreV2 {
             }
             if children.len() <= self.max_leases() {
                 let node = HeldNode::new(client.clone(), our_path.clone(), before);
-                granted = true;
                 break Ok(Granted::Yes(Lease {
                     node: Arc::new(node),
                     retry: self.leases.retry_policy().clone(),
@@ -327,18 +335,31 @@ impl InterProcessSemaphoreV2 {
             }
             waiter.wait(deadline);
             if past(deadline, Instant::now()) {
-                break Ok(Granted::TimedOut);
+                break Ok(Granted::TimedOut {
+                    link_trouble: false,
+                });
             }
         };
         client.session().unsubscribe(session_listener);
         if let (Some(id), MaxLeases::Shared(c)) = (count_listener, &self.max) {
             c.unsubscribe(id);
         }
-        // On `NodeGone` the lease is deleted by path all the same: it may still exist.
-        if granted {
-            cleanup.disarm();
+        match result {
+            Ok(Granted::Yes(lease)) => {
+                cleanup.disarm();
+                Ok(Granted::Yes(lease))
+            }
+            Ok(Granted::TimedOut { link_trouble }) => {
+                cleanup.set_wait(Wait::after_timeout(client, deadline, link_trouble));
+                // A delete left to the background means trouble for the admission's too.
+                let deleted = cleanup.finish();
+                Ok(Granted::TimedOut {
+                    link_trouble: link_trouble || !deleted,
+                })
+            }
+            // On `NodeGone` the lease is deleted by path all the same: it may still exist.
+            other => other,
         }
-        result
     }
 
     /// The lease nodes' names, unsorted (as Curator's `getParticipantNodes` for semaphores).
@@ -354,7 +375,11 @@ impl InterProcessSemaphoreV2 {
 
 enum Granted {
     Yes(Lease),
-    TimedOut,
+    /// `link_trouble`: a request failed with an unknown outcome at the end (no more requests on
+    /// the caller's thread then).
+    TimedOut {
+        link_trouble: bool,
+    },
     NodeGone,
 }
 
@@ -380,7 +405,7 @@ impl Lease {
             self.node.client(),
             self.node.path(),
             self.retry.as_ref(),
-            None,
+            Wait::Until(None),
         )
     }
 
