@@ -95,7 +95,11 @@ fn main() -> ExitCode {
         } else {
             args.session_timeout
         },
-        faults: FaultKind::ALL.to_vec(),
+        faults: if args.memory {
+            FaultKind::ALL.to_vec()
+        } else {
+            FaultKind::REAL.to_vec()
+        },
         finish_cycle_within: Duration::from_secs(120),
     };
     let summary = if args.memory {

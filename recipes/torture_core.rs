@@ -20,13 +20,13 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering, Ordering::SeqCst};
 use std::sync::{mpsc, Arc};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
-use zk_locks::client::memory::{MemoryClient, MemoryEnsemble};
+use zk_locks::client::memory::{Fault, MemoryClient, MemoryEnsemble, Op};
 use zk_locks::client::zookeeper::{ZkOptions, ZookeeperClient};
 use zk_locks::locks::{
     InterProcessReadWriteLock, InterProcessSemaphoreMutex, InterProcessSemaphoreV2, Lease,
@@ -109,11 +109,30 @@ pub enum FaultKind {
     /// One session's connections are cut (every watch dropped), then the semaphore's maximum
     /// (a `SharedCount`) is changed by another session: the victim's count must follow.
     CountBlip,
+    /// One session's next lock-node create is applied but its reply lost, and so is the next
+    /// listing of that directory, normally the look-up for the lost create (memory backend).
+    CreateLookupLoss,
+    /// One session expires just as it sends its next semaphore lease create, between
+    /// admission and lease (memory backend).
+    AdmissionLeaseLoss,
 }
 
 impl FaultKind {
     /// Every kind, in cycle order.
-    pub const ALL: [FaultKind; 7] = [
+    pub const ALL: [FaultKind; 9] = [
+        FaultKind::Cut,
+        FaultKind::Freeze,
+        FaultKind::Expire,
+        FaultKind::ServerRestart,
+        FaultKind::LeaderRestart,
+        FaultKind::DowngradeExpiry,
+        FaultKind::CountBlip,
+        FaultKind::CreateLookupLoss,
+        FaultKind::AdmissionLeaseLoss,
+    ];
+
+    /// The kinds a real ensemble can inject (the others need request-level injection).
+    pub const REAL: [FaultKind; 7] = [
         FaultKind::Cut,
         FaultKind::Freeze,
         FaultKind::Expire,
@@ -133,6 +152,8 @@ impl FaultKind {
             FaultKind::LeaderRestart => "leader-restart",
             FaultKind::DowngradeExpiry => "downgrade-expiry",
             FaultKind::CountBlip => "count-blip",
+            FaultKind::CreateLookupLoss => "create-lookup-loss",
+            FaultKind::AdmissionLeaseLoss => "admission-lease-loss",
         }
     }
 }
@@ -1221,6 +1242,9 @@ impl Env for RealEnv {
                     .wait_for_quorum(Duration::from_secs(90))
                     .map_err(|e| e.to_string())
             }
+            FaultKind::CreateLookupLoss | FaultKind::AdmissionLeaseLoss => {
+                Err("needs request-level injection (memory backend only)".into())
+            }
         }
     }
 
@@ -1345,6 +1369,31 @@ impl Env for MemoryEnv {
                 c.resume();
             }
             FaultKind::Expire | FaultKind::DowngradeExpiry => c.expire(),
+            FaultKind::CreateLookupLoss => {
+                let (fired, client) = (AtomicBool::new(false), Arc::downgrade(c));
+                c.on_request(Some(Box::new(move |op, path| {
+                    let Some((dir, _)) = path.rsplit_once('/') else {
+                        return;
+                    };
+                    if op == Op::Create && path.contains("/_c_") && !fired.swap(true, SeqCst) {
+                        if let Some(c) = client.upgrade() {
+                            c.inject(Fault::after(Op::Create).on_path(path));
+                            c.inject(Fault::before(Op::GetChildren).on_path(dir));
+                        }
+                    }
+                })));
+            }
+            FaultKind::AdmissionLeaseLoss => {
+                let (fired, client) = (AtomicBool::new(false), Arc::downgrade(c));
+                c.on_request(Some(Box::new(move |op, path| {
+                    if op == Op::Create && path.contains("/leases/") && !fired.swap(true, SeqCst) {
+                        if let Some(c) = client.upgrade() {
+                            // Expired from another thread, as the server would do it.
+                            let _ = thread::spawn(move || c.expire()).join();
+                        }
+                    }
+                })));
+            }
             FaultKind::ServerRestart | FaultKind::LeaderRestart => {
                 for c in &self.clients {
                     c.suspend();

@@ -1,7 +1,7 @@
 //! Retry policies, as Curator's: how many times and how long to retry an operation whose
 //! outcome was unknown (connection loss) or whose node vanished (session loss).
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Decides whether to retry after a retryable failure, and how long to sleep first.
 pub trait RetryPolicy: Send + Sync + std::fmt::Debug {
@@ -115,6 +115,78 @@ impl RetryPolicy for NoRetry {
     }
 }
 
+/// One operation's retries: its policy, when it started, how many retries it made and the
+/// deadline it must return by. [`Retries::next`] is the one call a retry site makes.
+#[derive(Debug)]
+pub(crate) struct Retries<'a> {
+    policy: &'a dyn RetryPolicy,
+    start: Instant,
+    attempts: u32,
+    deadline: Option<Instant>,
+}
+
+/// What [`Retries::next`] decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RetryStep {
+    /// Slept as long as the policy asked: try again.
+    Again {
+        /// The sleep just taken.
+        slept: Duration,
+    },
+    /// The policy gives up.
+    Exhausted,
+    /// The deadline has passed, or would pass before the next try could start (no sleep then).
+    DeadlinePassed,
+}
+
+impl<'a> Retries<'a> {
+    /// Retries of an operation that started at `start` and must end by `deadline` (`None`: only
+    /// the policy limits it).
+    pub(crate) fn new(
+        policy: &'a dyn RetryPolicy,
+        start: Instant,
+        deadline: Option<Instant>,
+    ) -> Retries<'a> {
+        Retries {
+            policy,
+            start,
+            attempts: 0,
+            deadline,
+        }
+    }
+
+    /// The retries made so far.
+    pub(crate) fn attempts(&self) -> u32 {
+        self.attempts
+    }
+
+    /// The time since the operation started.
+    pub(crate) fn elapsed(&self) -> Duration {
+        self.start.elapsed()
+    }
+
+    /// The deadline, if any.
+    pub(crate) fn deadline(&self) -> Option<Instant> {
+        self.deadline
+    }
+
+    /// Asks the policy for one more try and sleeps as it says; never sleeps past the deadline.
+    pub(crate) fn next(&mut self) -> RetryStep {
+        let Some(sleep) = self.policy.next_retry(self.attempts, self.start.elapsed()) else {
+            return RetryStep::Exhausted;
+        };
+        let wake = Instant::now().checked_add(sleep);
+        if let Some(deadline) = self.deadline {
+            if wake.is_none_or(|w| w >= deadline) {
+                return RetryStep::DeadlinePassed;
+            }
+        }
+        self.attempts += 1;
+        std::thread::sleep(sleep);
+        RetryStep::Again { slept: sleep }
+    }
+}
+
 /// A cheap, thread-local xorshift source for jitter (quality does not matter, spreading does).
 fn jitter() -> u64 {
     use std::cell::Cell;
@@ -174,5 +246,26 @@ mod tests {
         assert!(e.next_retry(50, Duration::from_millis(500)).is_some());
         assert!(e.next_retry(0, Duration::from_millis(950)).is_none());
         assert!(NoRetry.next_retry(0, Duration::ZERO).is_none());
+    }
+
+    #[test]
+    fn retries_count_and_stop_at_the_policy_or_the_deadline() {
+        let policy = RetryNTimes {
+            n: 2,
+            sleep: Duration::from_millis(1),
+        };
+        let mut r = Retries::new(&policy, Instant::now(), None);
+        assert!(matches!(r.next(), RetryStep::Again { .. }));
+        assert!(matches!(r.next(), RetryStep::Again { .. }));
+        assert_eq!(r.next(), RetryStep::Exhausted);
+        assert_eq!(r.attempts(), 2);
+
+        let long = RetryNTimes {
+            n: 5,
+            sleep: Duration::from_secs(3600),
+        };
+        let mut r = Retries::new(&long, Instant::now(), Some(Instant::now()));
+        assert_eq!(r.next(), RetryStep::DeadlinePassed, "never sleeps past it");
+        assert_eq!(r.attempts(), 0);
     }
 }

@@ -70,6 +70,16 @@ pub enum FaultTiming {
     /// The server applies the request but the reply is lost (e.g. the sequential node exists
     /// and the caller does not know its name).
     AfterApply,
+    /// The client's session expires (its ephemerals go), the link comes back at once with a
+    /// new session, and the request is applied and answered in that new session. The client
+    /// does not report the change (its [`Session`] still shows the old session, no `Lost`) until
+    /// [`MemoryClient::report_session_change`] or its next reconnect: requests made meanwhile
+    /// run in the new session too. This is what the `zookeeper` crate can do when it opens a
+    /// new session by itself and sends queued requests before the change is noticed.
+    InNewSession,
+    /// The request is not applied and fails with [`ZkError::OperationTimeout`]; the link stays
+    /// up and the connection state does not change (a client-side request deadline).
+    Timeout,
 }
 
 /// A one-shot connection loss, injected with [`MemoryClient::inject`].
@@ -104,6 +114,26 @@ impl Fault {
             op: Some(op),
             path_prefix: None,
             timing: FaultTiming::AfterApply,
+        }
+    }
+
+    /// The next `op` runs in a new session that the client does not report yet
+    /// ([`FaultTiming::InNewSession`]).
+    pub fn in_new_session(op: Op) -> Fault {
+        Fault {
+            op: Some(op),
+            path_prefix: None,
+            timing: FaultTiming::InNewSession,
+        }
+    }
+
+    /// The next `op` fails with [`ZkError::OperationTimeout`], not applied, with no change of
+    /// connection state ([`FaultTiming::Timeout`]).
+    pub fn timeout(op: Op) -> Fault {
+        Fault {
+            op: Some(op),
+            path_prefix: None,
+            timing: FaultTiming::Timeout,
         }
     }
 
@@ -193,6 +223,9 @@ struct ClientState {
     suspended: bool,
     /// Link down for an injected fault's blip (until the blip is reported).
     blipping: bool,
+    /// The session the client still reports after an [`FaultTiming::InNewSession`] fault moved
+    /// it to `session_id` silently; `None` once reported.
+    unreported: Option<i64>,
     keep_watches: bool,
     faults: VecDeque<Fault>,
     events: mpsc::Sender<Delivery>,
@@ -423,6 +456,11 @@ impl Inner {
         let cs = self.clients.get_mut(&client)?;
         let session = cs.session_id;
         let held = std::mem::take(&mut cs.held);
+        if cs.unreported.take().is_some() && self.sessions.contains_key(&session) {
+            // The session changed silently before the link went down: report it now.
+            self.trash.extend(held.into_iter().map(|d| d.watcher));
+            return Some(Reconnect::New(session));
+        }
         if self.sessions.contains_key(&session) {
             if cs.keep_watches {
                 for d in held {
@@ -713,6 +751,7 @@ impl MemoryEnsemble {
                         session_id: 0,
                         suspended: false,
                         blipping: false,
+                        unreported: None,
                         keep_watches: false,
                         faults: VecDeque::new(),
                         events,
@@ -959,6 +998,18 @@ impl MemoryClient {
         *self.hook.write() = hook.map(Hook::from);
     }
 
+    /// Reports a session change made silently by an [`FaultTiming::InNewSession`] fault:
+    /// `Lost`, then `Connected` with the new session id. No-op when none is pending.
+    pub fn report_session_change(&self) {
+        let _order = self.transitions.lock();
+        let outcome = self.ensemble.with_inner(|inner| {
+            let cs = inner.clients.get_mut(&self.id)?;
+            cs.unreported.take()?;
+            Some(Reconnect::New(cs.session_id))
+        });
+        self.report(outcome);
+    }
+
     /// Requests made so far (failed ones included) and watch callbacks delivered.
     pub fn counters(&self) -> Counters {
         self.shared.counters.snapshot()
@@ -1060,7 +1111,9 @@ impl MemoryClient {
                 return (Err(ZkError::ConnectionLoss), Some(apply), false);
             }
             let session = cs.session_id;
-            if session_before != Some(session) || !inner.sessions.contains_key(&session) {
+            // The session the client believes it has (an unreported change keeps the old one).
+            let reported = cs.unreported.unwrap_or(session);
+            if session_before != Some(reported) || !inner.sessions.contains_key(&session) {
                 return (Err(ZkError::SessionExpired), Some(apply), false);
             }
             let fault = cs
@@ -1070,6 +1123,15 @@ impl MemoryClient {
                 .and_then(|i| cs.faults.remove(i));
             match fault {
                 None => (apply(inner, session), None, false),
+                Some(fault) if fault.timing == FaultTiming::Timeout => {
+                    (Err(ZkError::OperationTimeout), Some(apply), false)
+                }
+                Some(fault) if fault.timing == FaultTiming::InNewSession => {
+                    cs.unreported.get_or_insert(session);
+                    inner.kill_session(session);
+                    let new = inner.new_session(self.id);
+                    (apply(inner, new), None, false)
+                }
                 Some(fault) => {
                     cs.blipping = true;
                     if fault.timing == FaultTiming::AfterApply {

@@ -19,6 +19,9 @@ use crate::client::{SharedClient, ZkError};
 use crate::error::{Error, Result};
 use crate::session::{ConnectionState, SessionSnapshot};
 
+/// How long a wait for `Lost` sits on a failed verification before verifying again.
+const VERIFY_AGAIN_AFTER: Duration = Duration::from_millis(250);
+
 /// Whether a holder can still rely on its lock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum LockState {
@@ -160,9 +163,18 @@ impl HeldNode {
             if !waiting(state) {
                 return state;
             }
-            // The state can only change with the session's epoch (or a node we verify then).
-            let after = self.client.session().wait_for_change(epoch, deadline);
-            if after.epoch == epoch {
+            // The state can only change with the session's epoch, except after a verification
+            // that failed while connected (a timed-out `exists`): no transition may come to
+            // end that `Suspect`, so the node is verified again after a pause.
+            let unverified =
+                state == LockState::Suspect && self.client.session().state().is_connected();
+            let wake = match (unverified, deadline) {
+                (true, Some(d)) => Some(d.min(Instant::now() + VERIFY_AGAIN_AFTER)),
+                (true, None) => Some(Instant::now() + VERIFY_AGAIN_AFTER),
+                (false, d) => d,
+            };
+            let after = self.client.session().wait_for_change(epoch, wake);
+            if after.epoch == epoch && deadline.is_some_and(|d| Instant::now() >= d) {
                 return self.state();
             }
         }

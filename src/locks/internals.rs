@@ -5,11 +5,19 @@
 //! Invariants this module keeps:
 //! - **No orphan node.** Every path out of [`LockInternals::attempt`] that does not return a
 //!   held node deletes ours (timeout, error, panic: a drop guard does it), and a delete that
-//!   cannot complete now is finished by a background "guaranteed delete" while our session
-//!   lives.
+//!   cannot complete now is finished by a background "guaranteed delete" that runs until the
+//!   node is gone, the client is closed or dropped, or two more sessions were lost. Deletes are
+//!   by exact path whatever happened to the session: the name carries a fresh UUID, and a
+//!   create may have run in a session the client has not reported yet.
 //! - **Never a blind retry of a sequential create.** After a connection loss during create we
 //!   list the parent and look for our `_c_<uuid>-` prefix; we adopt the node only when its
-//!   `ephemeral_owner` is our current session (CURATOR-498), else delete it.
+//!   `ephemeral_owner` is the session we are in (CURATOR-498), else delete it. While the
+//!   look-up's own outcome is unknown, the look-up is repeated, never the create (CURATOR-45).
+//! - **Nothing of a lost session counts as ours.** Once a session was lost since our create, a
+//!   listing that still shows our node does not grant: the node is deleted and we queue again.
+//! - **Deadlines hold.** Every retry goes through one `Retries` value, which never sleeps past
+//!   the deadline. Past it, a timed call starts no request but one delete of its node, and none
+//!   when its link is in trouble: the rest goes to the background.
 //! - **No herd.** A waiter watches only the node that keeps it out, with `get_data` (an `exists`
 //!   watch on a node deleted in between would never fire and would leak, CURATOR-107), and
 //!   only its own `Condvar` is notified.
@@ -17,17 +25,18 @@
 //!   them), so a waiter also wakes on every change of the session epoch and re-lists.
 
 use std::sync::Arc;
-use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use parking_lot::{Condvar, Mutex};
 
 use crate::client::{CreateMode, EventType, SharedClient, ZkError};
 use crate::error::{Error, Result};
 use crate::paths;
-use crate::retry::RetryPolicy;
+use crate::retry::{Retries, RetryPolicy, RetryStep};
 use crate::session::{ConnectionState, ListenerId, SessionSnapshot};
 
+pub(crate) use super::cleanup::{delete_guaranteed, NodeCleanup, Wait};
+use super::cleanup::{retry_in_background, try_delete};
 use super::driver::{sort_children, Decision, LockDriver};
 use super::held::HeldNode;
 
@@ -57,10 +66,26 @@ pub enum NodeKind {
     WithSequence(i32),
 }
 
+/// How a pause before a retry ended.
+enum Resume {
+    /// Connected again: retry now.
+    Ready,
+    /// The deadline passed.
+    Deadline,
+    /// The client was closed.
+    Closed,
+    /// The retry policy gives up.
+    Exhausted,
+}
+
 /// Why the wait loop stopped without the lock.
 enum LoopEnd {
     Acquired,
-    TimedOut,
+    /// The deadline passed; `link_trouble` when the last request failed with an unknown
+    /// outcome (the cleanup then makes no request on the caller's thread).
+    TimedOut {
+        link_trouble: bool,
+    },
     /// Our node is not among the children: the session that owned it was lost.
     OurNodeGone,
 }
@@ -175,7 +200,7 @@ impl LockInternals {
         kind: NodeKind,
     ) -> Result<Option<HeldNode>> {
         let start = Instant::now();
-        let mut retries = 0u32;
+        let mut retries = Retries::new(self.retry.as_ref(), start, deadline);
         loop {
             if self.client.session().state() == ConnectionState::Closed {
                 return Err(Error::Closed);
@@ -184,23 +209,27 @@ impl LockInternals {
             let Some((our_path, before)) = created else {
                 return Ok(None); // the deadline passed while the connection was down
             };
-            let mut cleanup = NodeCleanup::new(self, &our_path, before);
-            match self.wait_loop(&our_path, deadline)? {
+            let mut cleanup = NodeCleanup::new(self, &our_path, deadline);
+            match self.wait_loop(&our_path, before, deadline)? {
                 LoopEnd::Acquired => {
                     cleanup.disarm();
                     return Ok(Some(HeldNode::new(self.client.clone(), our_path, before)));
                 }
-                LoopEnd::TimedOut => return Ok(None), // cleanup deletes our node
+                LoopEnd::TimedOut { link_trouble } => {
+                    cleanup.set_wait(Wait::after_timeout(&self.client, deadline, link_trouble));
+                    return Ok(None); // cleanup deletes our node
+                }
                 LoopEnd::OurNodeGone => {
-                    cleanup.disarm(); // nothing to delete: it is gone
-                    match self.retry.next_retry(retries, start.elapsed()) {
-                        Some(sleep) if !past(deadline, Instant::now() + sleep) => {
-                            log::info!("lock node {our_path} vanished (session lost?); retrying");
-                            retries += 1;
-                            thread::sleep(sleep);
+                    // Our node belongs to a lost session: gone, or still listed until the
+                    // server expires it, or alive in a session we were not told about. Its name
+                    // is ours alone, so it is deleted by path before we queue again.
+                    drop(cleanup);
+                    match retries.next() {
+                        RetryStep::Again { .. } => {
+                            log::info!("lock node {our_path} lost with its session; retrying");
                         }
-                        Some(_) => return Ok(None),
-                        None => {
+                        RetryStep::DeadlinePassed => return Ok(None),
+                        RetryStep::Exhausted => {
                             return Err(Error::SessionLost {
                                 path: self.base_path.clone(),
                             })
@@ -213,8 +242,8 @@ impl LockInternals {
 
     /// Creates our node under a fresh protection prefix; handles a missing parent and a
     /// connection loss with an unknown outcome. Returns the node's path and the session as it
-    /// was just before the create that made it (a later session loss means the node is gone);
-    /// `Ok(None)` when the deadline passed.
+    /// was just before the create that made it (a later session loss means the node may not be
+    /// ours any more); `Ok(None)` when the deadline passed.
     pub(crate) fn create_protected(
         &self,
         data: &[u8],
@@ -222,14 +251,14 @@ impl LockInternals {
         deadline: Option<Instant>,
         start: Instant,
     ) -> Result<Option<(String, SessionSnapshot)>> {
+        let mut retries = Retries::new(self.retry.as_ref(), start, deadline);
         let mut prefix = protected_prefix();
-        let mut retries = 0u32;
         // A container parent can be reaped between our creates: recreate it a few times.
         let mut parent_creations = 0;
         loop {
             let (path, mode) = self.node_path(&prefix, kind);
             let before = self.client.session().snapshot();
-            let code = match self.client.create(&path, data, mode) {
+            let mut code = match self.client.create(&path, data, mode) {
                 Ok(actual) => return Ok(Some((actual, before))),
                 Err(code) => code,
             };
@@ -244,60 +273,93 @@ impl LockInternals {
                 code if code.is_retryable() => {}
                 // The session ended before the create was applied in it: nothing of ours
                 // can exist. Create again on the next session (under the retry policy).
-                ZkError::SessionExpired => {
-                    let Some(sleep) = self.retry.next_retry(retries, start.elapsed()) else {
+                ZkError::SessionExpired => match self.retry_when_connected(&mut retries) {
+                    Resume::Ready => {
+                        prefix = protected_prefix();
+                        continue;
+                    }
+                    Resume::Deadline => return Ok(None),
+                    Resume::Closed => return Err(Error::Closed),
+                    Resume::Exhausted => {
                         return Err(Error::SessionLost {
                             path: self.base_path.clone(),
-                        });
-                    };
-                    retries += 1;
-                    if !self.pause_until_connected(sleep, deadline)? {
-                        return Ok(None);
+                        })
                     }
-                    prefix = protected_prefix();
-                    continue;
-                }
+                },
                 code => return Err(Error::zk("create", path, code)),
             }
-            // The create may or may not have been applied. Never create again blindly: a
-            // second node of ours would sit in the queue forever (CURATOR-45).
-            let Some(sleep) = self.retry.next_retry(retries, start.elapsed()) else {
-                self.delete_by_prefix_in_background(prefix);
-                return Err(Error::RetriesExhausted {
-                    path,
-                    attempts: retries + 1,
-                    elapsed: start.elapsed(),
-                    last: code,
-                });
-            };
-            retries += 1;
-            // Closed: the session is over, and any node it made with it.
-            if !self.pause_until_connected(sleep, deadline)? {
-                self.delete_by_prefix_in_background(prefix);
-                return Ok(None);
+            // The create may or may not have been applied. Look it up, and repeat the look-up,
+            // never the create, while the outcome stays unknown: a second node of ours would
+            // sit in the queue behind the first and wait on it (CURATOR-45).
+            loop {
+                match self.retry_when_connected(&mut retries) {
+                    Resume::Ready => {}
+                    Resume::Deadline => {
+                        self.delete_by_prefix_in_background(prefix);
+                        return Ok(None);
+                    }
+                    Resume::Closed => return Err(Error::Closed),
+                    Resume::Exhausted => {
+                        self.delete_by_prefix_in_background(prefix);
+                        return Err(Error::RetriesExhausted {
+                            path,
+                            attempts: retries.attempts() + 1,
+                            elapsed: retries.elapsed(),
+                            last: code,
+                        });
+                    }
+                }
+                let at = self.client.session().snapshot();
+                match self.find_ours(&prefix, at.session_id) {
+                    // Owned by the session `at` saw, so `at` is the snapshot "before" it.
+                    Ok(Found::Ours(actual)) => return Ok(Some((actual, at))),
+                    Ok(Found::None) => break, // not applied: create again (same prefix is safe)
+                    Ok(Found::Foreign(stale)) => {
+                        // Created by a session of ours that is gone: delete and start over.
+                        if let Err(e) = delete_guaranteed(
+                            &self.client,
+                            &stale,
+                            &*self.retry,
+                            Wait::Until(deadline),
+                        ) {
+                            log::warn!("deleting {stale}, left by a lost session: {e}");
+                        }
+                        prefix = protected_prefix();
+                        break;
+                    }
+                    Err(again) if again.is_retryable() => code = again, // still unknown
+                    Err(ZkError::SessionExpired) => {
+                        // The session that may have created it is gone, and the node with it.
+                        prefix = protected_prefix();
+                        break;
+                    }
+                    Err(other) => {
+                        self.delete_by_prefix_in_background(prefix);
+                        return Err(Error::zk("get_children", self.base_path.clone(), other));
+                    }
+                }
             }
-            match self.find_ours(&prefix) {
-                // Owned by the current session, which is the one `before` saw: a session lost
-                // in between would have taken the node with it.
-                Ok(Found::Ours(actual)) => return Ok(Some((actual, before))),
-                Ok(Found::None) => {} // not applied: create again (same prefix is safe)
-                Ok(Found::Foreign(stale)) => {
-                    // Created by our previous session, which is gone: delete and start over.
-                    let _ = self.client.delete(&stale, None);
-                    prefix = protected_prefix();
-                }
-                Err(code) if code.is_retryable() => {
-                    // Still unknown: keep the prefix so the next look-up can find it.
-                }
-                Err(ZkError::SessionExpired) => {
-                    // The session that may have created it is gone, and the node with it.
-                    prefix = protected_prefix();
-                }
-                Err(code) => {
-                    self.delete_by_prefix_in_background(prefix);
-                    return Err(Error::zk("get_children", self.base_path.clone(), code));
-                }
-            }
+        }
+    }
+
+    /// Sleeps as the retry policy says (never past the deadline), then waits for a connection.
+    fn retry_when_connected(&self, retries: &mut Retries<'_>) -> Resume {
+        if self.client.session().state() == ConnectionState::Closed {
+            return Resume::Closed;
+        }
+        match retries.next() {
+            RetryStep::Again { .. } => {}
+            RetryStep::DeadlinePassed => return Resume::Deadline,
+            RetryStep::Exhausted => return Resume::Exhausted,
+        }
+        let s = self
+            .client
+            .session()
+            .wait_until_connected(retries.deadline());
+        match s.state {
+            ConnectionState::Closed => Resume::Closed,
+            state if state.is_connected() => Resume::Ready,
+            _ => Resume::Deadline,
         }
     }
 
@@ -340,25 +402,9 @@ impl LockInternals {
         Ok(())
     }
 
-    /// Sleeps `sleep` (bounded by the deadline), then waits for a connection. `Ok(false)` when
-    /// the deadline passed; a client closed meanwhile is [`Error::Closed`], not a timeout.
-    pub(crate) fn pause_until_connected(
-        &self,
-        sleep: Duration,
-        deadline: Option<Instant>,
-    ) -> Result<bool> {
-        let wake = Instant::now() + sleep;
-        let wake = deadline.map_or(wake, |d| d.min(wake));
-        thread::sleep(wake.saturating_duration_since(Instant::now()));
-        let s = self.client.session().wait_until_connected(deadline);
-        if s.state == ConnectionState::Closed {
-            return Err(Error::Closed);
-        }
-        Ok(s.state.is_connected() && !past(deadline, Instant::now()))
-    }
-
-    /// Looks for the child that a create with `prefix` may have made.
-    fn find_ours(&self, prefix: &str) -> std::result::Result<Found, ZkError> {
+    /// Looks for the child that a create with `prefix` may have made; it is ours when owned by
+    /// `session` (the session we are in, as seen before the look-up).
+    fn find_ours(&self, prefix: &str, session: Option<i64>) -> std::result::Result<Found, ZkError> {
         let children = match self.client.get_children(&self.base_path, None) {
             Ok(c) => c,
             Err(ZkError::NoNode) => return Ok(Found::None),
@@ -370,7 +416,6 @@ impl LockInternals {
         let path = paths::join(&self.base_path, &name);
         // A listing can still show the node of a session that just expired (CURATOR-498):
         // adopt it only when our current session owns it.
-        let session = self.client.session().session_id();
         match self.client.exists(&path)? {
             None => Ok(Found::None),
             Some(stat) if session.is_none_or(|id| id == stat.ephemeral_owner) => {
@@ -381,14 +426,20 @@ impl LockInternals {
     }
 
     /// The wait loop: list, decide, watch, wait — until acquired, timed out or our node gone.
-    fn wait_loop(&self, our_path: &str, deadline: Option<Instant>) -> Result<LoopEnd> {
+    /// `before` is the session as it was before our node was created: once a session was lost
+    /// since, our node no longer counts as ours, even while a listing still shows it.
+    fn wait_loop(
+        &self,
+        our_path: &str,
+        before: SessionSnapshot,
+        deadline: Option<Instant>,
+    ) -> Result<LoopEnd> {
         let our_name = paths::node_name(our_path);
         let waiter = Arc::new(Waiter::default());
         // Session transitions wake this waiter (watches do not survive a reconnect). The
         // listener is registered lazily, the first time we have to wait.
         let mut listener = None;
-        let mut retries = 0u32;
-        let start = Instant::now();
+        let mut retries = Retries::new(self.retry.as_ref(), Instant::now(), deadline);
         let result = loop {
             // A new round starts before the listing, so a signal that arrives at any time
             // after the listing is kept.
@@ -396,22 +447,27 @@ impl LockInternals {
             let epoch = self.client.session().epoch();
             let children = match self.sorted_children() {
                 Ok(c) => c,
-                Err(code) if code.is_retryable() => {
-                    match self.retry.next_retry(retries, start.elapsed()) {
-                        Some(sleep) => {
-                            retries += 1;
-                            match self.pause_until_connected(sleep, deadline) {
-                                Ok(true) => continue,
-                                Ok(false) => break Ok(LoopEnd::TimedOut),
-                                Err(e) => break Err(e),
-                            }
-                        }
-                        None => break Err(Error::zk("get_children", self.base_path.clone(), code)),
+                Err(code) if code.is_retryable() => match self.retry_when_connected(&mut retries) {
+                    Resume::Ready => continue,
+                    Resume::Deadline => break Ok(LoopEnd::TimedOut { link_trouble: true }),
+                    Resume::Closed => break Err(Error::Closed),
+                    Resume::Exhausted => {
+                        break Err(Error::zk("get_children", self.base_path.clone(), code))
                     }
-                }
+                },
                 Err(ZkError::SessionExpired) => break Ok(LoopEnd::OurNodeGone),
                 Err(code) => break Err(Error::zk("get_children", self.base_path.clone(), code)),
             };
+            // A node of a lost session can still be listed (the server has not expired it yet,
+            // or the listing ran before the loss was reported): it must not count for a grant.
+            if self.client.session().snapshot().losses != before.losses {
+                break Ok(LoopEnd::OurNodeGone);
+            }
+            match self.delete_copies(&children, our_name, deadline) {
+                Ok(false) => {}
+                Ok(true) => continue, // list again without them
+                Err(e) => break Err(e),
+            }
             let Some(our_index) = children.iter().position(|c| c == our_name) else {
                 break Ok(LoopEnd::OurNodeGone);
             };
@@ -426,7 +482,9 @@ impl LockInternals {
             // made each waiter's memory grow with the queue length (1,000 waiters: ~90 MB).
             drop(children);
             if past(deadline, Instant::now()) {
-                break Ok(LoopEnd::TimedOut);
+                break Ok(LoopEnd::TimedOut {
+                    link_trouble: false,
+                });
             }
             if listener.is_none() {
                 listener = Some(wake_on_session_change(&self.client, &waiter));
@@ -448,7 +506,12 @@ impl LockInternals {
                     }
                     continue;
                 }
-                Err(code) if code.is_retryable() => continue, // the listing retries under policy
+                // The listing retries under the policy; past the deadline (the request may
+                // have taken a whole call timeout), no new request is started.
+                Err(code) if code.is_retryable() => match past(deadline, Instant::now()) {
+                    true => break Ok(LoopEnd::TimedOut { link_trouble: true }),
+                    false => continue,
+                },
                 Err(ZkError::SessionExpired) => break Ok(LoopEnd::OurNodeGone),
                 Err(code) => break Err(Error::zk("get_data", pred_path, code)),
             }
@@ -460,13 +523,42 @@ impl LockInternals {
                 break Ok(LoopEnd::Acquired);
             }
             if past(deadline, Instant::now()) {
-                break Ok(LoopEnd::TimedOut);
+                break Ok(LoopEnd::TimedOut {
+                    link_trouble: false,
+                });
             }
         };
         if let Some(id) = listener {
             self.client.session().unsubscribe(id);
         }
         result
+    }
+
+    /// Deletes every child other than `our_name` that carries our protection prefix: a copy made
+    /// by a create whose reply we never got and that the server applied after our look-up
+    /// (a client-side call timeout leaves the request queued). It would sit in the queue ahead
+    /// of or behind us until our session ends. True when there was one.
+    pub(crate) fn delete_copies(
+        &self,
+        children: &[String],
+        our_name: &str,
+        deadline: Option<Instant>,
+    ) -> Result<bool> {
+        if !is_protected(our_name) {
+            return Ok(false);
+        }
+        let prefix = &our_name[..PROTECTED_PREFIX_LEN];
+        let mut found = false;
+        for copy in children
+            .iter()
+            .filter(|c| c.starts_with(prefix) && *c != our_name)
+        {
+            found = true;
+            let path = paths::join(&self.base_path, copy);
+            log::info!("deleting {path}, a late copy of our node");
+            delete_guaranteed(&self.client, &path, &*self.retry, Wait::Until(deadline))?;
+        }
+        Ok(found)
     }
 
     /// The children of the lock directory, sorted as every Curator client sorts them.
@@ -492,44 +584,41 @@ impl LockInternals {
             .collect())
     }
 
-    /// Deletes a node we hold. `Ok` when it is gone, or when its session is gone (then the
-    /// server deleted it, and a node of the same name could only be someone else's). When the
-    /// outcome stays unknown, a background delete keeps trying while the session lives, and
-    /// the error is returned.
+    /// Deletes a node we hold, by its exact path (even after a session loss: the node may live
+    /// in a session the client had not reported when it was created). `Ok` when it is gone.
+    /// When the outcome stays unknown past the retry policy, a background delete keeps trying
+    /// and the error is returned.
     pub fn release(&self, held: &HeldNode) -> Result<()> {
-        delete_guaranteed(
-            &self.client,
-            held.path(),
-            self.retry.as_ref(),
-            held.losses(),
-        )
+        self.release_within(held, Wait::Until(None))
+    }
+
+    /// [`Self::release`], keeping the caller only as long as `wait` allows.
+    pub(crate) fn release_within(&self, held: &HeldNode, wait: Wait) -> Result<()> {
+        delete_guaranteed(&self.client, held.path(), self.retry.as_ref(), wait)
     }
 
     /// After a create whose outcome stayed unknown: find the node by its prefix and delete it
     /// in the background, so it cannot block the queue (CURATOR-45).
     fn delete_by_prefix_in_background(&self, prefix: String) {
-        let this = self.clone();
-        let losses = self.client.session().snapshot().losses;
-        spawn_background("zk-locks-find-delete", move || loop {
-            let s = this.client.session().snapshot();
-            if s.losses != losses || s.state == ConnectionState::Closed {
-                return; // the session is gone, and so is any node it made
-            }
-            if s.state.is_connected() {
-                match this.find_ours(&prefix) {
-                    Ok(Found::None) => return,
-                    Ok(Found::Ours(p)) | Ok(Found::Foreign(p)) => {
-                        if matches!(this.client.delete(&p, None), Ok(()) | Err(ZkError::NoNode)) {
-                            return;
-                        }
-                    }
-                    Err(code) if !code.is_retryable() => return,
-                    Err(_) => {}
+        let (base_path, driver, retry) = (
+            self.base_path.clone(),
+            self.driver.clone(),
+            self.retry.clone(),
+        );
+        retry_in_background("zk-locks-find-delete", &self.client, move |client| {
+            let this = LockInternals::new(
+                client.clone(),
+                base_path.clone(),
+                driver.clone(),
+                retry.clone(),
+            );
+            match this.find_ours(&prefix, client.session().session_id()) {
+                Ok(Found::None) => true,
+                Ok(Found::Ours(p)) | Ok(Found::Foreign(p)) => {
+                    !matches!(try_delete(client, &p), Ok(Some(_)))
                 }
+                Err(code) => !code.is_retryable(),
             }
-            this.client
-                .session()
-                .wait_for_change(s.epoch, Some(Instant::now() + Duration::from_millis(250)));
         });
     }
 }
@@ -538,110 +627,6 @@ enum Found {
     None,
     Ours(String),
     Foreign(String),
-}
-
-/// Deletes `path`, retrying while the outcome is unknown; hands the delete to a background
-/// thread when the retry policy gives up. `losses` is the client's loss count when the node
-/// was created.
-pub(crate) fn delete_guaranteed(
-    client: &SharedClient,
-    path: &str,
-    retry: &dyn RetryPolicy,
-    losses: u64,
-) -> Result<()> {
-    // The node's session is over once the client lost a session (or closed) since the node
-    // was created: the server deleted it, and a node of that name could only be someone else's.
-    let session_gone = move |c: &SharedClient| {
-        let s = c.session().snapshot();
-        s.losses != losses || s.state == ConnectionState::Closed
-    };
-    let start = Instant::now();
-    let mut retries = 0;
-    loop {
-        if session_gone(client) {
-            return Ok(());
-        }
-        match client.delete(path, None) {
-            // SessionExpired: the session the node belonged to (this one or an older one) is
-            // over, so the server has deleted the node: released, as documented above.
-            Ok(()) | Err(ZkError::NoNode) | Err(ZkError::SessionExpired) => return Ok(()),
-            Err(code) if code.is_retryable() => match retry.next_retry(retries, start.elapsed()) {
-                Some(sleep) => {
-                    retries += 1;
-                    thread::sleep(sleep);
-                    client
-                        .session()
-                        .wait_until_connected(Some(Instant::now() + sleep * 4));
-                }
-                None => {
-                    log::warn!("could not delete {path} ({code}); deleting in the background");
-                    let (client, p) = (client.clone(), path.to_string());
-                    spawn_background("zk-locks-delete", move || loop {
-                        if session_gone(&client) {
-                            return;
-                        }
-                        let s = client.session().snapshot();
-                        if s.state.is_connected()
-                            && matches!(
-                                client.delete(&p, None),
-                                Ok(()) | Err(ZkError::NoNode) | Err(ZkError::SessionExpired)
-                            )
-                        {
-                            return;
-                        }
-                        client.session().wait_for_change(
-                            s.epoch,
-                            Some(Instant::now() + Duration::from_millis(250)),
-                        );
-                    });
-                    return Err(Error::zk("delete", path, code));
-                }
-            },
-            Err(code) => return Err(Error::zk("delete", path, code)),
-        }
-    }
-}
-
-fn spawn_background(name: &str, f: impl FnOnce() + Send + 'static) {
-    if let Err(e) = thread::Builder::new().name(name.into()).spawn(f) {
-        log::error!("could not start background thread {name}: {e}");
-    }
-}
-
-/// Deletes our node unless disarmed: covers timeouts, errors and panics alike.
-pub(crate) struct NodeCleanup<'a> {
-    internals: &'a LockInternals,
-    path: Option<String>,
-    before: SessionSnapshot,
-}
-
-impl<'a> NodeCleanup<'a> {
-    pub(crate) fn new(internals: &'a LockInternals, path: &str, before: SessionSnapshot) -> Self {
-        NodeCleanup {
-            internals,
-            path: Some(path.to_string()),
-            before,
-        }
-    }
-
-    pub(crate) fn disarm(&mut self) {
-        self.path = None;
-    }
-}
-
-impl Drop for NodeCleanup<'_> {
-    fn drop(&mut self) {
-        let Some(path) = self.path.take() else { return };
-        let result = delete_guaranteed(
-            &self.internals.client,
-            &path,
-            self.internals.retry.as_ref(),
-            self.before.losses,
-        );
-        if let Err(e) = result {
-            log::warn!("cleanup of {path}: {e}");
-        }
-    }
 }
 
 /// Wakes `waiter` on every session transition (until unsubscribed).

@@ -9,6 +9,7 @@
 //! [`LockGuard`] that releases on drop and tells the holder whether it may have lost the lock
 //! ([`LockState`]) and which fencing token guards its writes.
 
+mod cleanup;
 mod driver;
 mod guard;
 mod held;

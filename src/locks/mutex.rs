@@ -14,7 +14,7 @@ use crate::retry::{ExponentialBackoffRetry, RetryPolicy};
 
 use super::driver::{LockDriver, StandardDriver};
 use super::held::{HeldNode, LockState};
-use super::internals::{LockInternals, NodeKind};
+use super::internals::{LockInternals, NodeKind, Wait};
 use super::revocation::{RevocationListener, RevocationWatch};
 use super::{deadline_after, default_node_data, validate_lock_path, InterProcessLock};
 
@@ -192,27 +192,7 @@ impl InterProcessLock for InterProcessMutex {
     }
 
     fn release(&self) -> Result<()> {
-        let me = thread::current().id();
-        let node = {
-            let mut owners = self.owners.lock();
-            let Some(owner) = owners.get_mut(&me) else {
-                return Err(Error::NotOwner {
-                    path: self.path().to_string(),
-                });
-            };
-            owner.count -= 1;
-            if owner.count > 0 {
-                return Ok(());
-            }
-            // Forget the hold even if the delete below fails: keeping it could make two
-            // holders (CURATOR-678); the delete goes on in the background instead.
-            owners.remove(&me).map(|o| o.node)
-        };
-        *self.revocation.lock() = None;
-        match node {
-            Some(node) => self.internals.release(&node),
-            None => Ok(()),
-        }
+        self.release_within(Wait::Until(None))
     }
 
     /// Releases the calling thread's hold when it is the one `nodes` stand for. A guard whose
@@ -239,6 +219,34 @@ impl InterProcessLock for InterProcessMutex {
 
     fn held_nodes(&self) -> Vec<Arc<HeldNode>> {
         self.held_node().into_iter().collect()
+    }
+}
+
+impl InterProcessMutex {
+    /// [`InterProcessLock::release`], keeping the caller only as long as `wait` allows (then
+    /// the delete goes on in the background and the error is returned).
+    pub(crate) fn release_within(&self, wait: Wait) -> Result<()> {
+        let me = thread::current().id();
+        let node = {
+            let mut owners = self.owners.lock();
+            let Some(owner) = owners.get_mut(&me) else {
+                return Err(Error::NotOwner {
+                    path: self.path().to_string(),
+                });
+            };
+            owner.count -= 1;
+            if owner.count > 0 {
+                return Ok(());
+            }
+            // Forget the hold even if the delete below fails: keeping it could make two
+            // holders (CURATOR-678); the delete goes on in the background instead.
+            owners.remove(&me).map(|o| o.node)
+        };
+        *self.revocation.lock() = None;
+        match node {
+            Some(node) => self.internals.release_within(&node, wait),
+            None => Ok(()),
+        }
     }
 }
 

@@ -12,12 +12,13 @@ use std::time::{Duration, Instant};
 use crate::client::{SharedClient, ZkError};
 use crate::error::{Error, Result};
 use crate::paths;
-use crate::retry::{ExponentialBackoffRetry, RetryPolicy};
+use crate::retry::{ExponentialBackoffRetry, Retries, RetryPolicy, RetryStep};
+use crate::session::ConnectionState;
 
 use super::driver::StandardDriver;
 use super::held::{HeldNode, LockState};
 use super::internals::{
-    past, wake_on_session_change, LockInternals, NodeCleanup, NodeKind, Waiter,
+    past, wake_on_session_change, LockInternals, NodeCleanup, NodeKind, Wait, Waiter,
 };
 use super::mutex::InterProcessMutex;
 use super::shared_count::SharedCount;
@@ -189,7 +190,7 @@ impl InterProcessSemaphoreV2 {
     /// One lease: admission, lease node, wait for room; the admission mutex is always released.
     fn acquire_one(&self, deadline: Option<Instant>) -> Result<Option<Lease>> {
         let start = Instant::now();
-        let mut retries = 0u32;
+        let mut retries = Retries::new(self.leases.retry_policy().as_ref(), start, deadline);
         let data = self.data.clone().unwrap_or_else(default_node_data);
         loop {
             let remaining = deadline.map(|d| d.saturating_duration_since(Instant::now()));
@@ -200,27 +201,27 @@ impl InterProcessSemaphoreV2 {
                 return Ok(None);
             }
             let outcome = self.lease_while_admitted(deadline, &data, start);
-            if let Err(e) = self.admission.release() {
+            // Bounded by the deadline too: a timed call returns by it even during an outage
+            // (the delete goes on in the background).
+            // A timed call past its deadline with its link in trouble makes no more requests.
+            let wait = match &outcome {
+                Ok(Granted::TimedOut { link_trouble }) => {
+                    Wait::after_timeout(self.leases.client(), deadline, *link_trouble)
+                }
+                _ => Wait::Until(deadline),
+            };
+            if let Err(e) = self.admission.release_within(wait) {
                 log::warn!("releasing the admission mutex of {}: {e}", self.path);
             }
             match outcome? {
                 Granted::Yes(lease) => return Ok(Some(lease)),
-                Granted::TimedOut => return Ok(None),
-                Granted::NodeGone => match self
-                    .leases
-                    .retry_policy()
-                    .next_retry(retries, start.elapsed())
-                {
-                    Some(sleep) if !past(deadline, Instant::now() + sleep) => {
-                        log::info!(
-                            "lease node under {} vanished (session lost?); retrying",
-                            self.path
-                        );
-                        retries += 1;
-                        std::thread::sleep(sleep);
+                Granted::TimedOut { .. } => return Ok(None),
+                Granted::NodeGone => match retries.next() {
+                    RetryStep::Again { .. } => {
+                        log::info!("lease under {} lost with its session; retrying", self.path);
                     }
-                    Some(_) => return Ok(None),
-                    None => {
+                    RetryStep::DeadlinePassed => return Ok(None),
+                    RetryStep::Exhausted => {
                         return Err(Error::SessionLost {
                             path: self.path.clone(),
                         })
@@ -241,9 +242,23 @@ impl InterProcessSemaphoreV2 {
             self.leases
                 .create_protected(data, NodeKind::Sequential, deadline, start)?
         else {
-            return Ok(Granted::TimedOut);
+            // The deadline passed with the link down.
+            return Ok(Granted::TimedOut { link_trouble: true });
         };
-        let mut cleanup = NodeCleanup::new(&self.leases, &our_path, before);
+        let mut cleanup = NodeCleanup::new(&self.leases, &our_path, deadline);
+        // The admission must still be ours, held in the session the lease was created in: a
+        // session lost in between let another client be admitted, and two admitted clients
+        // whose leases are both over the maximum wait on each other for ever.
+        let admitted = self.admission.held_node().is_some_and(|admission| {
+            admission.losses() == before.losses && admission.state() != LockState::Lost
+        });
+        if !admitted {
+            log::info!(
+                "admission to {} lost before the lease; queueing again",
+                self.path
+            );
+            return Ok(Granted::NodeGone); // `cleanup` deletes the lease
+        }
         let our_name = paths::node_name(&our_path).to_string();
         let leases_path = self.leases.base_path().to_string();
         let waiter = Arc::new(Waiter::default());
@@ -260,7 +275,7 @@ impl InterProcessSemaphoreV2 {
             MaxLeases::Fixed(_) => None,
         };
         let mut watch = false;
-        let mut retries = 0u32;
+        let mut retries = Retries::new(self.leases.retry_policy().as_ref(), start, deadline);
         let result = loop {
             let round = waiter.next_round();
             // The first listing sets no watch: an uncontended lease must not leave one behind.
@@ -278,28 +293,36 @@ impl InterProcessSemaphoreV2 {
                 // Our lease node died with the session: retry under the policy, as the mutex's
                 // wait loop does.
                 Err(ZkError::SessionExpired) => break Ok(Granted::NodeGone),
-                Err(code) if code.is_retryable() => match self
-                    .leases
-                    .retry_policy()
-                    .next_retry(retries, start.elapsed())
-                {
-                    Some(sleep) => {
-                        retries += 1;
-                        match self.leases.pause_until_connected(sleep, deadline) {
-                            Ok(true) => continue,
-                            Ok(false) => break Ok(Granted::TimedOut),
-                            Err(e) => break Err(e),
+                Err(code) if code.is_retryable() => match retries.next() {
+                    RetryStep::Again { .. } => {
+                        let s = client.session().wait_until_connected(deadline);
+                        match s.state {
+                            ConnectionState::Closed => break Err(Error::Closed),
+                            state if state.is_connected() => continue,
+                            _ => break Ok(Granted::TimedOut { link_trouble: true }),
                         }
                     }
-                    None => break Err(Error::zk("get_children", leases_path.clone(), code)),
+                    RetryStep::DeadlinePassed => {
+                        break Ok(Granted::TimedOut { link_trouble: true })
+                    }
+                    RetryStep::Exhausted => {
+                        break Err(Error::zk("get_children", leases_path.clone(), code))
+                    }
                 },
                 Err(code) => break Err(Error::zk("get_children", leases_path.clone(), code)),
             };
-            if !children.contains(&our_name) {
+            // A lease of a lost session can still be listed (until the server expires it): it
+            // must not count as ours.
+            if !children.contains(&our_name) || client.session().snapshot().losses != before.losses
+            {
                 break Ok(Granted::NodeGone);
             }
+            match self.leases.delete_copies(&children, &our_name, deadline) {
+                Ok(false) => {}
+                Ok(true) => continue, // list again without them
+                Err(e) => break Err(e),
+            }
             if children.len() <= self.max_leases() {
-                cleanup.disarm();
                 let node = HeldNode::new(client.clone(), our_path.clone(), before);
                 break Ok(Granted::Yes(Lease {
                     node: Arc::new(node),
@@ -313,17 +336,31 @@ impl InterProcessSemaphoreV2 {
             }
             waiter.wait(deadline);
             if past(deadline, Instant::now()) {
-                break Ok(Granted::TimedOut);
+                break Ok(Granted::TimedOut {
+                    link_trouble: false,
+                });
             }
         };
         client.session().unsubscribe(session_listener);
         if let (Some(id), MaxLeases::Shared(c)) = (count_listener, &self.max) {
             c.unsubscribe(id);
         }
-        if matches!(result, Ok(Granted::NodeGone)) {
-            cleanup.disarm();
+        match result {
+            Ok(Granted::Yes(lease)) => {
+                cleanup.disarm();
+                Ok(Granted::Yes(lease))
+            }
+            Ok(Granted::TimedOut { link_trouble }) => {
+                cleanup.set_wait(Wait::after_timeout(client, deadline, link_trouble));
+                // A delete left to the background means trouble for the admission's too.
+                let deleted = cleanup.finish();
+                Ok(Granted::TimedOut {
+                    link_trouble: link_trouble || !deleted,
+                })
+            }
+            // On `NodeGone` the lease is deleted by path all the same: it may still exist.
+            other => other,
         }
-        result
     }
 
     /// The lease nodes' names, unsorted (as Curator's `getParticipantNodes` for semaphores).
@@ -339,7 +376,11 @@ impl InterProcessSemaphoreV2 {
 
 enum Granted {
     Yes(Lease),
-    TimedOut,
+    /// `link_trouble`: a request failed with an unknown outcome at the end (no more requests on
+    /// the caller's thread then).
+    TimedOut {
+        link_trouble: bool,
+    },
     NodeGone,
 }
 
@@ -365,7 +406,7 @@ impl Lease {
             self.node.client(),
             self.node.path(),
             self.retry.as_ref(),
-            self.node.losses(),
+            Wait::Until(None),
         )
     }
 

@@ -1,0 +1,201 @@
+//! Deleting lock nodes: now, within a deadline, or in the background until they are gone.
+//!
+//! Deletes are by exact path, whatever happened to the session since the node was created:
+//! lock node names carry a fresh UUID, so a node of that name can only be ours, and a create
+//! may have run in a session the client had not reported yet (the node then lives on in a live
+//! session). A background delete ends when the node is gone, the client is closed or dropped,
+//! or two more sessions were lost.
+
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crate::client::{SharedClient, ZkError};
+use crate::error::{Error, Result};
+use crate::retry::{Retries, RetryPolicy, RetryStep};
+use crate::session::ConnectionState;
+
+use super::internals::LockInternals;
+
+/// How long a delete may keep its caller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Wait {
+    /// Retry until this deadline (`None`: as long as the retry policy allows; past it: one
+    /// try).
+    Until(Option<Instant>),
+    /// No request on the caller's thread: straight to the background. For a timed call past
+    /// its deadline whose link is in trouble (a request of it failed with an unknown outcome,
+    /// or the connection is down): one more request could keep it a whole call timeout more.
+    Background,
+}
+
+impl Wait {
+    /// `Until(deadline)`, or `Background` when the call is past `deadline` with its link in
+    /// trouble (`link_trouble`, or the client is not connected now).
+    pub(crate) fn after_timeout(
+        client: &SharedClient,
+        deadline: Option<Instant>,
+        link_trouble: bool,
+    ) -> Wait {
+        if link_trouble || !client.session().state().is_connected() {
+            Wait::Background
+        } else {
+            Wait::Until(deadline)
+        }
+    }
+}
+
+/// Deletes `path`, retrying while the outcome is unknown as long as `wait` allows; then hands
+/// the delete to a background thread and returns the error. The delete is by exact path,
+/// whatever happened to the session since the node was created: lock node names carry a
+/// fresh UUID, so a node of that name can only be ours, and a session change we were not told
+/// about yet may have left it alive.
+pub(crate) fn delete_guaranteed(
+    client: &SharedClient,
+    path: &str,
+    retry: &dyn RetryPolicy,
+    wait: Wait,
+) -> Result<()> {
+    let Wait::Until(deadline) = wait else {
+        delete_in_background(client, path);
+        return Err(Error::zk("delete", path, ZkError::ConnectionLoss));
+    };
+    let mut retries = Retries::new(retry, Instant::now(), deadline);
+    loop {
+        let code = match try_delete(client, path) {
+            Ok(None) => return Ok(()),
+            Ok(Some(code)) => code,
+            Err(code) => return Err(Error::zk("delete", path, code)),
+        };
+        match retries.next() {
+            RetryStep::Again { slept } => {
+                let wait = Instant::now() + slept * 4;
+                let wait = deadline.map_or(wait, |d| d.min(wait));
+                client.session().wait_until_connected(Some(wait));
+            }
+            RetryStep::Exhausted | RetryStep::DeadlinePassed => {
+                log::warn!("could not delete {path} yet ({code}); deleting in the background");
+                delete_in_background(client, path);
+                return Err(Error::zk("delete", path, code));
+            }
+        }
+    }
+}
+
+/// Deletes `path` on a background thread (see [`retry_in_background`]).
+fn delete_in_background(client: &SharedClient, path: &str) {
+    let p = path.to_string();
+    retry_in_background("zk-locks-delete", client, move |client| {
+        !matches!(try_delete(client, &p), Ok(Some(_)))
+    });
+}
+
+/// One delete of a lock node: `Ok(None)` when it is gone, `Ok(Some(code))` when the outcome
+/// is unknown (try again), `Err` when it cannot be deleted.
+pub(super) fn try_delete(
+    client: &SharedClient,
+    path: &str,
+) -> std::result::Result<Option<ZkError>, ZkError> {
+    if client.session().state() == ConnectionState::Closed {
+        return Ok(None); // closing ended the client's session, and its ephemeral nodes
+    }
+    match client.delete(path, None) {
+        // SessionExpired: the session the request ran in is over, and every older one of this
+        // client: the node, created in one of them, is gone.
+        Ok(()) | Err(ZkError::NoNode) | Err(ZkError::SessionExpired) | Err(ZkError::Closed) => {
+            Ok(None)
+        }
+        Err(code) if code.is_retryable() => Ok(Some(code)),
+        Err(code) => Err(code),
+    }
+}
+
+/// Runs `attempt` on a background thread whenever the client is connected (after every session
+/// change, and every 250 ms) until it returns true. Gives up when the client is closed or
+/// dropped, or once two more sessions were lost: a node made in the session of now, or in one
+/// the client has not reported yet, is gone with them.
+pub(super) fn retry_in_background(
+    name: &str,
+    client: &SharedClient,
+    mut attempt: impl FnMut(&SharedClient) -> bool + Send + 'static,
+) {
+    let losses = client.session().snapshot().losses;
+    let weak = Arc::downgrade(client);
+    spawn_background(name, move || loop {
+        let Some(client) = weak.upgrade() else {
+            return; // dropped: its session ends with it
+        };
+        let s = client.session().snapshot();
+        if s.state == ConnectionState::Closed || s.losses >= losses + 2 {
+            return;
+        }
+        if s.state.is_connected() && attempt(&client) {
+            return;
+        }
+        client
+            .session()
+            .wait_for_change(s.epoch, Some(Instant::now() + Duration::from_millis(250)));
+    });
+}
+
+fn spawn_background(name: &str, f: impl FnOnce() + Send + 'static) {
+    if let Err(e) = thread::Builder::new().name(name.into()).spawn(f) {
+        log::error!("could not start background thread {name}: {e}");
+    }
+}
+
+/// Deletes our node unless disarmed: covers timeouts, errors and panics alike. With a
+/// deadline, it tries until then (at least once, unless told the link is in trouble) and
+/// leaves the rest to the background delete, so a timed call returns by its deadline plus at
+/// most one call timeout even during an outage.
+pub(crate) struct NodeCleanup<'a> {
+    internals: &'a LockInternals,
+    path: Option<String>,
+    wait: Wait,
+}
+
+impl<'a> NodeCleanup<'a> {
+    pub(crate) fn new(internals: &'a LockInternals, path: &str, deadline: Option<Instant>) -> Self {
+        NodeCleanup {
+            internals,
+            path: Some(path.to_string()),
+            wait: Wait::Until(deadline),
+        }
+    }
+
+    pub(crate) fn disarm(mut self) {
+        self.path = None;
+    }
+
+    /// Changes how long the delete may keep the caller.
+    pub(crate) fn set_wait(&mut self, wait: Wait) {
+        self.wait = wait;
+    }
+
+    /// Deletes now, as the drop would; false when the delete went on in the background.
+    pub(crate) fn finish(mut self) -> bool {
+        self.delete()
+    }
+
+    fn delete(&mut self) -> bool {
+        let Some(path) = self.path.take() else {
+            return true;
+        };
+        let result = delete_guaranteed(
+            self.internals.client(),
+            &path,
+            self.internals.retry_policy().as_ref(),
+            self.wait,
+        );
+        if let Err(e) = &result {
+            log::warn!("cleanup of {path}: {e}");
+        }
+        result.is_ok()
+    }
+}
+
+impl Drop for NodeCleanup<'_> {
+    fn drop(&mut self) {
+        self.delete();
+    }
+}
