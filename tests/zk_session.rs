@@ -425,3 +425,34 @@ fn aged_client_cut_suspends_then_reconnects_the_same_session() {
     assert_eq!(last.losses, 0);
     client.exists("/").unwrap();
 }
+
+/// Connects and closes many times against a healthy server: every connect must get its
+/// session. (The `zookeeper` crate's request channel can lose its wake-up when the first
+/// request races the IO thread's start, which wedged about 1 connect in 400.)
+#[test]
+fn thousands_of_connects_to_a_healthy_server_all_succeed() {
+    let Some(server) = shared_server() else {
+        return;
+    };
+    let rounds: usize = std::env::var("ZK_LOCKS_CONNECT_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2000);
+    let options = ZkOptions::new(server.connect_string())
+        .session_timeout(Duration::from_secs(4))
+        .connect_timeout(Duration::from_secs(4));
+    let started = Instant::now();
+    let mut failures = Vec::new();
+    for round in 0..rounds {
+        match ZookeeperClient::connect_with(options.clone()) {
+            Ok(client) => client.close(),
+            Err(e) => failures.push(format!("connect {round}: {e}")),
+        }
+    }
+    eprintln!("{rounds} connects in {:?}", started.elapsed());
+    assert!(
+        failures.is_empty(),
+        "{} failures: {failures:?}",
+        failures.len()
+    );
+}

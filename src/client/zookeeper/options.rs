@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use crate::error::{Error, Result};
 
-/// Options for [`ZookeeperClient::connect_with`].
+/// Options for [`ZookeeperClient::connect_with`](super::ZookeeperClient::connect_with).
 ///
 /// ```
 /// use std::time::Duration;
@@ -21,11 +21,11 @@ pub struct ZkOptions {
     pub connect_string: String,
     /// Requested session timeout (default 10 s). Also the watchdog's `Lost` deadline.
     pub session_timeout: Duration,
-    /// How long [`ZookeeperClient::connect_with`] waits for the first session (default: the
+    /// How long [`ZookeeperClient::connect_with`](super::ZookeeperClient::connect_with) waits for the first session (default: the
     /// session timeout).
     pub connect_timeout: Option<Duration>,
     /// The longest any single call may block before it fails with
-    /// [`ZkError::OperationTimeout`] (default: the session timeout).
+    /// [`ZkError::OperationTimeout`](crate::ZkError::OperationTimeout) (default: the session timeout).
     pub call_timeout: Option<Duration>,
 }
 
