@@ -52,7 +52,7 @@ use ::zookeeper as zk;
 use parking_lot::{Condvar, Mutex, RwLock};
 
 use self::convert::{check_path, crate_watcher, from_server, map_error, map_mode, map_stat};
-use self::handle::{drop_detached, open_crate_handle, Conn, Waker};
+use self::handle::{open_crate_handle, retire, Conn, Waker};
 use self::options::{parse_connect_string, Target};
 use self::pool::CallPool;
 use self::supervisor::{heartbeat, probe_session_id, Supervisor};
@@ -169,14 +169,14 @@ impl ZookeeperClient {
             match attempt {
                 Ok(id) => break id,
                 Err(e) if Instant::now() >= deadline => {
-                    drop_detached(conn);
+                    retire(conn, options.session_timeout);
                     return Err(Error::Connect {
                         hosts: options.connect_string.clone(),
                         reason: format!("no session within {connect_timeout:?} (last error: {e})"),
                     });
                 }
                 Err(ZkError::NoAuth) | Err(ZkError::BadArguments) | Err(ZkError::InvalidAcl) => {
-                    drop_detached(conn);
+                    retire(conn, options.session_timeout);
                     return Err(Error::Connect {
                         hosts: options.connect_string.clone(),
                         reason: "cannot create the session probe node under the chroot (ACL?)"
@@ -412,19 +412,9 @@ impl ZkClient for ZookeeperClient {
         shared.waker.wake();
         // closeSession deletes the ephemerals. On a healthy link this takes a round trip; on a
         // frozen one the crate would block until the link heals, so wait at most the call
-        // timeout and leave the rest to a detached thread.
-        let conn = shared.current();
-        let (done_tx, done_rx) = mpsc::channel();
-        let closer = std::thread::Builder::new()
-            .name("zk-locks-close".into())
-            .spawn(move || {
-                let _ = conn.zk.close();
-                let _ = done_tx.send(());
-                drop(conn);
-            });
-        if closer.is_ok() {
-            let _ = done_rx.recv_timeout(shared.call_timeout);
-        }
+        // timeout and leave the rest to the retiring thread.
+        let done = retire(shared.current(), shared.session_timeout);
+        let _ = done.recv_timeout(shared.call_timeout);
         shared.pool.shutdown();
     }
 }

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use ::zookeeper as zk;
 
 use super::convert::map_error;
-use super::handle::{drop_detached, open_crate_handle, Conn, LINK_CLOSED, LINK_CONNECTED};
+use super::handle::{open_crate_handle, retire, Conn, LINK_CLOSED, LINK_CONNECTED};
 use super::options::Target;
 use super::pool::CallPool;
 use super::Shared;
@@ -198,6 +198,8 @@ impl Supervisor {
             log::warn!("zk-locks: session lost: {reason}");
             shared.session.transition(ConnectionState::Lost, None);
         }
+        // Retired first: from here on the old handle cannot move the session.
+        retire(shared.current(), shared.session_timeout);
         let generation = shared.generation.load(Ordering::SeqCst) + 1;
         match open_crate_handle(
             &shared.target,
@@ -209,9 +211,8 @@ impl Supervisor {
                 let conn = Arc::new(conn);
                 self.seen_disconnects = conn.signals.disconnects.load(Ordering::SeqCst);
                 self.needs_check = true;
-                let old = std::mem::replace(&mut *shared.conn.write(), conn);
+                *shared.conn.write() = conn;
                 shared.generation.store(generation, Ordering::SeqCst);
-                drop_detached(old);
             }
             Err(e) => log::warn!("zk-locks: could not open a new handle ({e}); retrying"),
         }
