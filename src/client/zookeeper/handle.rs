@@ -10,6 +10,7 @@ use parking_lot::{Condvar, Mutex};
 
 use super::convert::map_error;
 use super::options::Target;
+use super::socket::{self, CrateSocket};
 use crate::client::{ZkError, ZkResult};
 use crate::session::{ConnectionState, Session};
 
@@ -79,6 +80,8 @@ pub(super) struct Conn {
     pub(super) zk: zk::ZooKeeper,
     pub(super) generation: u64,
     pub(super) signals: Arc<LinkSignals>,
+    /// The way to the handle's socket, to end it when its link went silent.
+    pub(super) socket: CrateSocket,
 }
 
 /// Wakes the supervisor without flooding its channel (the crate can emit thousands of state
@@ -115,8 +118,10 @@ pub(super) fn open_crate_handle(
     generation: u64,
     waker: &Waker,
 ) -> ZkResult<Conn> {
-    let connected = catch_unwind(|| {
-        zk::ZooKeeper::connect(&target.crate_hosts, timeout, |_: zk::WatchedEvent| {})
+    let (connected, socket) = socket::open(|| {
+        catch_unwind(|| {
+            zk::ZooKeeper::connect(&target.crate_hosts, timeout, |_: zk::WatchedEvent| {})
+        })
     });
     let zk = match connected {
         Ok(Ok(zk)) => zk,
@@ -140,6 +145,7 @@ pub(super) fn open_crate_handle(
         zk,
         generation,
         signals,
+        socket,
     })
 }
 
@@ -178,16 +184,21 @@ fn on_report(signals: &LinkSignals, waker: &Waker, state: zk::ZkState) {
 /// the crate reconnects it (the crate silently reconnects, and even opens a new session after
 /// an expiry; an unclosed handle would keep that session and its ephemerals alive with its
 /// pings). The thread ends when the crate reports `Closed` (its IO thread then exits) or the
-/// close was answered. Returns a receiver that gets `()` when the thread ends (or disconnects
-/// at once when the handle was already retired).
+/// close was answered.
 ///
-/// On a link that stays silent with its socket open the close blocks until TCP gives up; the
-/// thread, and the crate's IO and event threads, live that long (nothing here can reach the
-/// crate's socket).
-pub(super) fn retire(conn: Arc<Conn>, patience: Duration) -> mpsc::Receiver<()> {
-    let (done_tx, done_rx) = mpsc::channel();
+/// The returned [`Retiring`] must be swept until it reports the end: on a link that went
+/// silent with its socket open, the close would block until TCP gives up, and the sweep shuts
+/// the socket down instead (see `socket.rs`).
+pub(super) fn retire(conn: Arc<Conn>, patience: Duration) -> Retiring {
+    let (done_tx, done) = mpsc::channel();
+    let retiring = Retiring {
+        conn: conn.clone(),
+        done,
+        next_shutdown: Instant::now() + patience,
+        patience,
+    };
     if std::mem::replace(&mut conn.signals.gate.lock().retired, true) {
-        return done_rx;
+        return retiring; // already retiring: `done` is disconnected, the first one sweeps
     }
     let spawned = std::thread::Builder::new()
         .name("zk-locks-retire".into())
@@ -199,7 +210,41 @@ pub(super) fn retire(conn: Arc<Conn>, patience: Duration) -> mpsc::Receiver<()> 
     if let Err(e) = spawned {
         log::error!("zk-locks: could not spawn a thread to close a dead handle ({e}); leaking it");
     }
-    done_rx
+    retiring
+}
+
+/// A retired handle whose closing has not ended yet.
+pub(super) struct Retiring {
+    conn: Arc<Conn>,
+    done: mpsc::Receiver<()>,
+    next_shutdown: Instant,
+    patience: Duration,
+}
+
+impl Retiring {
+    /// Waits up to `timeout` for the closing to end; returns whether it did.
+    pub(super) fn wait(&self, timeout: Duration) -> bool {
+        !matches!(
+            self.done.recv_timeout(timeout),
+            Err(mpsc::RecvTimeoutError::Timeout)
+        )
+    }
+
+    /// Returns false once the closing has ended. Otherwise shuts the handle's socket down when
+    /// the closing took longer than its patience (or at once with `now`), so that a silent
+    /// link ends instead of holding the crate's threads and the close until TCP gives up.
+    pub(super) fn sweep(&mut self, now: bool) -> bool {
+        if self.wait(Duration::ZERO) {
+            return false;
+        }
+        if now || Instant::now() >= self.next_shutdown {
+            if self.conn.socket.shutdown() {
+                log::info!("zk-locks: a retired handle's link stayed silent; socket shut down");
+            }
+            self.next_shutdown = Instant::now() + self.patience;
+        }
+        true
+    }
 }
 
 /// Closes the handle's session whenever its link is up, until the crate reports `Closed` or
@@ -313,7 +358,7 @@ mod tests {
         assert_eq!(session.state(), ConnectionState::Connected);
         assert_eq!(session.session_id(), Some(0x99));
         // With nobody answering, the crate gives up on its own and the retirer ends.
-        assert!(done.recv_timeout(Duration::from_secs(10)).is_ok());
+        assert!(done.wait(Duration::from_secs(10)));
     }
 
     #[cfg(feature = "testing")]
@@ -367,6 +412,6 @@ mod tests {
             Ok(zk::WatchedEventType::NodeDeleted),
             "the retired handle's session is still alive"
         );
-        assert!(done.recv_timeout(timeout).is_ok());
+        assert!(done.wait(timeout));
     }
 }

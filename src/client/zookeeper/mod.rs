@@ -42,6 +42,7 @@ mod convert;
 mod handle;
 mod options;
 mod pool;
+mod socket;
 mod supervisor;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -52,7 +53,7 @@ use ::zookeeper as zk;
 use parking_lot::{Condvar, Mutex, RwLock};
 
 use self::convert::{check_path, crate_watcher, from_server, map_error, map_mode, map_stat};
-use self::handle::{open_crate_handle, retire, Conn, Waker};
+use self::handle::{open_crate_handle, retire, Conn, Retiring, Waker};
 use self::options::{parse_connect_string, Target};
 use self::pool::CallPool;
 use self::supervisor::{heartbeat, probe_session_id, Supervisor};
@@ -79,6 +80,8 @@ struct Shared {
     waker: Waker,
     stop_lock: Mutex<()>,
     stop: Condvar,
+    /// Handles given up on whose closing has not ended (swept by the supervisor).
+    retiring: Mutex<Vec<Retiring>>,
 }
 
 /// A [`ZkClient`] on a real ensemble, over the `zookeeper` crate, with this library's session
@@ -169,14 +172,15 @@ impl ZookeeperClient {
             match attempt {
                 Ok(id) => break id,
                 Err(e) if Instant::now() >= deadline => {
-                    retire(conn, options.session_timeout);
+                    // Nothing answered in time: end the link rather than wait for TCP.
+                    retire(conn, options.effective_call_timeout()).sweep(true);
                     return Err(Error::Connect {
                         hosts: options.connect_string.clone(),
                         reason: format!("no session within {connect_timeout:?} (last error: {e})"),
                     });
                 }
                 Err(ZkError::NoAuth) | Err(ZkError::BadArguments) | Err(ZkError::InvalidAcl) => {
-                    retire(conn, options.session_timeout);
+                    retire(conn, options.effective_call_timeout());
                     return Err(Error::Connect {
                         hosts: options.connect_string.clone(),
                         reason: "cannot create the session probe node under the chroot (ACL?)"
@@ -212,6 +216,7 @@ impl ZookeeperClient {
             target,
             stop_lock: Mutex::new(()),
             stop: Condvar::new(),
+            retiring: Mutex::new(Vec::new()),
         });
         let supervisor = Supervisor {
             shared: shared.clone(),
@@ -411,10 +416,16 @@ impl ZkClient for ZookeeperClient {
         }
         shared.waker.wake();
         // closeSession deletes the ephemerals. On a healthy link this takes a round trip; on a
-        // frozen one the crate would block until the link heals, so wait at most the call
-        // timeout and leave the rest to the retiring thread.
-        let done = retire(shared.current(), shared.session_timeout);
-        let _ = done.recv_timeout(shared.call_timeout);
+        // silent one the crate would block until the link heals, so wait at most the call
+        // timeout, then shut the silent links down (the retiring threads finish the close if
+        // the crate reconnects).
+        let mut last = retire(shared.current(), shared.call_timeout);
+        if !last.wait(shared.call_timeout) {
+            last.sweep(true);
+        }
+        for mut retiring in std::mem::take(&mut *shared.retiring.lock()) {
+            retiring.sweep(true);
+        }
         shared.pool.shutdown();
     }
 }

@@ -95,6 +95,7 @@ impl Supervisor {
 
     fn evaluate(&mut self) {
         let shared = self.shared.clone();
+        shared.retiring.lock().retain_mut(|r| r.sweep(false));
         let session_timeout = shared.session_timeout;
         let conn = shared.current();
         let signals = &conn.signals;
@@ -199,7 +200,8 @@ impl Supervisor {
             shared.session.transition(ConnectionState::Lost, None);
         }
         // Retired first: from here on the old handle cannot move the session.
-        retire(shared.current(), shared.session_timeout);
+        let retiring = retire(shared.current(), shared.call_timeout);
+        shared.retiring.lock().push(retiring);
         let generation = shared.generation.load(Ordering::SeqCst) + 1;
         match open_crate_handle(
             &shared.target,
