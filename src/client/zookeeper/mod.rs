@@ -1,20 +1,23 @@
 //! Backend for real ensembles over the `zookeeper` crate (0.8), made safe for locks.
 //!
-//! The crate is used as a transport only. Its measured defects (see
-//! `reference/rust-zk.md`) and what this module does about each:
+//! The crate is used as a transport only. Its measured defects and what this module does
+//! about each:
 //!
 //! | crate defect | neutralised by |
 //! |---|---|
 //! | `connect` returns before a session exists; panics on a synchronous connect failure | [`ZookeeperClient::connect_with`] waits for a session (a probe succeeds) up to the connect timeout; `catch_unwind` around the crate's `connect` |
+//! | its request channel (mio-extras 2.0) loses its wake-up when the first request is sent while the IO thread registers it: no request or ping ever leaves that handle (about 1 connect in 400 failed) | no request is sent on a new handle before its IO thread has reported a first state (`handle.rs`) |
 //! | no read timeout: a silent link keeps calls blocked and the state `Connected` | every call runs on a worker pool with a deadline (see `pool`); a heartbeat + watchdog declares `Suspended` after ½ and `Lost` after 1 session timeout without a reply |
 //! | expiry never reported: permanent `Closed`, or a silent new session | the session id is probed after every reconnect; a new id ⇒ `Lost` then `Connected`; `Closed` ⇒ `Lost`, and a fresh crate handle replaces the dead one |
-//! | `Drop`/`close()` block on a frozen link | dead handles are dropped on a detached thread; [`ZkClient::close`] waits at most the call timeout |
+//! | a dropped handle lives on: its IO thread reconnects, keeps its session (or opens a new one after an expiry) alive with pings, and its state reports keep coming; the close sent by `Drop` is lost if a reconnect clears the queue | a handle given up on is *retired*: its reports no longer move the client's session, and a thread closes its session whenever the crate has a link, until the crate reports `Closed` or the close is answered |
+//! | `Drop`/`close()` block on a silent link; a handle cannot be ended before TCP gives up (its IO and event threads and every call stuck in it stay) | a retired handle whose close has not ended within the call timeout has its socket shut down, found through the handle's epoll instance (`socket.rs`, Linux); [`ZkClient::close`] waits at most the call timeout |
 //! | watches silently dropped on every reconnect | every reconnect is reported as `Reconnected` (epoch bump), so waiters re-check |
 //! | a panicking watcher kills the client; a listener calling the client deadlocks it | crate watchers and the listener are wrapped in `catch_unwind` and only record and notify |
 //! | client-side watch kept after `NoNode` | the watcher is disarmed when `get_data`/`get_children` fails |
 //! | `Container` creates persistent nodes | `Container` is sent as `Persistent` on purpose (same result, stated) |
 //! | chroot quirks (watch on the chroot root never fires, trailing `/`) | the chroot is applied by this module, not the crate; the crate always sees absolute server paths |
 //! | unknown server codes | mapped to [`ZkError::Unimplemented`] (retryable) |
+//! | a reconnect gives up (`Closed`) when the crate's own last ping is older than the session timeout, and it pings only when idle for ⅔ of it: a client older than its session loses the session on a mere cut | not neutralised: reported as `Lost` then a new session (a limitation of this backend) |
 //!
 //! **How the session id is learned.** The crate hides it. After the first connect and after
 //! every reconnect, the supervisor creates an *ephemeral* probe node
@@ -33,6 +36,7 @@
 //! - `mod.rs` (this file): [`ZookeeperClient`] — connect, the calls of [`ZkClient`], close;
 //! - `options.rs`: [`ZkOptions`] and the connect string;
 //! - `handle.rs`: one crate handle — opening it, its state listener, retiring it;
+//! - `socket.rs`: reaching a crate handle's socket to shut a silent link down;
 //! - `supervisor.rs`: the supervisor (watchdog, session-id probes, handle replacement) and the
 //!   heartbeat;
 //! - `pool.rs`: the worker pool that gives crate calls a deadline;
