@@ -16,7 +16,12 @@ use zk_locks::{CreateMode, Error, ZkClient, ZkError};
 const SESSION: Duration = Duration::from_secs(2);
 
 fn connect(connect_string: &str) -> Arc<ZookeeperClient> {
-    ZookeeperClient::connect(connect_string, SESSION).expect("connect")
+    // A generous connect timeout: a freshly started server on a loaded machine can take
+    // longer than one session timeout to create its first session.
+    let options = ZkOptions::new(connect_string)
+        .session_timeout(SESSION)
+        .connect_timeout(SESSION * 5);
+    ZookeeperClient::connect_with(options).expect("connect")
 }
 
 fn unique(prefix: &str) -> String {

@@ -37,6 +37,9 @@ struct Shared {
     frozen: Mutex<bool>,
     thawed: Condvar,
     refuse: AtomicBool,
+    /// Connections closed at once because of `refuse`, and its waiters.
+    refusals: Mutex<u64>,
+    refused: Condvar,
     stop: AtomicBool,
     next_id: AtomicU64,
     connections: Mutex<Vec<Connection>>,
@@ -86,6 +89,8 @@ impl FaultProxy {
             frozen: Mutex::new(false),
             thawed: Condvar::new(),
             refuse: AtomicBool::new(false),
+            refusals: Mutex::new(0),
+            refused: Condvar::new(),
             stop: AtomicBool::new(false),
             next_id: AtomicU64::new(0),
             connections: Mutex::new(Vec::new()),
@@ -151,6 +156,29 @@ impl FaultProxy {
     /// While `true`, new connections are closed as soon as they are accepted.
     pub fn refuse(&self, refuse: bool) {
         self.shared.refuse.store(refuse, Ordering::SeqCst);
+    }
+
+    /// How many connections were closed at once because of [`refuse`](Self::refuse).
+    pub fn refusals(&self) -> u64 {
+        *self.shared.refusals.lock()
+    }
+
+    /// Waits until at least `count` connections were refused or `timeout` passes; returns the
+    /// number refused then.
+    pub fn wait_for_refusals(&self, count: u64, timeout: Duration) -> u64 {
+        let deadline = std::time::Instant::now() + timeout;
+        let mut refusals = self.shared.refusals.lock();
+        while *refusals < count {
+            if self
+                .shared
+                .refused
+                .wait_until(&mut refusals, deadline)
+                .timed_out()
+            {
+                break;
+            }
+        }
+        *refusals
     }
 
     /// Number of open proxied connections.
@@ -221,6 +249,8 @@ fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
         let Ok(client) = incoming else { continue };
         if shared.refuse.load(Ordering::SeqCst) {
             drop(client);
+            *shared.refusals.lock() += 1;
+            shared.refused.notify_all();
             continue;
         }
         let target = *shared.target.lock();

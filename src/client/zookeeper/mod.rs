@@ -57,7 +57,7 @@ use ::zookeeper as zk;
 use parking_lot::{Condvar, Mutex, RwLock};
 
 use self::convert::{check_path, crate_watcher, from_server, map_error, map_mode, map_stat};
-use self::handle::{open_crate_handle, retire, Conn, Retiring, Waker};
+use self::handle::{open_crate_handle, retire, Conn, Retiring, Waker, LINK_CONNECTED};
 use self::options::{parse_connect_string, Target};
 use self::pool::CallPool;
 use self::supervisor::{heartbeat, probe_session_id, Supervisor};
@@ -174,13 +174,22 @@ impl ZookeeperClient {
         let session_id = loop {
             let attempt = probe_session_id(&pool, &conn, &target, deadline);
             match attempt {
-                Ok(id) => break id,
+                Ok(id) => {
+                    conn.signals.saw_link_up();
+                    break id;
+                }
                 Err(e) if Instant::now() >= deadline => {
+                    let link = match conn.signals.state.load(Ordering::SeqCst) {
+                        LINK_CONNECTED => "the server accepted the connection",
+                        _ => "no connection accepted",
+                    };
                     // Nothing answered in time: end the link rather than wait for TCP.
                     retire(conn, options.effective_call_timeout()).sweep(true);
                     return Err(Error::Connect {
                         hosts: options.connect_string.clone(),
-                        reason: format!("no session within {connect_timeout:?} (last error: {e})"),
+                        reason: format!(
+                            "no session within {connect_timeout:?} (last error: {e}; {link})"
+                        ),
                     });
                 }
                 Err(ZkError::NoAuth) | Err(ZkError::BadArguments) | Err(ZkError::InvalidAcl) => {
@@ -421,10 +430,12 @@ impl ZkClient for ZookeeperClient {
         shared.waker.wake();
         // closeSession deletes the ephemerals. On a healthy link this takes a round trip; on a
         // silent one the crate would block until the link heals, so wait at most the call
-        // timeout, then shut the silent links down (the retiring threads finish the close if
-        // the crate reconnects).
-        let mut last = retire(shared.current(), shared.call_timeout);
-        if !last.wait(shared.call_timeout) {
+        // timeout, then shut the silent links down. With the link down there is nothing to
+        // wait for. Either way the retiring thread finishes the close if the crate reconnects.
+        let current = shared.current();
+        let link_up = current.signals.state.load(Ordering::SeqCst) == LINK_CONNECTED;
+        let mut last = retire(current, shared.call_timeout);
+        if link_up && !last.wait(shared.call_timeout) {
             last.sweep(true);
         }
         for mut retiring in std::mem::take(&mut *shared.retiring.lock()) {

@@ -116,7 +116,9 @@ impl Supervisor {
         if signals.expired.load(Ordering::SeqCst) {
             return self.lose_and_replace("the server reported the session expired");
         }
-        let link_up = link == LINK_CONNECTED;
+        // A handle that has reported nothing yet may have reported `Connected` before its
+        // listener was added: the probe tells.
+        let link_up = link == LINK_CONNECTED || signals.reports() == 0;
         let silent = shared.since_last_reply();
         let state = shared.session.state();
         match state {
@@ -165,6 +167,7 @@ impl Supervisor {
             return;
         }
         shared.touch();
+        conn.signals.saw_link_up();
         self.needs_check = false;
         let known = shared.session.session_id();
         match state {
