@@ -7,17 +7,23 @@
 //! so it reconnects or gives up, and everything stuck in it returns.
 //!
 //! How the socket is found (Linux; elsewhere [`CrateSocket::shutdown`] does nothing): the
-//! crate creates one epoll instance per handle, on the thread that calls its `connect`, and
-//! registers its current socket there with mio's token 1 (re-registering every new socket of
-//! a reconnect). [`open`] takes the handle's one new epoll descriptor (all openings of this
-//! module are serialised, and any ambiguity gives up) and keeps a duplicate of it; the
-//! kernel's `/proc/self/fdinfo` of that epoll names the registered descriptor and its inode.
-//! The socket is then duplicated and its inode compared before `shutdown(2)`, so a
-//! descriptor number reused in between is never touched.
+//! crate creates one epoll instance per handle, on the thread that calls its `connect`, with
+//! mio's wake-up pipe registered in it, and registers its current socket there with mio's
+//! token 1 (re-registering every new socket of a reconnect). [`open`] finds the one epoll
+//! whose wake-up pipe did not exist before the crate's `connect` (all openings of this module
+//! are serialised, and any ambiguity gives up; descriptor numbers are not trusted, as other
+//! threads close and reuse them meanwhile) and keeps a duplicate of it. The kernel's
+//! `/proc/self/fdinfo` of that epoll names the registered socket's descriptor and inode; the
+//! socket is duplicated and its inode compared before `shutdown(2)`, so a descriptor number
+//! reused in between is never touched.
 
 /// mio 0.6's token for the crate's socket (`Token(1)` in the crate's IO loop).
 #[cfg(target_os = "linux")]
 const CRATE_SOCKET_TOKEN: u64 = 1;
+
+/// mio 0.6's token for the wake-up pipe of every `Poll` (`Token(usize::MAX)`).
+#[cfg(target_os = "linux")]
+const MIO_AWAKENER_TOKEN: u64 = usize::MAX as u64;
 
 /// A handle's way to its socket; empty when it could not be found.
 pub(super) struct CrateSocket {
@@ -31,7 +37,7 @@ pub(super) fn open<T>(connect: impl FnOnce() -> T) -> (T, CrateSocket) {
     {
         static OPENING: parking_lot::Mutex<()> = parking_lot::Mutex::new(());
         let _serialised = OPENING.lock();
-        let before = linux::open_fds();
+        let before = linux::open_pipes();
         let handle = connect();
         let epoll = before.and_then(|before| linux::new_epoll(&before));
         if epoll.is_none() {
@@ -67,20 +73,55 @@ mod linux {
     use std::collections::HashSet;
     use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
-    use super::CRATE_SOCKET_TOKEN;
+    use super::{CRATE_SOCKET_TOKEN, MIO_AWAKENER_TOKEN};
 
-    /// The descriptors open now, or `None` when `/proc` cannot be read.
-    pub(super) fn open_fds() -> Option<HashSet<RawFd>> {
+    fn link(fd: &str) -> Option<String> {
+        let target = std::fs::read_link(format!("/proc/self/fd/{fd}")).ok()?;
+        target.into_os_string().into_string().ok()
+    }
+
+    fn fd_names() -> Option<Vec<String>> {
         let dir = std::fs::read_dir("/proc/self/fd").ok()?;
         Some(
-            dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+            dir.filter_map(|e| e.ok()?.file_name().into_string().ok())
                 .collect(),
         )
     }
 
-    fn is_epoll(fd: RawFd) -> bool {
-        std::fs::read_link(format!("/proc/self/fd/{fd}"))
-            .is_ok_and(|target| target.as_os_str() == "anon_inode:[eventpoll]")
+    /// The inodes of the pipes open now, or `None` when `/proc` cannot be read.
+    pub(super) fn open_pipes() -> Option<HashSet<u64>> {
+        Some(
+            fd_names()?
+                .iter()
+                .filter_map(|fd| {
+                    let target = link(fd)?;
+                    target
+                        .strip_prefix("pipe:[")?
+                        .strip_suffix(']')?
+                        .parse()
+                        .ok()
+                })
+                .collect(),
+        )
+    }
+
+    fn is_epoll(fd: &str) -> bool {
+        link(fd).is_some_and(|target| target == "anon_inode:[eventpoll]")
+    }
+
+    /// The registrations of an epoll descriptor: (descriptor, data, inode) each.
+    fn registrations(epoll: &str) -> Vec<(RawFd, u64, u64)> {
+        std::fs::read_to_string(format!("/proc/self/fdinfo/{epoll}"))
+            .map(|info| info.lines().filter_map(parse_tfd).collect())
+            .unwrap_or_default()
+    }
+
+    /// The inode of the mio wake-up pipe registered in an epoll, if any.
+    fn awakener(epoll: &str) -> Option<u64> {
+        registrations(epoll)
+            .into_iter()
+            .find(|(_, data, _)| *data == MIO_AWAKENER_TOKEN)
+            .map(|(_, _, inode)| inode)
     }
 
     fn dup(fd: RawFd) -> Option<OwnedFd> {
@@ -90,16 +131,24 @@ mod linux {
         (new >= 0).then(|| unsafe { OwnedFd::from_raw_fd(new) })
     }
 
-    /// The one epoll descriptor opened since `before`, duplicated; `None` unless exactly one.
-    pub(super) fn new_epoll(before: &HashSet<RawFd>) -> Option<OwnedFd> {
-        let now = open_fds()?;
-        let mut created = now.difference(before).copied().filter(|fd| is_epoll(*fd));
-        let epoll = created.next()?;
+    /// The one epoll whose mio wake-up pipe is not among `pipes_before`, duplicated; `None`
+    /// unless exactly one.
+    pub(super) fn new_epoll(pipes_before: &HashSet<u64>) -> Option<OwnedFd> {
+        let mut created = fd_names()?.into_iter().filter_map(|fd| {
+            if !is_epoll(&fd) {
+                return None;
+            }
+            let pipe = awakener(&fd)?;
+            (!pipes_before.contains(&pipe)).then_some((fd, pipe))
+        });
+        let (epoll, pipe) = created.next()?;
         if created.next().is_some() {
             return None;
         }
-        let mine = dup(epoll)?;
-        is_epoll(mine.as_raw_fd()).then_some(mine)
+        let mine = dup(epoll.parse().ok()?)?;
+        // The number may have been reused in between: the duplicate must be that epoll.
+        let mine_name = mine.as_raw_fd().to_string();
+        (is_epoll(&mine_name) && awakener(&mine_name) == Some(pipe)).then_some(mine)
     }
 
     /// One `tfd:` line of an epoll's fdinfo: descriptor, data (hex), inode (hex).
@@ -122,11 +171,8 @@ mod linux {
     }
 
     pub(super) fn shutdown_registered(epoll: RawFd) -> bool {
-        let Ok(info) = std::fs::read_to_string(format!("/proc/self/fdinfo/{epoll}")) else {
-            return false;
-        };
         let mut done = false;
-        for (fd, data, inode) in info.lines().filter_map(parse_tfd) {
+        for (fd, data, inode) in registrations(&epoll.to_string()) {
             if data != CRATE_SOCKET_TOKEN {
                 continue;
             }
