@@ -407,6 +407,30 @@ mod tests {
         assert!(done.wait(Duration::from_secs(10)));
     }
 
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_handles_socket_is_found_and_shut_down() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = answer_one_connect(listener);
+        let session = Arc::new(Session::new(ConnectionState::Suspended, None));
+        let (waker, _wakes) = waker_for(&session);
+        let conn = open_crate_handle(&target(addr), Duration::from_secs(1), 0, &waker).unwrap();
+        let _sock = server.join().unwrap();
+        assert!(wait_for_link(
+            &conn.signals,
+            LINK_CONNECTED,
+            Duration::from_secs(5)
+        ));
+        // The server stays silent, its socket open: only the shutdown ends the link.
+        assert!(conn.socket.shutdown());
+        assert!(wait_for_link(
+            &conn.signals,
+            LINK_CONNECTING,
+            Duration::from_secs(5)
+        ));
+    }
+
     #[cfg(feature = "testing")]
     #[test]
     fn a_retired_handle_closes_its_session_once_the_crate_reconnects_it() {
