@@ -236,6 +236,7 @@ impl ZookeeperClient {
             rx,
             seen_disconnects: conn.signals.disconnects.load(Ordering::SeqCst),
             needs_check: false,
+            installed: Instant::now(),
         };
         std::thread::Builder::new()
             .name("zk-locks-supervisor".into())

@@ -69,6 +69,8 @@ pub(super) struct Supervisor {
     /// A reconnect happened (or may have): the session id must be probed before reporting
     /// Reconnected or Connected.
     pub(super) needs_check: bool,
+    /// When the current handle was installed.
+    pub(super) installed: Instant,
 }
 
 impl Supervisor {
@@ -140,7 +142,14 @@ impl Supervisor {
                 }
             }
             ConnectionState::Lost => {
-                if link_up {
+                if link_up
+                    && silent >= session_timeout
+                    && self.installed.elapsed() >= session_timeout
+                {
+                    // A server accepted the connection, yet the handle answered nothing for a
+                    // whole session timeout: it is wedged (or the server is); try another.
+                    self.lose_and_replace("a new handle answered nothing for a session timeout");
+                } else if link_up {
                     self.check_session(state);
                 }
             }
@@ -218,6 +227,7 @@ impl Supervisor {
                 self.needs_check = true;
                 *shared.conn.write() = conn;
                 shared.generation.store(generation, Ordering::SeqCst);
+                self.installed = Instant::now();
             }
             Err(e) => log::warn!("zk-locks: could not open a new handle ({e}); retrying"),
         }
