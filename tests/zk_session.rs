@@ -16,7 +16,12 @@ use zk_locks::{CreateMode, Error, ZkClient, ZkError};
 const SESSION: Duration = Duration::from_secs(2);
 
 fn connect(connect_string: &str) -> Arc<ZookeeperClient> {
-    ZookeeperClient::connect(connect_string, SESSION).expect("connect")
+    // A generous connect timeout: a freshly started server on a loaded machine can take
+    // longer than one session timeout to create its first session.
+    let options = ZkOptions::new(connect_string)
+        .session_timeout(SESSION)
+        .connect_timeout(SESSION * 5);
+    ZookeeperClient::connect_with(options).expect("connect")
 }
 
 fn unique(prefix: &str) -> String {
@@ -423,5 +428,130 @@ fn aged_client_cut_suspends_then_reconnects_the_same_session() {
     assert_eq!(last.session_id, before.session_id);
     assert!(last.epoch > before.epoch);
     assert_eq!(last.losses, 0);
+    client.exists("/").unwrap();
+}
+
+/// Connects and closes many times against a healthy server: every connect must get its
+/// session. (The `zookeeper` crate's request channel can lose its wake-up when the first
+/// request races the IO thread's start, which wedged about 1 connect in 400.)
+#[test]
+fn thousands_of_connects_to_a_healthy_server_all_succeed() {
+    let Some(server) = shared_server() else {
+        return;
+    };
+    let rounds: usize = std::env::var("ZK_LOCKS_CONNECT_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2000);
+    let options = ZkOptions::new(server.connect_string())
+        .session_timeout(Duration::from_secs(4))
+        .connect_timeout(Duration::from_secs(4));
+    let started = Instant::now();
+    let mut failures = Vec::new();
+    for round in 0..rounds {
+        match ZookeeperClient::connect_with(options.clone()) {
+            Ok(client) => client.close(),
+            Err(e) => failures.push(format!("connect {round}: {e}")),
+        }
+    }
+    eprintln!("{rounds} connects in {:?}", started.elapsed());
+    assert!(
+        failures.is_empty(),
+        "{} failures: {failures:?}",
+        failures.len()
+    );
+}
+
+/// A server that accepts every connection and answers its ConnectRequest, then never answers
+/// anything: to a client, a handle that looks connected but is wedged.
+struct MuteServer {
+    addr: std::net::SocketAddr,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    /// Receives the session id of every connect answered.
+    answered: mpsc::Receiver<i64>,
+}
+
+impl MuteServer {
+    fn start() -> MuteServer {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let accept_stop = stop.clone();
+        let (answered_tx, answered) = mpsc::channel();
+        std::thread::spawn(move || {
+            for (n, sock) in listener.incoming().enumerate() {
+                if accept_stop.load(std::sync::atomic::Ordering::SeqCst) {
+                    return;
+                }
+                let Ok(mut sock) = sock else { continue };
+                let answered_tx = answered_tx.clone();
+                let session_id = 0x5000 + n as i64;
+                std::thread::spawn(move || {
+                    let mut len = [0u8; 4];
+                    if sock.read_exact(&mut len).is_err() {
+                        return;
+                    }
+                    let mut request = vec![0u8; i32::from_be_bytes(len).clamp(0, 4096) as usize];
+                    if sock.read_exact(&mut request).is_err() {
+                        return;
+                    }
+                    let mut body = Vec::new();
+                    body.extend_from_slice(&0i32.to_be_bytes());
+                    body.extend_from_slice(&(SESSION.as_millis() as i32).to_be_bytes());
+                    body.extend_from_slice(&session_id.to_be_bytes());
+                    body.extend_from_slice(&16i32.to_be_bytes());
+                    body.extend_from_slice(&[9u8; 16]);
+                    body.push(0);
+                    let mut frame = (body.len() as i32).to_be_bytes().to_vec();
+                    frame.extend_from_slice(&body);
+                    if sock.write_all(&frame).is_err() {
+                        return;
+                    }
+                    let _ = answered_tx.send(session_id);
+                    // Swallow every request until the client goes away.
+                    let mut sink = [0u8; 4096];
+                    while matches!(sock.read(&mut sink), Ok(n) if n > 0) {}
+                });
+            }
+        });
+        MuteServer {
+            addr,
+            stop,
+            answered,
+        }
+    }
+}
+
+impl Drop for MuteServer {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        let _ = std::net::TcpStream::connect(self.addr);
+    }
+}
+
+/// After a lost session, the replacement handle connects but never answers (wedged): the
+/// client must give up on it too and try another, not stay `Lost` for good.
+#[test]
+fn a_replacement_handle_that_answers_nothing_is_replaced_too() {
+    let Some(server) = shared_server() else {
+        return;
+    };
+    let mute = MuteServer::start();
+    let proxy = FaultProxy::start(server.addr()).unwrap();
+    let client = connect(&proxy.connect_string());
+    let before = client.session().snapshot();
+    // The link goes silent, and new connections reach a server that answers only connects.
+    proxy.set_target(mute.addr);
+    proxy.blackhole();
+    reach(&client, ConnectionState::Lost, SESSION * 3);
+    mute.answered
+        .recv_timeout(SESSION * 3)
+        .expect("the replacement handle connected to the mute server");
+    // A session timeout later that handle is given up, and the next one reaches the real
+    // server again.
+    proxy.set_target(server.addr());
+    let (_, last) = reach(&client, ConnectionState::Connected, SESSION * 5);
+    assert_ne!(last.session_id, before.session_id);
     client.exists("/").unwrap();
 }

@@ -29,6 +29,7 @@ struct Connection {
     client: TcpStream,
     server: TcpStream,
     session: Arc<Mutex<Option<SniffedSession>>>,
+    blackholed: Arc<AtomicBool>,
 }
 
 struct Shared {
@@ -36,6 +37,9 @@ struct Shared {
     frozen: Mutex<bool>,
     thawed: Condvar,
     refuse: AtomicBool,
+    /// Connections closed at once because of `refuse`, and its waiters.
+    refusals: Mutex<u64>,
+    refused: Condvar,
     stop: AtomicBool,
     next_id: AtomicU64,
     connections: Mutex<Vec<Connection>>,
@@ -49,6 +53,9 @@ struct Shared {
 ///   survives, new connections are accepted);
 /// - [`freeze`](Self::freeze) / [`thaw`](Self::thaw): stops forwarding bytes but keeps the
 ///   sockets open (a silent partition: nobody sees an error);
+/// - [`blackhole`](Self::blackhole): the current connections silently lose every byte and
+///   close in both directions from now on, their sockets staying open (a partition of old
+///   flows, as after a stateful firewall's failover); new connections work;
 /// - [`refuse`](Self::refuse): closes new connections as soon as they are accepted;
 /// - [`expire_session`](Self::expire_session): expires the proxied client's session on the
 ///   server for real, as Curator's `KillSession` does.
@@ -82,6 +89,8 @@ impl FaultProxy {
             frozen: Mutex::new(false),
             thawed: Condvar::new(),
             refuse: AtomicBool::new(false),
+            refusals: Mutex::new(0),
+            refused: Condvar::new(),
             stop: AtomicBool::new(false),
             next_id: AtomicU64::new(0),
             connections: Mutex::new(Vec::new()),
@@ -135,9 +144,41 @@ impl FaultProxy {
         self.shared.thawed.notify_all();
     }
 
+    /// Turns every current connection into a black hole: bytes and closes in either direction
+    /// are dropped from now on, and both sockets stay open until [`cut`](Self::cut) or the
+    /// proxy is dropped. New connections are not affected.
+    pub fn blackhole(&self) {
+        for c in self.shared.connections.lock().iter() {
+            c.blackholed.store(true, Ordering::SeqCst);
+        }
+    }
+
     /// While `true`, new connections are closed as soon as they are accepted.
     pub fn refuse(&self, refuse: bool) {
         self.shared.refuse.store(refuse, Ordering::SeqCst);
+    }
+
+    /// How many connections were closed at once because of [`refuse`](Self::refuse).
+    pub fn refusals(&self) -> u64 {
+        *self.shared.refusals.lock()
+    }
+
+    /// Waits until at least `count` connections were refused or `timeout` passes; returns the
+    /// number refused then.
+    pub fn wait_for_refusals(&self, count: u64, timeout: Duration) -> u64 {
+        let deadline = std::time::Instant::now() + timeout;
+        let mut refusals = self.shared.refusals.lock();
+        while *refusals < count {
+            if self
+                .shared
+                .refused
+                .wait_until(&mut refusals, deadline)
+                .timed_out()
+            {
+                break;
+            }
+        }
+        *refusals
     }
 
     /// Number of open proxied connections.
@@ -208,6 +249,8 @@ fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
         let Ok(client) = incoming else { continue };
         if shared.refuse.load(Ordering::SeqCst) {
             drop(client);
+            *shared.refusals.lock() += 1;
+            shared.refused.notify_all();
             continue;
         }
         let target = *shared.target.lock();
@@ -224,24 +267,36 @@ fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
 
 fn start_pumps(shared: &Arc<Shared>, client: TcpStream, server: TcpStream) -> std::io::Result<()> {
     let session = Arc::new(Mutex::new(None));
+    let blackholed = Arc::new(AtomicBool::new(false));
     let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
     shared.connections.lock().push(Connection {
         id,
         client: client.try_clone()?,
         server: server.try_clone()?,
         session: session.clone(),
+        blackholed: blackholed.clone(),
     });
     let up = {
         let (shared, from, to) = (shared.clone(), client.try_clone()?, server.try_clone()?);
+        let link = Link {
+            id,
+            blackholed: blackholed.clone(),
+            sniff: None,
+        };
         std::thread::Builder::new()
             .name("fault-proxy-up".into())
-            .spawn(move || pump(&shared, id, from, to, None))?
+            .spawn(move || pump(&shared, &link, from, to))?
     };
     let down = {
         let shared = shared.clone();
+        let link = Link {
+            id,
+            blackholed,
+            sniff: Some(session),
+        };
         std::thread::Builder::new()
             .name("fault-proxy-down".into())
-            .spawn(move || pump(&shared, id, server, client, Some(session)))?
+            .spawn(move || pump(&shared, &link, server, client))?
     };
     let mut pumps = shared.pumps.lock();
     pumps.retain(|h| !h.is_finished());
@@ -250,15 +305,18 @@ fn start_pumps(shared: &Arc<Shared>, client: TcpStream, server: TcpStream) -> st
     Ok(())
 }
 
-/// Copies `from` → `to` until either side closes or the proxy stops; holds bytes while frozen.
-/// The server→client pump (`sniff` set) parses the first frame as a ConnectResponse.
-fn pump(
-    shared: &Shared,
+/// One direction of one proxied connection.
+struct Link {
     id: u64,
-    mut from: TcpStream,
-    mut to: TcpStream,
+    blackholed: Arc<AtomicBool>,
+    /// Set on the server→client direction: its first frame is parsed as a ConnectResponse.
     sniff: Option<Arc<Mutex<Option<SniffedSession>>>>,
-) {
+}
+
+/// Copies `from` → `to` until either side closes or the proxy stops; holds bytes while frozen,
+/// drops them (and the close) once black-holed.
+fn pump(shared: &Shared, link: &Link, mut from: TcpStream, mut to: TcpStream) {
+    let (id, sniff) = (link.id, &link.sniff);
     let _ = from.set_read_timeout(Some(POLL));
     let mut buf = vec![0u8; 64 * 1024];
     let mut first_frame: Option<Vec<u8>> = sniff.as_ref().map(|_| Vec::new());
@@ -279,10 +337,13 @@ fn pump(
             }
             Err(_) => break,
         };
+        if link.blackholed.load(Ordering::SeqCst) {
+            continue;
+        }
         if let Some(frame) = first_frame.as_mut() {
             frame.extend_from_slice(&buf[..n]);
             if let Some(session) = parse_connect_response(frame) {
-                if let Some(slot) = &sniff {
+                if let Some(slot) = sniff {
                     *slot.lock() = Some(session.clone());
                 }
                 *shared.last_session.lock() = Some(session);
@@ -300,6 +361,10 @@ fn pump(
         if to.write_all(&buf[..n]).is_err() {
             break;
         }
+    }
+    if link.blackholed.load(Ordering::SeqCst) && !shared.stop.load(Ordering::SeqCst) {
+        // The close is lost too: the sockets stay open (the connection list holds them).
+        return;
     }
     let _ = from.shutdown(Shutdown::Both);
     let _ = to.shutdown(Shutdown::Both);

@@ -3,9 +3,11 @@
 //! caller waits for the answer only until its deadline.
 //!
 //! A hand-off costs two thread wake-ups (caller → worker, worker → caller); the workers are
-//! reused, so no thread is spawned on the fast path. A worker stuck in a call on a frozen link
-//! stays stuck (there is no way to cancel a crate call); the pool grows a new worker whenever
-//! a job finds none idle, and idle workers beyond [`MIN_WORKERS`] exit after [`IDLE_EXIT`].
+//! reused, so no thread is spawned on the fast path. A worker stuck in a call on a silent link
+//! stays stuck (there is no way to cancel a crate call) until the crate drops the request:
+//! when it reconnects, or when the handle is given up and its socket shut down (see
+//! `handle.rs`). The pool grows a new worker whenever a job finds none idle, and idle workers
+//! beyond [`MIN_WORKERS`] exit after [`IDLE_EXIT`].
 
 use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
