@@ -23,7 +23,7 @@ use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use super::{CreateMode, Stat, WatchedEvent, Watcher, ZkClient, ZkResult};
+use super::{CreateMode, Request, Response, Stat, WatchedEvent, Watcher, ZkClient, ZkResult};
 use crate::session::Session;
 
 /// A [`ZkClient`] operation, for counters, fault injection and request hooks.
@@ -215,6 +215,26 @@ impl<C: ZkClient> ZkClient for CountingClient<C> {
     fn set_data(&self, path: &str, data: &[u8], version: Option<i32>) -> ZkResult<Stat> {
         self.counters.request(Op::SetData);
         self.inner.set_data(path, data, version)
+    }
+
+    fn create2(&self, path: &str, data: &[u8], mode: CreateMode) -> ZkResult<(String, Stat)> {
+        self.counters.request(Op::Create);
+        self.inner.create2(path, data, mode)
+    }
+
+    /// Counts every pipelined request as the operation it is.
+    fn pipeline(&self, requests: &[Request]) -> Vec<ZkResult<Response>> {
+        for request in requests {
+            self.counters.request(match request {
+                Request::Create { .. } => Op::Create,
+                Request::Delete { .. } => Op::Delete,
+                Request::Exists { .. } => Op::Exists,
+                Request::GetData { .. } => Op::GetData,
+                Request::GetChildren { .. } => Op::GetChildren,
+                Request::SetData { .. } => Op::SetData,
+            });
+        }
+        self.inner.pipeline(requests)
     }
 
     fn session(&self) -> &Session {
