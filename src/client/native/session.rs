@@ -262,7 +262,7 @@ impl SessionCore {
             let (host, session_id, password, negotiated) = {
                 let mut link = self.link.lock();
                 if link.closed {
-                    return Err("closed".into());
+                    return Err(closed_reason(&link));
                 }
                 if attempt > 0 {
                     // A small random backoff between attempts, longer after a full pass.
@@ -275,7 +275,7 @@ impl SessionCore {
                         self.changed.wait_until(&mut link, wake);
                     }
                     if link.closed {
-                        return Err("closed".into());
+                        return Err(closed_reason(&link));
                     }
                 }
                 if until.is_some_and(|u| Instant::now() >= u) {
@@ -446,6 +446,14 @@ impl SessionCore {
             }
         }
         Ok(())
+    }
+}
+
+fn closed_reason(link: &Link) -> String {
+    if link.auth_failed {
+        "authentication failed (the server refused the credentials)".into()
+    } else {
+        "the client was closed".into()
     }
 }
 
