@@ -1,9 +1,14 @@
 //! The ZooKeeper operations the lock recipes need, as one small object-safe trait.
 //!
-//! Two backends implement [`ZkClient`]: `zookeeper::ZookeeperClient` talks to a real ensemble
-//! through the `zookeeper` crate (with a session layer that neutralises that crate's defects),
-//! and `memory::MemoryEnsemble` is an in-memory ZooKeeper with fault injection, used by unit
-//! tests and as the embedded default of the demos.
+//! Three backends implement [`ZkClient`]: `native::NativeClient` speaks ZooKeeper's protocol
+//! itself (the recommended backend for real ensembles), `zookeeper::ZookeeperClient` talks to
+//! a real ensemble through the `zookeeper` crate (with a session layer that works around that
+//! crate's defects), and `memory::MemoryEnsemble` is an in-memory ZooKeeper with fault
+//! injection, used by unit tests and as the embedded default of the demos.
+//!
+//! Beyond the plain calls, [`ZkClient::create2`] returns the created node's `Stat` and
+//! [`ZkClient::pipeline`] sends several requests back to back and collects the replies in
+//! order (one round trip on the native client; one call after another elsewhere).
 //!
 //! Every watch is one-shot and delivered at most once. Watch callbacks run on a backend thread:
 //! they must only record and notify (set a flag, notify a `Condvar`), never call the client —
