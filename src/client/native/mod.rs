@@ -5,7 +5,7 @@
 //! passes. The session rules are the Java client's (`ClientCnxn`), which Curator users rely on:
 //! a connection blip keeps the session and every lock (`Suspended` → `Reconnected`), watches
 //! are restored with SetWatches after a reconnect, and the session is declared `Lost` by the
-//! client itself when no server accepted it within its timeout.
+//! client itself when no server accepted it within 4/3 of its timeout (as the Java client).
 //!
 //! Table of contents, in reading order:
 //! - [`jute`]: the wire encoding (big-endian, length-prefixed), a reader that never panics

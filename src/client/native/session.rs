@@ -4,8 +4,13 @@
 //!
 //! Clocks, all from the *negotiated* timeout `T`: a ping when nothing was sent for `T/3`; the
 //! link is dead (→ `Suspended`) when nothing was received for `2T/3`; the session is `Lost`
-//! when no server accepted it within `T` of the last byte received (the server expires it by
-//! then), or when a server answers the resume with "expired" (`timeOut <= 0`) or another id.
+//! when no server accepted it within `4T/3` of the last byte received, or when a server answers
+//! the resume with "expired" (`timeOut <= 0`) or another id. `4T/3` is the Java client's own
+//! expiry clock (ZooKeeper 3.9.3): the server expires the session about `T` after it last heard
+//! from us, and the extra third absorbs clock skew and a leader election that takes about `T`
+//! (sessions do not expire without a leader, and a new leader gives every session a fresh
+//! timeout). Holders are `Suspect` from `2T/3` on, so this margin never lets a holder believe
+//! it holds a lock the server has given away.
 //!
 //! Order on every new connection, which the lock layer's epoch guard relies on: the state
 //! change (`Connected`, `Reconnected`, or `Lost` then `Connected`) is reported *before* the
@@ -238,9 +243,9 @@ impl SessionCore {
                 (link.session_id, link.negotiated)
             };
             let until = if session_id != 0 {
-                let lost_at = heard + negotiated;
+                let lost_at = heard + negotiated * 4 / 3;
                 if Instant::now() >= lost_at {
-                    self.lose("no server accepted the session within its timeout");
+                    self.lose("no server accepted the session within 4/3 of its timeout");
                     continue;
                 }
                 lost_at
