@@ -101,6 +101,8 @@ pub trait LinkObserver: Send + Sync {
 /// One connection. Shared by the callers, the reader thread and the session supervisor.
 pub struct Connection {
     control: TcpStream,
+    reader_stopped: Mutex<bool>,
+    reader_stopped_cv: Condvar,
     out: Mutex<Outgoing>,
     pending: Mutex<Pending>,
     base: Instant,
@@ -116,6 +118,8 @@ impl Connection {
         let base = Instant::now();
         Ok(Arc::new(Connection {
             control,
+            reader_stopped: Mutex::new(false),
+            reader_stopped_cv: Condvar::new(),
             out: Mutex::new(Outgoing {
                 stream,
                 next_xid: 1,
@@ -171,6 +175,8 @@ impl Connection {
                 let why = conn.read_loop(stream, &watches, &last_zxid);
                 log::debug!("zk-locks native: connection closed: {why}");
                 conn.close();
+                *conn.reader_stopped.lock() = true;
+                conn.reader_stopped_cv.notify_all();
                 observer.broken();
             })?;
         Ok(())
@@ -217,6 +223,23 @@ impl Connection {
             }
         }
         slots
+    }
+
+    /// Waits (at most `timeout`) until the reader thread has handled its last frame, so that
+    /// nothing from this connection (a watch registration, a notification) happens after.
+    pub fn wait_reader_stopped(&self, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        let mut stopped = self.reader_stopped.lock();
+        while !*stopped {
+            if self
+                .reader_stopped_cv
+                .wait_until(&mut stopped, deadline)
+                .timed_out()
+            {
+                log::warn!("zk-locks native: the reader thread did not stop in {timeout:?}");
+                return;
+            }
+        }
     }
 
     /// Breaks the connection: every pending slot gets ConnectionLoss and the reader stops.

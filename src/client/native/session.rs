@@ -169,6 +169,10 @@ impl SessionCore {
             if self.is_closed() {
                 return;
             }
+            // The old reader must be done before the watch list is read for SetWatches: a
+            // registration it made later would be missing on the new server.
+            conn.close();
+            conn.wait_reader_stopped(Duration::from_secs(5));
             let heard = Instant::now()
                 .checked_sub(conn.since_recv())
                 .unwrap_or_else(Instant::now);
