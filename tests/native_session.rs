@@ -482,3 +482,22 @@ fn a_container_is_reaped_once_its_last_child_is_gone() {
     assert_eq!(event.event_type, EventType::NodeDeleted);
     assert_eq!(client.exists(&container).unwrap(), None);
 }
+
+#[test]
+fn huge_timeouts_are_accepted_without_overflow() {
+    let Some(server) = shared_server() else {
+        return;
+    };
+    let options = NativeOptions::new(server.connect_string())
+        .session_timeout(SESSION)
+        .connect_timeout(Duration::MAX)
+        .call_timeout(Duration::MAX);
+    let client = NativeClient::connect_with(options).unwrap();
+    client.exists("/").unwrap();
+    assert!(client.pipeline(&[Request::Exists { path: "/".into() }])[0].is_ok());
+    let too_long = NativeOptions::new(server.connect_string()).session_timeout(Duration::MAX);
+    assert!(matches!(
+        NativeClient::connect_with(too_long),
+        Err(Error::InvalidArgument { .. })
+    ));
+}

@@ -74,6 +74,14 @@ fn check_path(path: &str) -> ZkResult<()> {
     crate::paths::validate_path(path).map_err(|_| ZkError::BadArguments)
 }
 
+/// `now + timeout`; a timeout too long for an `Instant` (`Duration::MAX`) waits without limit.
+fn deadline_after(timeout: Duration) -> Instant {
+    let now = Instant::now();
+    now.checked_add(timeout)
+        .or_else(|| now.checked_add(Duration::from_secs(100 * 365 * 24 * 3600)))
+        .unwrap_or(now)
+}
+
 fn version(v: Option<i32>) -> i32 {
     v.unwrap_or(-1)
 }
@@ -117,9 +125,7 @@ impl NativeClient {
             watches,
         );
         let connect_timeout = options.connect_timeout.unwrap_or(options.session_timeout);
-        let deadline = Instant::now()
-            .checked_add(connect_timeout)
-            .unwrap_or_else(|| Instant::now() + Duration::from_secs(100 * 365 * 24 * 3600));
+        let deadline = deadline_after(connect_timeout);
         if let Err(reason) = core.start(deadline) {
             core.mark_closed();
             core.shut_down();
@@ -189,7 +195,7 @@ impl NativeClient {
         watch: Option<WatchRegistration>,
         decode: impl FnOnce(&mut Reader<'_>) -> DecodeResult<T>,
     ) -> ZkResult<T> {
-        let deadline = Instant::now() + self.call_timeout;
+        let deadline = deadline_after(self.call_timeout);
         let conn = self.core.connection(deadline)?;
         let slot = conn
             .send(vec![(request, watch)])
@@ -425,7 +431,7 @@ impl ZkClient for NativeClient {
 
     /// One write for all requests, then one wait per reply: a single round trip.
     fn pipeline(&self, requests: &[Request]) -> Vec<ZkResult<Response>> {
-        let deadline = Instant::now() + self.call_timeout;
+        let deadline = deadline_after(self.call_timeout);
         let mut results: Vec<Option<ZkResult<Response>>> = vec![None; requests.len()];
         let mut wire = Vec::new();
         let mut sent = Vec::new();
@@ -483,7 +489,7 @@ impl ZkClient for NativeClient {
             self.core.shut_down();
             return;
         };
-        let deadline = Instant::now() + self.call_timeout;
+        let deadline = deadline_after(self.call_timeout);
         if let Some(slot) = conn.send(vec![(WireRequest::CloseSession, None)]).pop() {
             let _ = slot.wait(deadline);
         }
