@@ -148,6 +148,11 @@ pub trait Env: Sync {
     fn close_clients(&self);
     /// The session timeout of the clients.
     fn session_timeout(&self) -> Duration;
+    /// How long the last injected fault left the ensemble without a leader (zero for faults
+    /// that keep a quorum serving).
+    fn last_outage(&self) -> Duration {
+        Duration::ZERO
+    }
 }
 
 /// Parameters of a run.
@@ -313,10 +318,14 @@ pub struct Summary {
     /// Watches left on the servers after every session closed.
     pub watches_closed: usize,
     /// Sessions lost beyond those the faults were meant to end (a freeze past the session
-    /// timeout or a targeted expiry of that session): every lock of such a session was lost
-    /// although the server never expired it. 0 is required of a client that keeps its
-    /// session through cuts and server restarts.
+    /// timeout or a targeted expiry of that session, or every session during an election that
+    /// left the ensemble without a leader for a session timeout or more): every lock of such a
+    /// session was lost although no fault longer than the session timeout hit it. 0 is
+    /// required of a client that keeps its session through cuts and server restarts.
     pub spurious_losses: u64,
+    /// Leader restarts after which no leader served for a session timeout or more (faults
+    /// longer than the session timeout for every session).
+    pub long_elections: u64,
 }
 
 impl Summary {
@@ -363,7 +372,7 @@ impl Summary {
              faults={{{} skipped={}}} violations={} fencing={{accepted={} rejected={} \
              stale-accepted={} rejected-valid={} probes={} probes-refused={} \
              probe-holders-not-lost={}}} panics={} hung={} orphans={} \
-             leaked-watches={{live={} closed={}}} spurious-losses={}",
+             leaked-watches={{live={} closed={}}} spurious-losses={} long-elections={}",
             self.backend,
             self.sessions,
             self.duration.as_secs_f64(),
@@ -389,6 +398,7 @@ impl Summary {
             self.watches_live,
             self.watches_closed,
             self.spurious_losses,
+            self.long_elections,
         )
     }
 }
@@ -653,6 +663,7 @@ pub fn run(env: &dyn Env, config: &Config) -> Summary {
     let mut skipped = 0u64;
     // Per session: the losses the injected faults were meant to cause.
     let mut expected_losses = vec![0u64; sessions];
+    let mut long_elections = 0u64;
     let losses_before: Vec<u64> = clients
         .iter()
         .map(|c| c.session().snapshot().losses)
@@ -708,6 +719,10 @@ pub fn run(env: &dyn Env, config: &Config) -> Summary {
                     *faults.entry(kind).or_default() += 1;
                     if matches!(kind, FaultKind::Freeze | FaultKind::Expire) {
                         expected_losses[victim] += 1;
+                    }
+                    if env.last_outage() >= env.session_timeout() {
+                        long_elections += 1;
+                        expected_losses.iter_mut().for_each(|e| *e += 1);
                     }
                 }
                 Err(why) => {
@@ -824,6 +839,7 @@ pub fn run(env: &dyn Env, config: &Config) -> Summary {
         watches_live,
         watches_closed,
         spurious_losses,
+        long_elections,
     }
 }
 
@@ -910,6 +926,7 @@ pub struct RealEnv {
     client_kind: ClientKind,
     session_timeout: Duration,
     next_member: Mutex<usize>,
+    last_outage: Mutex<Duration>,
 }
 
 fn member_addr(cluster: &TestingCluster, i: usize) -> SocketAddr {
@@ -964,6 +981,7 @@ impl RealEnv {
             client_kind: kind,
             session_timeout,
             next_member: Mutex::new(0),
+            last_outage: Mutex::new(Duration::ZERO),
         })
     }
 
@@ -1013,6 +1031,7 @@ impl Env for RealEnv {
     }
 
     fn inject(&self, kind: FaultKind, victim: usize) -> Result<(), String> {
+        *self.last_outage.lock() = Duration::ZERO;
         let proxies = &self.proxies[victim];
         let client = self.client(victim);
         match kind {
@@ -1067,6 +1086,7 @@ impl Env for RealEnv {
             }
             FaultKind::LeaderRestart => {
                 let leader = self.cluster.leader().ok_or("no leader")?;
+                let killed = Instant::now();
                 self.cluster.kill(leader);
                 // Let the other two elect a leader before the old one comes back.
                 let deadline = Instant::now() + Duration::from_secs(60);
@@ -1076,6 +1096,7 @@ impl Env for RealEnv {
                     }
                     pause(Duration::from_millis(100));
                 }
+                *self.last_outage.lock() = killed.elapsed();
                 self.cluster.restart(leader).map_err(|e| e.to_string())?;
                 self.cluster
                     .wait_for_quorum(Duration::from_secs(90))
@@ -1139,6 +1160,10 @@ impl Env for RealEnv {
 
     fn session_timeout(&self) -> Duration {
         self.session_timeout
+    }
+
+    fn last_outage(&self) -> Duration {
+        *self.last_outage.lock()
     }
 }
 
