@@ -501,3 +501,26 @@ fn huge_timeouts_are_accepted_without_overflow() {
         Err(Error::InvalidArgument { .. })
     ));
 }
+
+#[test]
+fn a_panicking_watcher_does_not_kill_the_client() {
+    let Some(server) = shared_server() else {
+        return;
+    };
+    let client = connect(&server.connect_string());
+    let root = unique("panicking");
+    client.create(&root, b"", CreateMode::Persistent).unwrap();
+    client
+        .get_data(&root, Some(Box::new(|_| panic!("a watcher that panics"))))
+        .unwrap();
+    let (tx, rx) = mpsc::channel();
+    client
+        .get_children(&root, Some(Box::new(move |e| tx.send(e).unwrap())))
+        .unwrap();
+    // One change fires both: the panicking data watch first, then the child watch.
+    client.delete(&root, None).unwrap();
+    let event = rx.recv_timeout(SESSION).expect("the next watcher still runs");
+    assert_eq!(event.event_type, EventType::NodeDeleted);
+    client.exists("/").unwrap();
+    assert_eq!(client.session().state(), ConnectionState::Connected);
+}
