@@ -519,7 +519,9 @@ fn a_panicking_watcher_does_not_kill_the_client() {
         .unwrap();
     // One change fires both: the panicking data watch first, then the child watch.
     client.delete(&root, None).unwrap();
-    let event = rx.recv_timeout(SESSION).expect("the next watcher still runs");
+    let event = rx
+        .recv_timeout(SESSION)
+        .expect("the next watcher still runs");
     assert_eq!(event.event_type, EventType::NodeDeleted);
     client.exists("/").unwrap();
     assert_eq!(client.session().state(), ConnectionState::Connected);
