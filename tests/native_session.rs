@@ -526,3 +526,51 @@ fn a_panicking_watcher_does_not_kill_the_client() {
     client.exists("/").unwrap();
     assert_eq!(client.session().state(), ConnectionState::Connected);
 }
+
+/// Credentials are sent again on every connection: a node only `app:secret` may read stays
+/// readable after a cut.
+#[test]
+fn digest_credentials_are_resent_after_a_reconnect() {
+    let Some(server) = shared_server() else {
+        return;
+    };
+    // The node is created by another client, authenticated as app:secret, with the "auth"
+    // ACL: only that digest identity may read it.
+    let path = unique("auth");
+    let creator = zookeeper::ZooKeeper::connect(
+        &server.connect_string(),
+        SESSION,
+        |_: zookeeper::WatchedEvent| {},
+    )
+    .unwrap();
+    let deadline = Instant::now() + SESSION * 5;
+    while creator.add_auth("digest", b"app:secret".to_vec()).is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "the crate client never connected"
+        );
+    }
+    creator
+        .create(
+            &path,
+            b"secret".to_vec(),
+            zookeeper::Acl::creator_all().clone(),
+            zookeeper::CreateMode::Persistent,
+        )
+        .unwrap();
+    let anonymous = connect(&server.connect_string());
+    assert_eq!(
+        anonymous.get_data(&path, None).unwrap_err(),
+        ZkError::NoAuth
+    );
+
+    let proxy = FaultProxy::start(server.addr()).unwrap();
+    let options = NativeOptions::new(proxy.connect_string())
+        .session_timeout(SESSION)
+        .digest_auth("app", "secret");
+    let client = NativeClient::connect_with(options).unwrap();
+    assert_eq!(client.get_data(&path, None).unwrap().0, b"secret");
+    proxy.cut();
+    reach(&client, ConnectionState::Reconnected, SESSION * 2);
+    assert_eq!(client.get_data(&path, None).unwrap().0, b"secret");
+}
