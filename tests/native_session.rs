@@ -574,3 +574,58 @@ fn digest_credentials_are_resent_after_a_reconnect() {
     reach(&client, ConnectionState::Reconnected, SESSION * 2);
     assert_eq!(client.get_data(&path, None).unwrap().0, b"secret");
 }
+
+/// More watched path text than one packet may carry (1 MiB): the restore goes out in several
+/// SetWatches batches and every watch is back (each fires on its node's deletion after the
+/// reconnect).
+#[test]
+fn many_watches_are_restored_in_batches() {
+    let Some(server) = shared_server() else {
+        return;
+    };
+    const NODES: usize = 7000;
+    let proxy = FaultProxy::start(server.addr()).unwrap();
+    let client = connect(&proxy.connect_string());
+    let root = unique("batches");
+    client.create(&root, b"", CreateMode::Persistent).unwrap();
+    // ~160 bytes per path: about 1.1 MB of path text.
+    let long = "n".repeat(100);
+    let paths: Vec<String> = (0..NODES)
+        .map(|i| format!("{root}/{long}-{i:05}"))
+        .collect();
+    let creates: Vec<Request> = paths
+        .iter()
+        .map(|p| Request::Create {
+            path: p.clone(),
+            data: vec![],
+            mode: CreateMode::Persistent,
+        })
+        .collect();
+    assert!(client.pipeline(&creates).iter().all(Result::is_ok));
+    let (tx, rx) = mpsc::channel();
+    for p in &paths {
+        let tx = tx.clone();
+        client
+            .get_data(p, Some(Box::new(move |e| tx.send(e).unwrap())))
+            .unwrap();
+    }
+    assert_eq!(client.watch_count(), NODES);
+    proxy.cut();
+    reach(&client, ConnectionState::Reconnected, SESSION * 2);
+    let other = connect(&server.connect_string());
+    let deletes: Vec<Request> = paths
+        .iter()
+        .map(|p| Request::Delete {
+            path: p.clone(),
+            version: None,
+        })
+        .collect();
+    assert!(other.pipeline(&deletes).iter().all(Result::is_ok));
+    for _ in 0..NODES {
+        let event = rx
+            .recv_timeout(SESSION * 5)
+            .expect("every restored watch fires");
+        assert_eq!(event.event_type, EventType::NodeDeleted);
+    }
+    assert_eq!(client.watch_count(), 0);
+}
