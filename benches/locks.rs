@@ -5,8 +5,9 @@
 //! - `contended/<backend>/<n>`: n sessions, one thread each, zero hold time, on one mutex; one
 //!   iteration is one acquisition (so the time per iteration is the hand-off period).
 //!
-//! The `memory` backend always runs; the `real` backend runs when `ZK_CONNECT` names a
-//! ZooKeeper server (`ZK_CONNECT=127.0.0.1:2181 cargo bench --bench locks`).
+//! The `memory` backend always runs; the `native` (our own client) and `crate` (the
+//! `zookeeper`-crate backend) backends run when `ZK_CONNECT` names a ZooKeeper server
+//! (`ZK_CONNECT=127.0.0.1:2181 cargo bench --bench locks`).
 //! `recipes/compare.rs` puts the real-server numbers side by side with Curator's.
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -16,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use zk_locks::client::memory::MemoryEnsemble;
+use zk_locks::client::native::NativeClient;
 use zk_locks::client::zookeeper::ZookeeperClient;
 use zk_locks::locks::{
     InterProcessReadWriteLock, InterProcessSemaphoreMutex, InterProcessSemaphoreV2,
@@ -35,11 +37,20 @@ fn backends() -> Vec<Backend> {
         connect: Box::new(move || ensemble.connect() as SharedClient),
     }];
     if let Ok(hosts) = std::env::var("ZK_CONNECT") {
+        let crate_hosts = hosts.clone();
         all.push(Backend {
-            name: "real",
+            name: "native",
             connect: Box::new(move || {
-                ZookeeperClient::connect(&hosts, Duration::from_secs(10))
+                NativeClient::connect(&hosts, Duration::from_secs(10))
                     .unwrap_or_else(|e| panic!("ZK_CONNECT={hosts}: {e}"))
+                    as SharedClient
+            }),
+        });
+        all.push(Backend {
+            name: "crate",
+            connect: Box::new(move || {
+                ZookeeperClient::connect(&crate_hosts, Duration::from_secs(10))
+                    .unwrap_or_else(|e| panic!("ZK_CONNECT={crate_hosts}: {e}"))
                     as SharedClient
             }),
         });

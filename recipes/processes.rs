@@ -27,7 +27,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use log::info;
-use zk_locks::client::zookeeper::ZookeeperClient;
+use zk_locks::client::native::NativeClient;
 use zk_locks::{CreateMode, InterProcessLock, InterProcessMutex, SharedClient, ZkError};
 
 use support::{ensure, AnyResult};
@@ -106,7 +106,7 @@ fn embedded(_spawn: &dyn Fn(&[String]) -> Command) -> AnyResult<Outcome> {
 
 fn parent(hosts: &str, spawn: &dyn Fn(&[String]) -> Command) -> AnyResult<Outcome> {
     info!("processes on the ZooKeeper ensemble at {hosts}");
-    let client: SharedClient = ZookeeperClient::connect(hosts, support::SESSION_TIMEOUT)?;
+    let client: SharedClient = NativeClient::connect(hosts, support::SESSION_TIMEOUT)?;
     reset_counter(&client)?;
 
     let (lines, markers) = mpsc::channel();
@@ -277,7 +277,7 @@ fn child(args: &[String]) -> AnyResult<()> {
         let _ = std::io::copy(&mut std::io::stdin(), &mut std::io::sink());
         std::process::exit(2);
     });
-    let client: SharedClient = ZookeeperClient::connect(hosts, timeout)?;
+    let client: SharedClient = NativeClient::connect(hosts, timeout)?;
     let lock = InterProcessMutex::new(client.clone(), LOCK)?.with_data(format!("child-{id}"));
     if mode == "crash" {
         let _guard = lock.lock()?;

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use zk_locks::client::memory::{MemoryClient, MemoryEnsemble};
-use zk_locks::client::zookeeper::ZookeeperClient;
+use zk_locks::client::native::NativeClient;
 use zk_locks::{SharedClient, ZkClient};
 
 /// Errors of a recipe: the library's, or a broken promise the recipe checks.
@@ -107,7 +107,7 @@ impl Ensemble {
                 })
             }
             Ensemble::Real(own) => {
-                let client = ZookeeperClient::connect(hosts.unwrap_or(own), SESSION_TIMEOUT)?;
+                let client = NativeClient::connect(hosts.unwrap_or(own), SESSION_TIMEOUT)?;
                 Ok(Conn {
                     client,
                     memory: None,

@@ -27,6 +27,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use zk_locks::client::memory::{Fault, MemoryClient, MemoryEnsemble, Op};
+use zk_locks::client::native::{NativeClient, NativeOptions};
 use zk_locks::client::zookeeper::{ZkOptions, ZookeeperClient};
 use zk_locks::locks::{
     InterProcessReadWriteLock, InterProcessSemaphoreMutex, InterProcessSemaphoreV2, Lease,
@@ -180,6 +181,11 @@ pub trait Env: Sync {
     fn close_clients(&self);
     /// The session timeout of the clients.
     fn session_timeout(&self) -> Duration;
+    /// How long the last injected fault left the ensemble without a leader (zero for faults
+    /// that keep a quorum serving).
+    fn last_outage(&self) -> Duration {
+        Duration::ZERO
+    }
 }
 
 /// Parameters of a run.
@@ -348,6 +354,15 @@ pub struct Summary {
     pub watches_live: usize,
     /// Watches left on the servers after every session closed.
     pub watches_closed: usize,
+    /// Sessions lost beyond those the faults were meant to end (a freeze past the session
+    /// timeout or a targeted expiry of that session, or every session during an election that
+    /// left the ensemble without a leader for a session timeout or more): every lock of such a
+    /// session was lost although no fault longer than the session timeout hit it. 0 is
+    /// required of a client that keeps its session through cuts and server restarts.
+    pub spurious_losses: u64,
+    /// Leader restarts after which no leader served for a session timeout or more (faults
+    /// longer than the session timeout for every session).
+    pub long_elections: u64,
 }
 
 impl Summary {
@@ -395,7 +410,7 @@ impl Summary {
              faults={{{} skipped={}}} violations={} fencing={{accepted={} rejected={} \
              stale-accepted={} rejected-valid={} probes={} probes-refused={} \
              probe-holders-not-lost={}}} stale-counts={} panics={} hung={} orphans={} \
-             leaked-watches={{live={} closed={}}}",
+             leaked-watches={{live={} closed={}}} spurious-losses={} long-elections={}",
             self.backend,
             self.sessions,
             self.duration.as_secs_f64(),
@@ -421,6 +436,8 @@ impl Summary {
             self.orphans,
             self.watches_live,
             self.watches_closed,
+            self.spurious_losses,
+            self.long_elections,
         )
     }
 }
@@ -753,6 +770,13 @@ pub fn run(env: &dyn Env, config: &Config) -> Summary {
     let probe = Probe::default();
     let mut faults: BTreeMap<FaultKind, u64> = BTreeMap::new();
     let mut skipped = 0u64;
+    // Per session: the losses the injected faults were meant to cause.
+    let mut expected_losses = vec![0u64; sessions];
+    let mut long_elections = 0u64;
+    let losses_before: Vec<u64> = clients
+        .iter()
+        .map(|c| c.session().snapshot().losses)
+        .collect();
     let started = Instant::now();
     let mut hung = 0u64;
     {
@@ -801,7 +825,16 @@ pub fn run(env: &dyn Env, config: &Config) -> Summary {
                 _ => env.inject(kind, victim),
             };
             match injected {
-                Ok(()) => *faults.entry(kind).or_default() += 1,
+                Ok(()) => {
+                    *faults.entry(kind).or_default() += 1;
+                    if matches!(kind, FaultKind::Freeze | FaultKind::Expire) {
+                        expected_losses[victim] += 1;
+                    }
+                    if env.last_outage() >= env.session_timeout() {
+                        long_elections += 1;
+                        expected_losses.iter_mut().for_each(|e| *e += 1);
+                    }
+                }
                 Err(why) => {
                     eprintln!(
                         "torture: skipped {} on session {victim}: {why}",
@@ -845,6 +878,14 @@ pub fn run(env: &dyn Env, config: &Config) -> Summary {
         }
         n
     });
+    let spurious_losses = clients
+        .iter()
+        .zip(&losses_before)
+        .zip(&expected_losses)
+        .map(|((c, before), expected)| {
+            (c.session().snapshot().losses - before).saturating_sub(*expected)
+        })
+        .sum();
     env.close_clients();
     drop(clients);
     // Abandoned sessions (frozen, expired) lose their nodes when the server expires them.
@@ -925,6 +966,8 @@ pub fn run(env: &dyn Env, config: &Config) -> Summary {
         orphan_names,
         watches_live,
         watches_closed,
+        spurious_losses,
+        long_elections,
     }
 }
 
@@ -1088,18 +1131,33 @@ fn settle(patience: Duration, mut count: impl FnMut() -> usize) -> usize {
 pub struct RealEnv {
     cluster: TestingCluster,
     proxies: Vec<Vec<FaultProxy>>,
-    clients: Mutex<Vec<Arc<ZookeeperClient>>>,
+    clients: Mutex<Vec<SharedClient>>,
+    client_kind: ClientKind,
     session_timeout: Duration,
     next_member: Mutex<usize>,
+    last_outage: Mutex<Duration>,
 }
 
 fn member_addr(cluster: &TestingCluster, i: usize) -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], cluster.port(i)))
 }
 
+/// Which client the sessions of a [`RealEnv`] use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientKind {
+    /// Our own client (`client::native`).
+    Native,
+    /// The `zookeeper`-crate backend.
+    Crate,
+}
+
 impl RealEnv {
-    /// Starts the cluster, the proxies and `sessions` clients.
-    pub fn start(sessions: usize, session_timeout: Duration) -> zk_locks::Result<RealEnv> {
+    /// Starts the cluster, the proxies and `sessions` clients of `kind`.
+    pub fn start(
+        sessions: usize,
+        session_timeout: Duration,
+        kind: ClientKind,
+    ) -> zk_locks::Result<RealEnv> {
         let cluster = TestingCluster::start(3)?;
         let mut proxies = Vec::new();
         let mut clients = Vec::new();
@@ -1110,11 +1168,18 @@ impl RealEnv {
             // Rotated so the sessions' first choices spread over the members.
             let n = mine.len();
             let hosts: Vec<String> = (0..n).map(|k| mine[(k + s) % n].connect_string()).collect();
-            let client = ZookeeperClient::connect_with(
-                ZkOptions::new(hosts.join(","))
-                    .session_timeout(session_timeout)
-                    .connect_timeout(Duration::from_secs(30)),
-            )?;
+            let client: SharedClient = match kind {
+                ClientKind::Native => NativeClient::connect_with(
+                    NativeOptions::new(hosts.join(","))
+                        .session_timeout(session_timeout)
+                        .connect_timeout(Duration::from_secs(30)),
+                )?,
+                ClientKind::Crate => ZookeeperClient::connect_with(
+                    ZkOptions::new(hosts.join(","))
+                        .session_timeout(session_timeout)
+                        .connect_timeout(Duration::from_secs(30)),
+                )?,
+            };
             proxies.push(mine);
             clients.push(client);
         }
@@ -1122,8 +1187,10 @@ impl RealEnv {
             cluster,
             proxies,
             clients: Mutex::new(clients),
+            client_kind: kind,
             session_timeout,
             next_member: Mutex::new(0),
+            last_outage: Mutex::new(Duration::ZERO),
         })
     }
 
@@ -1132,12 +1199,12 @@ impl RealEnv {
         &self.cluster
     }
 
-    fn client(&self, i: usize) -> Arc<ZookeeperClient> {
+    fn client(&self, i: usize) -> SharedClient {
         self.clients.lock()[i].clone()
     }
 
     /// Waits (bounded) until `client` has reported a session loss since `losses`.
-    fn wait_for_loss(&self, client: &ZookeeperClient, losses: u64, patience: Duration) -> bool {
+    fn wait_for_loss(&self, client: &dyn ZkClient, losses: u64, patience: Duration) -> bool {
         let deadline = Instant::now() + patience;
         loop {
             let s = client.session().snapshot();
@@ -1162,18 +1229,18 @@ impl RealEnv {
 
 impl Env for RealEnv {
     fn name(&self) -> &'static str {
-        "real-3-node"
+        match self.client_kind {
+            ClientKind::Native => "native-3-node",
+            ClientKind::Crate => "crate-3-node",
+        }
     }
 
     fn clients(&self) -> Vec<SharedClient> {
-        self.clients
-            .lock()
-            .iter()
-            .map(|c| c.clone() as SharedClient)
-            .collect()
+        self.clients.lock().clone()
     }
 
     fn inject(&self, kind: FaultKind, victim: usize) -> Result<(), String> {
+        *self.last_outage.lock() = Duration::ZERO;
         let proxies = &self.proxies[victim];
         let client = self.client(victim);
         match kind {
@@ -1228,6 +1295,7 @@ impl Env for RealEnv {
             }
             FaultKind::LeaderRestart => {
                 let leader = self.cluster.leader().ok_or("no leader")?;
+                let killed = Instant::now();
                 self.cluster.kill(leader);
                 // Let the other two elect a leader before the old one comes back.
                 let deadline = Instant::now() + Duration::from_secs(60);
@@ -1237,6 +1305,7 @@ impl Env for RealEnv {
                     }
                     pause(Duration::from_millis(100));
                 }
+                *self.last_outage.lock() = killed.elapsed();
                 self.cluster.restart(leader).map_err(|e| e.to_string())?;
                 self.cluster
                     .wait_for_quorum(Duration::from_secs(90))
@@ -1258,8 +1327,7 @@ impl Env for RealEnv {
     fn nodes_under(&self, dirs: &[String]) -> Vec<String> {
         // A fresh observer each time, straight to the members: the proxies are the clients'.
         let observer =
-            match ZookeeperClient::connect(&self.cluster.connect_string(), Duration::from_secs(10))
-            {
+            match NativeClient::connect(&self.cluster.connect_string(), Duration::from_secs(10)) {
                 Ok(o) => o,
                 Err(e) => return vec![format!("<observer could not connect: {e}>")],
             };
@@ -1304,6 +1372,10 @@ impl Env for RealEnv {
 
     fn session_timeout(&self) -> Duration {
         self.session_timeout
+    }
+
+    fn last_outage(&self) -> Duration {
+        *self.last_outage.lock()
     }
 }
 

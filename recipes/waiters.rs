@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 use zk_locks::client::counting::CountingClient;
 use zk_locks::client::memory::MemoryEnsemble;
-use zk_locks::client::zookeeper::ZookeeperClient;
+use zk_locks::client::native::NativeClient;
 use zk_locks::testing::TestingServer;
 use zk_locks::{InterProcessLock, InterProcessMutex, SharedClient, ZkClient};
 
@@ -104,7 +104,7 @@ fn run(waiters: usize, real: bool) -> Result<(), String> {
     };
     let (client, backend): (Arc<CountingClient<SharedClient>>, &str) = match connect {
         Some(hosts) => {
-            let c = ZookeeperClient::connect(&hosts, Duration::from_secs(30))
+            let c = NativeClient::connect(&hosts, Duration::from_secs(30))
                 .map_err(|e| e.to_string())?;
             (
                 Arc::new(CountingClient::new(c as SharedClient)),

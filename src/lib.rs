@@ -10,19 +10,24 @@
 //!
 //! Every recipe takes a [`SharedClient`] (`Arc<dyn ZkClient>`). One client is one ZooKeeper
 //! session; share it between the threads of a process (as Curator shares one
-//! `CuratorFramework`). Two implementations:
+//! `CuratorFramework`). Three implementations:
 //!
-//! - [`client::zookeeper::ZookeeperClient`] — a real ensemble, over the `zookeeper` crate, with
-//!   a session layer that fixes that crate's defects (watchdog, deadlines, expiry detection;
-//!   see the module docs for the list and the known limitations):
+//! - [`client::native::NativeClient`] — **the one to use for a real ensemble**: our own
+//!   blocking ZooKeeper client with the Java client's session rules (a connection blip keeps
+//!   the session and every lock, watches are restored after a reconnect, expiry is detected by
+//!   the client itself), real containers, `create2`, pipelining, `multi`, digest auth:
 //!
 //!   ```no_run
 //!   use std::time::Duration;
-//!   use zk_locks::client::zookeeper::ZookeeperClient;
+//!   use zk_locks::client::native::NativeClient;
 //!
-//!   let client = ZookeeperClient::connect("zk1:2181,zk2:2181,zk3:2181/app", Duration::from_secs(10))?;
+//!   let client = NativeClient::connect("zk1:2181,zk2:2181,zk3:2181/app", Duration::from_secs(10))?;
 //!   # Ok::<(), zk_locks::Error>(())
 //!   ```
+//!
+//! - [`client::zookeeper::ZookeeperClient`] — the same over the `zookeeper` crate, with a
+//!   session layer that works around that crate's defects (see the module docs for the list
+//!   and the limits that remain: an aged client loses its session on a connection cut);
 //!
 //! - [`client::memory::MemoryEnsemble`] — an in-memory ZooKeeper with fault injection
 //!   (connection loss before/after a request, suspend/resume, expiry). For tests, demos, and
@@ -145,7 +150,8 @@
 //! Node names (`_c_<uuid>-lock-<seq>`, `__READ__`, `__WRIT__`, `lease-`), directory layout,
 //! sort order and watch choice are Curator's, so mixed Rust/Curator contenders exclude each
 //! other. Differences: missing parents are created `PERSISTENT` (not `CONTAINER`) through the
-//! `zookeeper` crate, whose container mode is broken; a read→write upgrade is refused with
+//! `zookeeper` crate, whose container mode is broken ([`client::native::NativeClient`]
+//! creates real containers); a read→write upgrade is refused with
 //! [`Error::UpgradeNotSupported`] (Curator blocks forever); a multi-lock timeout is one
 //! deadline for all locks. kazoo's lock nodes are not compatible with Curator's (nor ours).
 //!

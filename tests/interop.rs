@@ -20,6 +20,7 @@ use std::sync::{Arc, Barrier, OnceLock};
 use std::time::Duration;
 
 use common::{eventually, unique_root};
+use zk_locks::client::native::NativeClient;
 use zk_locks::client::zookeeper::ZookeeperClient;
 use zk_locks::locks::{
     sort_children, standard_sort_key, Decision, InterProcessLock, InterProcessMutex,
@@ -71,7 +72,13 @@ fn setup() -> Option<(String, &'static Path)> {
     Some((server.connect_string(), classes))
 }
 
-fn rust_client(connect: &str) -> Arc<ZookeeperClient> {
+/// A Rust session on our own client (the recommended backend).
+fn rust_client(connect: &str) -> Arc<NativeClient> {
+    NativeClient::connect(connect, Duration::from_secs(10)).expect("connect")
+}
+
+/// A Rust session on the `zookeeper`-crate backend.
+fn crate_client(connect: &str) -> Arc<ZookeeperClient> {
     ZookeeperClient::connect(connect, Duration::from_secs(10)).expect("connect")
 }
 
@@ -262,9 +269,8 @@ fn contend(connect: &str, classes: &Path, recipe: Recipe) -> Vec<Record> {
         );
         jvm.expect("READY");
     }
-    let sessions: Vec<SharedClient> = (0..2)
-        .map(|_| rust_client(connect) as SharedClient)
-        .collect();
+    // One session per Rust backend: both contend with Curator and with each other.
+    let sessions: Vec<SharedClient> = vec![rust_client(connect), crate_client(connect)];
     let start = Arc::new(Barrier::new(5));
     let threads: Vec<_> = (0..4)
         .map(|t| {

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
-use torture_core::{Config, FaultKind, FencedStore, MemoryEnv, RealEnv, StaleToken};
+use torture_core::{ClientKind, Config, FaultKind, FencedStore, MemoryEnv, RealEnv, StaleToken};
 use zk_locks::client::memory::MemoryEnsemble;
 use zk_locks::client::Op;
 use zk_locks::locks::{InterProcessSemaphoreV2, LockState};
@@ -67,14 +67,15 @@ fn torture_memory_backend() {
 }
 
 /// About two minutes on a loaded 2-core machine: cluster start, 60 s of faults (and the rest
-/// of the cycle, so every kind at least once), then the orphan and watch checks.
+/// of the cycle, so every kind at least once), then the orphan and watch checks. On our own
+/// client: no session may be lost but those a freeze or an expiry ends (no spurious loss).
 #[test]
 fn torture_real_cluster() {
     if !zk_locks::testing::require_server() {
         return;
     }
     let session_timeout = Duration::from_secs(3);
-    let env = RealEnv::start(8, session_timeout).expect("cluster and sessions");
+    let env = RealEnv::start(8, session_timeout, ClientKind::Native).expect("cluster and sessions");
     let summary = torture_core::run(
         &env,
         &config(
@@ -106,6 +107,7 @@ fn torture_real_cluster() {
         summary.violation_details,
         summary.orphan_names
     );
+    assert_eq!(summary.spurious_losses, 0, "{}", summary.line());
 }
 
 #[test]

@@ -444,3 +444,64 @@ fn lost_lock_terminates_the_command() {
     other.release().unwrap();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The issue that made us write our own client: a holder older than its session timeout lost
+/// its lock (and its command) on a one-off connection cut. Now the session survives the cut.
+#[test]
+fn a_cut_under_an_aged_holder_keeps_the_lock_and_the_command() {
+    let Some(server) = shared_server() else {
+        return;
+    };
+    let proxy = FaultProxy::start(server.addr()).unwrap();
+    let root = unique_root("zklock-aged");
+    let dir = temp_dir("aged");
+    let script = format!(
+        "trap 'echo term > {d}/termed; exit 1' TERM; touch {d}/started; \
+         while [ ! -e {d}/go ]; do sleep 0.1; done",
+        d = dir.display()
+    );
+    let mut holder = zklock()
+        .args([
+            "--connect",
+            &proxy.connect_string(),
+            "--session-timeout",
+            "2s",
+            &root,
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    eventually(PATIENCE, "the command starts", || {
+        Path::new(&dir.join("started")).exists()
+    });
+    let session = proxy.session_id().expect("a session through the proxy");
+    // The holder ages past several session timeouts (time is the subject here).
+    std::thread::sleep(Duration::from_secs(6));
+    let connections = proxy.connection_count();
+    assert_eq!(connections, 1);
+    proxy.cut();
+    eventually(PATIENCE, "the holder resumes its session", || {
+        proxy.session_ids() == vec![session]
+    });
+    let c = client(&server.connect_string());
+    assert_eq!(
+        children(c.as_ref(), &root).len(),
+        1,
+        "the lock node survived"
+    );
+    std::fs::write(dir.join("go"), b"").unwrap();
+    let status = wait_exit(&mut holder, "the command finishes");
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(holder.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+    assert_eq!(status.code(), Some(0), "{status:?}: {stderr}");
+    assert!(
+        !dir.join("termed").exists(),
+        "the command was not terminated"
+    );
+    assert!(!stderr.contains("lost"), "{stderr}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,5 +1,6 @@
 //! The core of the zk-locks / Curator comparison: the same scenarios run by our recipes (in
-//! this process) and by Curator 5.4 (a JVM running `CuratorBench.java`), against one server,
+//! this process, on our own client and on the `zookeeper`-crate backend) and by Curator 5.4
+//! (a JVM running `CuratorBench.java`), against one server,
 //! with the server's own request counter (`mntr` `zk_packets_received`) read around each run.
 //!
 //! Shared by `recipes/compare.rs` (the program) and `tests/compare_smoke.rs` (a tiny run so
@@ -14,6 +15,7 @@ use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use zk_locks::client::native::NativeClient;
 use zk_locks::client::zookeeper::ZookeeperClient;
 use zk_locks::locks::{InterProcessReadWriteLock, InterProcessSemaphoreMutex};
 use zk_locks::testing::curator;
@@ -131,13 +133,15 @@ impl Scenario {
     }
 }
 
-/// Both sides of one scenario.
+/// Every side of one scenario.
 #[derive(Debug, Clone)]
 pub struct Row {
     /// The scenario.
     pub scenario: Scenario,
-    /// zk-locks.
+    /// zk-locks on its own client (`client::native`).
     pub ours: Run,
+    /// zk-locks on the `zookeeper`-crate backend.
+    pub ours_crate: Run,
     /// Curator 5.4.
     pub curator: Run,
 }
@@ -183,7 +187,8 @@ trait Side {
 pub fn run(connect: &str, plan: &Plan, class_dir: &Path) -> Result<Report, String> {
     let mntr_addr = first_address(connect)?;
     let mut curator = CuratorSide::start(connect, plan.max_sessions(), class_dir)?;
-    let mut ours = OurSide::connect(connect, plan.max_sessions())?;
+    let mut ours = OurSide::connect(connect, plan.max_sessions(), Backend::Native)?;
+    let mut ours_crate = OurSide::connect(connect, plan.max_sessions(), Backend::Crate)?;
     let machine = machine(mntr_addr)?;
     let mut machine = Machine {
         idle_packets_per_s: idle_rate(mntr_addr)?,
@@ -197,12 +202,22 @@ pub fn run(connect: &str, plan: &Plan, class_dir: &Path) -> Result<Report, Strin
     let mut rows = Vec::new();
     for (i, scenario) in scenarios.into_iter().enumerate() {
         let ours_path = format!("{root}/ours-{i}");
+        let crate_path = format!("{root}/crate-{i}");
         let curator_path = format!("{root}/curator-{i}");
         warm_up(&mut ours, &scenario, plan, &ours_path)?;
+        warm_up(&mut ours_crate, &scenario, plan, &crate_path)?;
         warm_up(&mut curator, &scenario, plan, &curator_path)?;
-        let (mut ours_runs, mut curator_runs) = (Vec::new(), Vec::new());
+        let (mut ours_runs, mut crate_runs, mut curator_runs) =
+            (Vec::new(), Vec::new(), Vec::new());
         for _ in 0..plan.rounds.max(1) {
             ours_runs.push(measure(&mut ours, &scenario, plan, &ours_path, mntr_addr)?);
+            crate_runs.push(measure(
+                &mut ours_crate,
+                &scenario,
+                plan,
+                &crate_path,
+                mntr_addr,
+            )?);
             curator_runs.push(measure(
                 &mut curator,
                 &scenario,
@@ -214,6 +229,7 @@ pub fn run(connect: &str, plan: &Plan, class_dir: &Path) -> Result<Report, Strin
         rows.push(Row {
             scenario,
             ours: combine(&ours_runs),
+            ours_crate: combine(&crate_runs),
             curator: combine(&curator_runs),
         });
     }
@@ -290,39 +306,68 @@ pub fn render(report: &Report) -> String {
     let mut out = format!(
         "Machine: {} CPUs ({}), ZooKeeper {}, standalone on loopback; idle background {:.1} \
          packets/s; load average {:.1} at the start, {:.1} at the end. Percentiles are medians \
-         of {} alternating rounds per side; ratios are zk-locks / Curator.\n\n",
+         of {} alternating rounds per side; \"zk-locks\" is our own client, \"crate backend\" \
+         the same recipes over the `zookeeper` crate; ratios are zk-locks / Curator.\n\n",
         m.nproc, m.cpu, m.zookeeper, m.idle_packets_per_s, m.load_before, m.load_after, rounds
     );
-    out.push_str("| scenario | metric | zk-locks | Curator 5.4 | zk-locks / Curator |\n");
-    out.push_str("|---|---|---:|---:|---:|\n");
+    out.push_str(
+        "| scenario | metric | zk-locks | crate backend | Curator 5.4 | zk-locks / Curator |\n",
+    );
+    out.push_str("|---|---|---:|---:|---:|---:|\n");
     let us = |ns: u64| ns as f64 / 1e3;
     for row in &report.rows {
         let title = row.scenario.title();
-        let (o, c) = (&row.ours, &row.curator);
-        let mut line = |metric: &str, ours: f64, theirs: f64, digits: usize| {
+        let (o, k, c) = (&row.ours, &row.ours_crate, &row.curator);
+        let mut line = |metric: &str, ours: f64, via_crate: f64, theirs: f64, digits: usize| {
             let ratio = if theirs > 0.0 {
                 format!("{:.2}", ours / theirs)
             } else {
                 "–".into()
             };
             out.push_str(&format!(
-                "| {title} | {metric} | {ours:.digits$} | {theirs:.digits$} | {ratio} |\n"
+                "| {title} | {metric} | {ours:.digits$} | {via_crate:.digits$} | {theirs:.digits$} \
+                 | {ratio} |\n"
             ));
         };
         match row.scenario {
             Scenario::RoundTrip | Scenario::Uncontended(_) => {
-                line("p50 µs", us(o.p50_ns), us(c.p50_ns), 0);
-                line("p99 µs", us(o.p99_ns), us(c.p99_ns), 0);
-                line("ops/s", o.per_second(), c.per_second(), 0);
-                line("requests/op", o.requests_per_op(), c.requests_per_op(), 2);
+                line("p50 µs", us(o.p50_ns), us(k.p50_ns), us(c.p50_ns), 0);
+                line("p99 µs", us(o.p99_ns), us(k.p99_ns), us(c.p99_ns), 0);
+                line("ops/s", o.per_second(), k.per_second(), c.per_second(), 0);
+                line(
+                    "requests/op",
+                    o.requests_per_op(),
+                    k.requests_per_op(),
+                    c.requests_per_op(),
+                    2,
+                );
             }
             Scenario::Contended(_) => {
-                line("acquisitions/s", o.per_second(), c.per_second(), 0);
-                line("hand-off p50 µs", us(o.p50_ns), us(c.p50_ns), 0);
-                line("hand-off p99 µs", us(o.p99_ns), us(c.p99_ns), 0);
+                line(
+                    "acquisitions/s",
+                    o.per_second(),
+                    k.per_second(),
+                    c.per_second(),
+                    0,
+                );
+                line(
+                    "hand-off p50 µs",
+                    us(o.p50_ns),
+                    us(k.p50_ns),
+                    us(c.p50_ns),
+                    0,
+                );
+                line(
+                    "hand-off p99 µs",
+                    us(o.p99_ns),
+                    us(k.p99_ns),
+                    us(c.p99_ns),
+                    0,
+                );
                 line(
                     "requests/acquisition",
                     o.requests_per_op(),
+                    k.requests_per_op(),
                     c.requests_per_op(),
                     2,
                 );
@@ -346,18 +391,32 @@ fn summary(mut samples: Vec<u64>, elapsed: Duration) -> Run {
     }
 }
 
-/// zk-locks, in this process: one `ZookeeperClient` (one session) per contender.
+/// Which client our recipes run on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Backend {
+    /// `client::native`.
+    Native,
+    /// `client::zookeeper` (the `zookeeper` crate).
+    Crate,
+}
+
+/// zk-locks, in this process: one client (one session) per contender.
 struct OurSide {
     clients: Vec<SharedClient>,
 }
 
 impl OurSide {
-    fn connect(connect: &str, sessions: usize) -> Result<OurSide, String> {
+    fn connect(connect: &str, sessions: usize, backend: Backend) -> Result<OurSide, String> {
         let clients = (0..sessions)
             .map(|_| {
-                ZookeeperClient::connect(connect, SESSION_TIMEOUT)
-                    .map(|c| c as SharedClient)
-                    .map_err(|e| format!("connecting to {connect}: {e}"))
+                let client = match backend {
+                    Backend::Native => {
+                        NativeClient::connect(connect, SESSION_TIMEOUT).map(|c| c as SharedClient)
+                    }
+                    Backend::Crate => ZookeeperClient::connect(connect, SESSION_TIMEOUT)
+                        .map(|c| c as SharedClient),
+                };
+                client.map_err(|e| format!("connecting to {connect}: {e}"))
             })
             .collect::<Result<_, _>>()?;
         Ok(OurSide { clients })

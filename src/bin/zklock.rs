@@ -11,7 +11,7 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use zk_locks::client::zookeeper::{ZkOptions, ZookeeperClient};
+use zk_locks::client::native::{NativeClient, NativeOptions};
 use zk_locks::locks::{
     standard_sort_key, HeldNode, InterProcessLock, InterProcessMutex, InterProcessReadWriteLock,
     InterProcessSemaphoreV2, LockState, READ_LOCK_NAME, WRITE_LOCK_NAME,
@@ -138,13 +138,10 @@ enum Cli {
 struct Usage(String);
 
 fn main() {
-    // The zookeeper crate logs a WARN and an ERROR for every ordinary close (its Drop closes
-    // again after our close); silence it unless RUST_LOG asks for it.
-    env_logger::Builder::from_env(
-        env_logger::Env::default().default_filter_or("warn,zookeeper=off"),
-    )
-    .format_timestamp_millis()
-    .init();
+    // Warnings (a lost session, a dead link) reach the operator unless RUST_LOG says otherwise.
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn"))
+        .format_timestamp_millis()
+        .init();
     let args: Vec<OsString> = std::env::args_os().skip(1).collect();
     let cli = match parse_cli(args, std::env::var("ZK_CONNECT").ok()) {
         Ok(cli) => cli,
@@ -321,8 +318,8 @@ fn parse_cli(args: Vec<OsString>, env_connect: Option<String>) -> Result<Cli, Us
     }))
 }
 
-fn connect(hosts: &str, session_timeout: Duration) -> Result<Arc<ZookeeperClient>, Error> {
-    ZookeeperClient::connect_with(ZkOptions::new(hosts).session_timeout(session_timeout))
+fn connect(hosts: &str, session_timeout: Duration) -> Result<Arc<NativeClient>, Error> {
+    NativeClient::connect_with(NativeOptions::new(hosts).session_timeout(session_timeout))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -367,7 +364,7 @@ const TICK: Duration = Duration::from_millis(10);
 
 /// What the worker thread reports.
 enum Event {
-    Connected(Arc<ZookeeperClient>),
+    Connected(Arc<NativeClient>),
     Acquired(Arc<HeldNode>),
     TimedOut,
     Failed(Error),
@@ -398,7 +395,7 @@ fn run(args: RunArgs) -> i32 {
     }
 
     // Phase 1: connect and wait for the lock, interruptibly.
-    let mut client: Option<Arc<ZookeeperClient>> = None;
+    let mut client: Option<Arc<NativeClient>> = None;
     let node = loop {
         if let Some(signo) = take_signal() {
             // Closing the session deletes our node at once, so the queue moves on.
@@ -574,7 +571,7 @@ fn describe(status: ExitStatus) -> String {
     }
 }
 
-fn close(client: &Option<Arc<ZookeeperClient>>) {
+fn close(client: &Option<Arc<NativeClient>>) {
     if let Some(c) = client {
         zk_locks::ZkClient::close(c.as_ref());
     }

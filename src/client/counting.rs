@@ -23,7 +23,7 @@ use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use super::{CreateMode, Stat, WatchedEvent, Watcher, ZkClient, ZkResult};
+use super::{CreateMode, Request, Response, Stat, WatchedEvent, Watcher, ZkClient, ZkResult};
 use crate::session::Session;
 
 /// A [`ZkClient`] operation, for counters, fault injection and request hooks.
@@ -61,6 +61,10 @@ pub struct Counters {
     pub set_data: u64,
     /// Watch callbacks delivered (not a request).
     pub watch_events: u64,
+    /// Times the caller waited for the server: one per request, one per
+    /// [`ZkClient::pipeline`] call through a [`CountingClient`] (whatever the backend does
+    /// with it), so a recipe's round trips can be asserted.
+    pub round_trips: u64,
 }
 
 impl Counters {
@@ -87,6 +91,7 @@ impl Counters {
 pub(crate) struct AtomicCounters {
     ops: [AtomicU64; 6],
     watch_events: AtomicU64,
+    round_trips: AtomicU64,
 }
 
 impl AtomicCounters {
@@ -101,8 +106,18 @@ impl AtomicCounters {
         }
     }
 
+    /// One request in a round trip of its own.
     pub(crate) fn request(&self, op: Op) {
         self.ops[Self::index(op)].fetch_add(1, Ordering::Relaxed);
+        self.round_trips.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Requests sent together: each is counted, the round trip once.
+    pub(crate) fn pipelined(&self, ops: impl IntoIterator<Item = Op>) {
+        for op in ops {
+            self.ops[Self::index(op)].fetch_add(1, Ordering::Relaxed);
+        }
+        self.round_trips.fetch_add(1, Ordering::Relaxed);
     }
 
     pub(crate) fn watch_event(&self) {
@@ -119,6 +134,7 @@ impl AtomicCounters {
             get_children: op(Op::GetChildren),
             set_data: op(Op::SetData),
             watch_events: self.watch_events.load(Ordering::Relaxed),
+            round_trips: self.round_trips.load(Ordering::Relaxed),
         }
     }
 
@@ -127,6 +143,7 @@ impl AtomicCounters {
             c.store(0, Ordering::Relaxed);
         }
         self.watch_events.store(0, Ordering::Relaxed);
+        self.round_trips.store(0, Ordering::Relaxed);
     }
 }
 
@@ -217,11 +234,54 @@ impl<C: ZkClient> ZkClient for CountingClient<C> {
         self.inner.set_data(path, data, version)
     }
 
+    fn create2(&self, path: &str, data: &[u8], mode: CreateMode) -> ZkResult<(String, Stat)> {
+        self.counters.request(Op::Create);
+        self.inner.create2(path, data, mode)
+    }
+
+    /// Counts every pipelined request as the operation it is, and one round trip.
+    fn pipeline(&self, requests: &[Request]) -> Vec<ZkResult<Response>> {
+        self.counters
+            .pipelined(requests.iter().map(|request| match request {
+                Request::Create { .. } => Op::Create,
+                Request::Delete { .. } => Op::Delete,
+                Request::Exists { .. } => Op::Exists,
+                Request::GetData { .. } => Op::GetData,
+                Request::GetChildren { .. } => Op::GetChildren,
+                Request::SetData { .. } => Op::SetData,
+            }));
+        self.inner.pipeline(requests)
+    }
+
     fn session(&self) -> &Session {
         self.inner.session()
     }
 
     fn close(&self) {
         self.inner.close()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::client::memory::MemoryEnsemble;
+
+    #[test]
+    fn a_pipeline_counts_every_request_and_one_round_trip() {
+        let client = CountingClient::new(MemoryEnsemble::new().connect());
+        client.create("/a", b"", CreateMode::Persistent).unwrap();
+        let results = client.pipeline(&[
+            Request::Create {
+                path: "/a/b".into(),
+                data: vec![],
+                mode: CreateMode::Persistent,
+            },
+            Request::GetChildren { path: "/a".into() },
+        ]);
+        assert_eq!(results[1], Ok(Response::GetChildren(vec!["b".into()])));
+        let c = client.counters();
+        assert_eq!((c.create, c.get_children, c.requests()), (2, 1, 3));
+        assert_eq!(c.round_trips, 2);
     }
 }

@@ -1,9 +1,14 @@
 //! The ZooKeeper operations the lock recipes need, as one small object-safe trait.
 //!
-//! Two backends implement [`ZkClient`]: `zookeeper::ZookeeperClient` talks to a real ensemble
-//! through the `zookeeper` crate (with a session layer that neutralises that crate's defects),
-//! and `memory::MemoryEnsemble` is an in-memory ZooKeeper with fault injection, used by unit
-//! tests and as the embedded default of the demos.
+//! Three backends implement [`ZkClient`]: `native::NativeClient` speaks ZooKeeper's protocol
+//! itself (the recommended backend for real ensembles), `zookeeper::ZookeeperClient` talks to
+//! a real ensemble through the `zookeeper` crate (with a session layer that works around that
+//! crate's defects), and `memory::MemoryEnsemble` is an in-memory ZooKeeper with fault
+//! injection, used by unit tests and as the embedded default of the demos.
+//!
+//! Beyond the plain calls, [`ZkClient::create2`] returns the created node's `Stat` and
+//! [`ZkClient::pipeline`] sends several requests back to back and collects the replies in
+//! order (one round trip on the native client; one call after another elsewhere).
 //!
 //! Every watch is one-shot and delivered at most once. Watch callbacks run on a backend thread:
 //! they must only record and notify (set a flag, notify a `Condvar`), never call the client —
@@ -11,6 +16,7 @@
 
 pub mod counting;
 pub mod memory;
+pub mod native;
 pub mod zookeeper;
 
 pub use counting::{Counters, CountingClient, Op};
@@ -138,6 +144,9 @@ pub enum ZkError {
     /// Not authorised.
     #[error("not authenticated")]
     NoAuth,
+    /// The server rejected the client's credentials. Terminal: the client is closed.
+    #[error("authentication failed")]
+    AuthFailed,
     /// The ACL is invalid.
     #[error("invalid ACL")]
     InvalidAcl,
@@ -184,6 +193,93 @@ impl ZkError {
 /// Result of a [`ZkClient`] call.
 pub type ZkResult<T> = Result<T, ZkError>;
 
+/// One request of a [`ZkClient::pipeline`]: the watch-free operations, by value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Request {
+    /// [`ZkClient::create2`].
+    Create {
+        /// Path (with the sequence prefix for sequential modes).
+        path: String,
+        /// Data.
+        data: Vec<u8>,
+        /// Mode.
+        mode: CreateMode,
+    },
+    /// [`ZkClient::delete`].
+    Delete {
+        /// Path.
+        path: String,
+        /// Expected version; `None` for any.
+        version: Option<i32>,
+    },
+    /// [`ZkClient::exists`].
+    Exists {
+        /// Path.
+        path: String,
+    },
+    /// [`ZkClient::get_data`] without a watch.
+    GetData {
+        /// Path.
+        path: String,
+    },
+    /// [`ZkClient::get_children`] without a watch.
+    GetChildren {
+        /// Path.
+        path: String,
+    },
+    /// [`ZkClient::set_data`].
+    SetData {
+        /// Path.
+        path: String,
+        /// Data.
+        data: Vec<u8>,
+        /// Expected version; `None` for any.
+        version: Option<i32>,
+    },
+}
+
+/// The result of one [`Request`] of a pipeline, same variant order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Response {
+    /// The created node's actual path and its `Stat`.
+    Create(String, Stat),
+    /// Deleted.
+    Delete,
+    /// The node's `Stat`, or `None` when it does not exist.
+    Exists(Option<Stat>),
+    /// The node's data and `Stat`.
+    GetData(Vec<u8>, Stat),
+    /// The child names (unsorted).
+    GetChildren(Vec<String>),
+    /// The node's new `Stat`.
+    SetData(Stat),
+}
+
+/// Runs one pipeline request through the plain trait methods (the default pipeline).
+fn run_one<C: ZkClient + ?Sized>(client: &C, request: &Request) -> ZkResult<Response> {
+    Ok(match request {
+        Request::Create { path, data, mode } => {
+            let (path, stat) = client.create2(path, data, *mode)?;
+            Response::Create(path, stat)
+        }
+        Request::Delete { path, version } => {
+            client.delete(path, *version)?;
+            Response::Delete
+        }
+        Request::Exists { path } => Response::Exists(client.exists(path)?),
+        Request::GetData { path } => {
+            let (data, stat) = client.get_data(path, None)?;
+            Response::GetData(data, stat)
+        }
+        Request::GetChildren { path } => Response::GetChildren(client.get_children(path, None)?),
+        Request::SetData {
+            path,
+            data,
+            version,
+        } => Response::SetData(client.set_data(path, data, *version)?),
+    })
+}
+
 /// The operations recipes need from ZooKeeper. Object-safe, `Send + Sync`.
 ///
 /// Paths are absolute and valid (see [`crate::paths`]); the backends still reject invalid ones
@@ -208,6 +304,24 @@ pub trait ZkClient: Send + Sync {
 
     /// Replaces the node's data; `version: None` writes whatever the version.
     fn set_data(&self, path: &str, data: &[u8], version: Option<i32>) -> ZkResult<Stat>;
+
+    /// Creates a node and returns its actual path and its `Stat` (the `czxid` is a fencing
+    /// token). Backends with ZooKeeper's create2 do it in one request; the default creates,
+    /// then reads the `Stat` (an ephemeral node deleted in between reads as
+    /// [`ZkError::NoNode`]).
+    fn create2(&self, path: &str, data: &[u8], mode: CreateMode) -> ZkResult<(String, Stat)> {
+        let actual = self.create(path, data, mode)?;
+        let stat = self.exists(&actual)?.ok_or(ZkError::NoNode)?;
+        Ok((actual, stat))
+    }
+
+    /// Sends several requests back to back and then collects every reply, in order: one
+    /// round trip on a backend that pipelines (ZooKeeper serves one session's requests in
+    /// order, so a listing after a create sees the created node). Each request succeeds or
+    /// fails on its own; this is not a transaction. The default runs them one after another.
+    fn pipeline(&self, requests: &[Request]) -> Vec<ZkResult<Response>> {
+        requests.iter().map(|r| run_one(self, r)).collect()
+    }
 
     /// The connection-state machine of this client: state, epoch, session id, listeners.
     fn session(&self) -> &Session;
@@ -253,6 +367,14 @@ impl<T: ZkClient + ?Sized> ZkClient for Arc<T> {
 
     fn set_data(&self, path: &str, data: &[u8], version: Option<i32>) -> ZkResult<Stat> {
         (**self).set_data(path, data, version)
+    }
+
+    fn create2(&self, path: &str, data: &[u8], mode: CreateMode) -> ZkResult<(String, Stat)> {
+        (**self).create2(path, data, mode)
+    }
+
+    fn pipeline(&self, requests: &[Request]) -> Vec<ZkResult<Response>> {
+        (**self).pipeline(requests)
     }
 
     fn session(&self) -> &Session {

@@ -275,6 +275,8 @@ impl Node {
             .arg("-XX:TieredStopAtLevel=1")
             .arg("-Djava.net.preferIPv4Stack=true")
             .arg("-Dzookeeper.jmx.log4j.disable=true")
+            // Containers emptied of their children are reaped within a second, not a minute.
+            .arg("-Dznode.container.checkIntervalMs=500")
             .arg("-cp")
             .arg(format!("{}:{}", self.dir.display(), classpath))
             .arg(self.main_class)

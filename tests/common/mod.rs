@@ -3,9 +3,10 @@
 #![allow(dead_code, unused_macros)]
 
 /// One `#[test]` per case and backend: `suite!([case, ...])` runs each
-/// `fn case(b: &dyn Backend)` of the test file as `memory::case` (in-memory ensemble) and
-/// `real::case` (a real server; skipped when none can run here, a failure under
-/// `ZK_LOCKS_REQUIRE_SERVER=1`).
+/// `fn case(b: &dyn Backend)` of the test file as `memory::case` (in-memory ensemble),
+/// `real::case` (a real server through the `zookeeper`-crate backend) and `native::case` (a
+/// real server through our own client); the real-server ones are skipped when no server can
+/// run here, a failure under `ZK_LOCKS_REQUIRE_SERVER=1`.
 macro_rules! suite {
     ([$($case:ident),* $(,)?]) => {
         mod memory {
@@ -26,6 +27,16 @@ macro_rules! suite {
                 }
             )*
         }
+        mod native {
+            $(
+                #[test]
+                fn $case() {
+                    if let Some(b) = crate::common::Real::native() {
+                        super::$case(&b);
+                    }
+                }
+            )*
+        }
     };
 }
 
@@ -41,8 +52,9 @@ pub trait Faults: Send + Sync {
     /// The server expires the session; returns once the client has reported `Lost` and is
     /// connected again on a new session.
     fn expire(&self);
-    /// A connection blip: the link drops and comes back with the same session (every watch
-    /// is lost, as with the `zookeeper` crate); returns once reconnected.
+    /// A connection blip: the link drops and comes back with the same session (the
+    /// `zookeeper` crate loses every watch; our own client restores them); returns once
+    /// reconnected.
     fn blip(&self);
 }
 
@@ -163,13 +175,25 @@ pub fn is_lost(state: ConnectionState) -> bool {
 /// through its own `FaultProxy`, so faults hit one session only.
 pub struct Real {
     server: &'static zk_locks::testing::TestingServer,
+    native: bool,
 }
 
 impl Real {
-    /// `None` (the test is skipped) when no server can run here, unless
-    /// `ZK_LOCKS_REQUIRE_SERVER=1`, which makes that a failure.
+    /// Clients on the `zookeeper`-crate backend. `None` (the test is skipped) when no server
+    /// can run here, unless `ZK_LOCKS_REQUIRE_SERVER=1`, which makes that a failure.
     pub fn new() -> Option<Real> {
-        zk_locks::testing::shared_server().map(|server| Real { server })
+        zk_locks::testing::shared_server().map(|server| Real {
+            server,
+            native: false,
+        })
+    }
+
+    /// Clients on our own client (`client::native`); `None` as for [`Real::new`].
+    pub fn native() -> Option<Real> {
+        zk_locks::testing::shared_server().map(|server| Real {
+            server,
+            native: true,
+        })
     }
 }
 
@@ -179,7 +203,7 @@ pub const REAL_SESSION_TIMEOUT: Duration = Duration::from_secs(6);
 
 struct RealFaults {
     proxy: zk_locks::testing::FaultProxy,
-    client: Arc<zk_locks::client::zookeeper::ZookeeperClient>,
+    client: SharedClient,
 }
 
 impl Faults for RealFaults {
@@ -222,11 +246,19 @@ impl Faults for RealFaults {
 impl Backend for Real {
     fn connect(&self) -> TestClient {
         let proxy = zk_locks::testing::FaultProxy::start(self.server.addr()).expect("proxy");
-        let client = zk_locks::client::zookeeper::ZookeeperClient::connect(
-            &proxy.connect_string(),
-            REAL_SESSION_TIMEOUT,
-        )
-        .expect("connect to the test server");
+        let client: SharedClient = if self.native {
+            zk_locks::client::native::NativeClient::connect(
+                &proxy.connect_string(),
+                REAL_SESSION_TIMEOUT,
+            )
+            .expect("connect to the test server")
+        } else {
+            zk_locks::client::zookeeper::ZookeeperClient::connect(
+                &proxy.connect_string(),
+                REAL_SESSION_TIMEOUT,
+            )
+            .expect("connect to the test server")
+        };
         TestClient {
             client: client.clone(),
             faults: Arc::new(RealFaults { proxy, client }),
@@ -234,7 +266,7 @@ impl Backend for Real {
     }
 
     fn root(&self) -> String {
-        unique_root("real")
+        unique_root(if self.native { "native" } else { "real" })
     }
 
     fn watches_under(&self, prefix: &str) -> usize {

@@ -1,0 +1,331 @@
+//! One TCP connection of a session: callers write requests themselves (under a lock) and wait
+//! on their own slot; one reader thread matches replies to slots by xid, hands notifications
+//! to the watch registry, and fails every pending slot when the link breaks.
+//!
+//! Rules this file protects:
+//! - a request is queued as pending *before* its bytes are written, under the same lock that
+//!   orders the writes, so the pending queue is in wire order;
+//! - the server answers one session's requests in order, so a reply must match the oldest
+//!   pending xid; anything else (an unknown xid, a frame over the limit, a negative length, a
+//!   truncated header) breaks the connection, never panics, never allocates past the limit;
+//! - a watch is registered by the reader thread when its reply arrives, before the reader
+//!   reads the next frame, so no notification can overtake its registration;
+//! - once broken, a connection stays broken: every pending and later slot gets ConnectionLoss.
+
+use std::collections::VecDeque;
+use std::io::{Read, Write};
+use std::net::{Shutdown, TcpStream};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+
+use super::jute::{frame_length, DecodeError, Reader};
+use super::records::{self, ReplyHeader, WireRequest};
+use super::watches::{WatchKind, Watches};
+use crate::client::{Watcher, ZkError, ZkResult};
+
+/// A successful reply: the body bytes after the header (error replies are returned as `Err`).
+#[derive(Debug)]
+pub struct Reply {
+    /// The body, to be decoded by the caller.
+    pub body: Vec<u8>,
+}
+
+/// A watch to register when the request that sets it succeeds.
+pub struct WatchRegistration {
+    /// Data, exist or child watch.
+    pub kind: WatchKind,
+    /// Server path.
+    pub path: String,
+    /// The callback.
+    pub watcher: Watcher,
+}
+
+/// Where one request's reply lands.
+pub struct Slot {
+    result: Mutex<Option<ZkResult<Reply>>>,
+    ready: Condvar,
+    watch: Mutex<Option<WatchRegistration>>,
+}
+
+impl Slot {
+    fn new(watch: Option<WatchRegistration>) -> Arc<Slot> {
+        Arc::new(Slot {
+            result: Mutex::new(None),
+            ready: Condvar::new(),
+            watch: Mutex::new(watch),
+        })
+    }
+
+    fn fill(&self, result: ZkResult<Reply>) {
+        let mut slot = self.result.lock();
+        if slot.is_none() {
+            *slot = Some(result);
+            self.ready.notify_all();
+        }
+    }
+
+    /// Blocks until the reply arrives or the deadline passes ([`ZkError::OperationTimeout`];
+    /// the outcome is then unknown).
+    pub fn wait(&self, deadline: Instant) -> ZkResult<Reply> {
+        let mut slot = self.result.lock();
+        loop {
+            if let Some(result) = slot.take() {
+                return result;
+            }
+            if self.ready.wait_until(&mut slot, deadline).timed_out() && slot.is_none() {
+                return Err(ZkError::OperationTimeout);
+            }
+        }
+    }
+}
+
+struct Pending {
+    queue: VecDeque<(i32, Arc<Slot>)>,
+    broken: bool,
+}
+
+struct Outgoing {
+    stream: TcpStream,
+    next_xid: i32,
+}
+
+/// What the reader thread reports to the session.
+pub trait LinkObserver: Send + Sync {
+    /// The connection broke (read error, protocol violation, or [`Connection::close`]).
+    fn broken(&self);
+}
+
+/// One connection. Shared by the callers, the reader thread and the session supervisor.
+pub struct Connection {
+    control: TcpStream,
+    reader_stopped: Mutex<bool>,
+    reader_stopped_cv: Condvar,
+    out: Mutex<Outgoing>,
+    pending: Mutex<Pending>,
+    base: Instant,
+    last_recv: AtomicU64,
+    last_send: AtomicU64,
+    packet_limit: usize,
+}
+
+impl Connection {
+    /// Wraps a connected, handshaken socket (no reader yet: see [`Connection::start_reader`]).
+    pub fn new(stream: TcpStream, packet_limit: usize) -> std::io::Result<Arc<Connection>> {
+        let control = stream.try_clone()?;
+        let base = Instant::now();
+        Ok(Arc::new(Connection {
+            control,
+            reader_stopped: Mutex::new(false),
+            reader_stopped_cv: Condvar::new(),
+            out: Mutex::new(Outgoing {
+                stream,
+                next_xid: 1,
+            }),
+            pending: Mutex::new(Pending {
+                queue: VecDeque::new(),
+                broken: false,
+            }),
+            base,
+            last_recv: AtomicU64::new(0),
+            last_send: AtomicU64::new(0),
+            packet_limit,
+        }))
+    }
+
+    fn now(&self) -> u64 {
+        self.base.elapsed().as_nanos() as u64
+    }
+
+    /// Time since the last frame was received.
+    pub fn since_recv(&self) -> Duration {
+        Duration::from_nanos(
+            self.now()
+                .saturating_sub(self.last_recv.load(Ordering::SeqCst)),
+        )
+    }
+
+    /// Time since the last frame was sent.
+    pub fn since_send(&self) -> Duration {
+        Duration::from_nanos(
+            self.now()
+                .saturating_sub(self.last_send.load(Ordering::SeqCst)),
+        )
+    }
+
+    /// True once the link broke.
+    pub fn is_broken(&self) -> bool {
+        self.pending.lock().broken
+    }
+
+    /// Starts the reader thread.
+    pub fn start_reader(
+        self: &Arc<Self>,
+        watches: Arc<Watches>,
+        last_zxid: Arc<AtomicI64>,
+        observer: Arc<dyn LinkObserver>,
+    ) -> std::io::Result<()> {
+        let conn = self.clone();
+        let stream = self.control.try_clone()?;
+        std::thread::Builder::new()
+            .name("zk-locks-native-reader".into())
+            .spawn(move || {
+                let why = conn.read_loop(stream, &watches, &last_zxid);
+                log::debug!("zk-locks native: connection closed: {why}");
+                conn.close();
+                *conn.reader_stopped.lock() = true;
+                conn.reader_stopped_cv.notify_all();
+                observer.broken();
+            })?;
+        Ok(())
+    }
+
+    /// Writes `requests` back to back (one write) and returns their slots, in order. A request
+    /// over the packet limit gets [`ZkError::BadArguments`] and is not sent.
+    pub fn send(&self, requests: Vec<(WireRequest, Option<WatchRegistration>)>) -> Vec<Arc<Slot>> {
+        let mut out = self.out.lock();
+        let mut bytes = Vec::new();
+        let mut slots = Vec::with_capacity(requests.len());
+        {
+            let mut pending = self.pending.lock();
+            for (request, watch) in requests {
+                let slot = Slot::new(watch);
+                if pending.broken {
+                    slot.fill(Err(ZkError::ConnectionLoss));
+                    slots.push(slot);
+                    continue;
+                }
+                let xid = request.reserved_xid().unwrap_or_else(|| {
+                    let xid = out.next_xid;
+                    out.next_xid = if xid == i32::MAX { 1 } else { xid + 1 };
+                    xid
+                });
+                let frame = request.encode(xid);
+                if frame.len() - 4 >= self.packet_limit {
+                    slot.fill(Err(ZkError::BadArguments));
+                    slots.push(slot);
+                    continue;
+                }
+                pending.queue.push_back((xid, slot.clone()));
+                bytes.extend_from_slice(&frame);
+                slots.push(slot);
+            }
+        }
+        if !bytes.is_empty() {
+            if let Err(e) = out.stream.write_all(&bytes) {
+                drop(out);
+                log::debug!("zk-locks native: write failed: {e}");
+                self.close();
+            } else {
+                self.last_send.store(self.now(), Ordering::SeqCst);
+            }
+        }
+        slots
+    }
+
+    /// Waits (at most `timeout`) until the reader thread has handled its last frame, so that
+    /// nothing from this connection (a watch registration, a notification) happens after.
+    pub fn wait_reader_stopped(&self, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        let mut stopped = self.reader_stopped.lock();
+        while !*stopped {
+            if self
+                .reader_stopped_cv
+                .wait_until(&mut stopped, deadline)
+                .timed_out()
+            {
+                log::warn!("zk-locks native: the reader thread did not stop in {timeout:?}");
+                return;
+            }
+        }
+    }
+
+    /// Breaks the connection: every pending slot gets ConnectionLoss and the reader stops.
+    pub fn close(&self) {
+        let drained = {
+            let mut pending = self.pending.lock();
+            pending.broken = true;
+            std::mem::take(&mut pending.queue)
+        };
+        for (_, slot) in drained {
+            slot.fill(Err(ZkError::ConnectionLoss));
+        }
+        let _ = self.control.shutdown(Shutdown::Both);
+    }
+
+    fn read_loop(&self, mut stream: TcpStream, watches: &Watches, last_zxid: &AtomicI64) -> String {
+        loop {
+            let frame = match read_frame(&mut stream, self.packet_limit) {
+                Ok(frame) => frame,
+                Err(e) => return e,
+            };
+            self.last_recv.store(self.now(), Ordering::SeqCst);
+            let mut r = Reader::new(&frame);
+            let header = match ReplyHeader::decode(&mut r) {
+                Ok(h) => h,
+                Err(e) => return format!("bad reply header: {e}"),
+            };
+            let body = frame[frame.len() - r.remaining()..].to_vec();
+            if header.xid == records::xid::NOTIFICATION {
+                match records::decode_all(&body, records::read_watcher_event) {
+                    Ok(Some((event_type, path))) => watches.trigger(event_type, &path),
+                    Ok(None) => {}
+                    Err(e) => return format!("bad notification: {e}"),
+                }
+                continue;
+            }
+            let slot = {
+                let mut pending = self.pending.lock();
+                match pending.queue.front() {
+                    Some((xid, _)) if *xid == header.xid => pending.queue.pop_front().map(|p| p.1),
+                    other => {
+                        return format!(
+                            "reply xid {} does not match the oldest request ({:?})",
+                            header.xid,
+                            other.map(|p| p.0)
+                        )
+                    }
+                }
+            };
+            let Some(slot) = slot else {
+                return "no pending request".into();
+            };
+            if header.zxid > 0 {
+                last_zxid.fetch_max(header.zxid, Ordering::SeqCst);
+            }
+            let result = if header.err == 0 {
+                Ok(Reply { body })
+            } else {
+                Err(records::error_from_code(header.err))
+            };
+            let watch = slot.watch.lock().take();
+            if let Some(w) = watch {
+                // An exists watch is set on a missing node too; data and child watches only
+                // when the read succeeded.
+                let set = result.is_ok()
+                    || (w.kind == WatchKind::Exist
+                        && result.as_ref().err() == Some(&ZkError::NoNode));
+                if set {
+                    watches.add(w.kind, w.path, w.watcher);
+                }
+            }
+            slot.fill(result);
+        }
+    }
+}
+
+/// Reads one frame body, checked against the limit before allocating.
+pub fn read_frame(stream: &mut impl Read, limit: usize) -> Result<Vec<u8>, String> {
+    let mut prefix = [0u8; 4];
+    stream
+        .read_exact(&mut prefix)
+        .map_err(|e| format!("read: {e}"))?;
+    let len = frame_length(prefix, limit).map_err(|e: DecodeError| e.to_string())?;
+    let mut body = vec![0u8; len];
+    stream
+        .read_exact(&mut body)
+        .map_err(|e| format!("read: {e}"))?;
+    Ok(body)
+}

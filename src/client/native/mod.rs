@@ -1,0 +1,532 @@
+//! Our own blocking ZooKeeper client: the recommended backend for real ensembles.
+//!
+//! No async runtime and no worker pool: a caller encodes and writes its request itself (under
+//! a lock) and blocks until the connection's reader thread hands it the reply, or its deadline
+//! passes. The session rules are the Java client's (`ClientCnxn`), which Curator users rely on:
+//! a connection blip keeps the session and every lock (`Suspended` → `Reconnected`), watches
+//! are restored with SetWatches after a reconnect, and the session is declared `Lost` by the
+//! client itself when no server accepted it within 4/3 of its timeout (as the Java client).
+//!
+//! Table of contents, in reading order:
+//! - [`jute`]: the wire encoding (big-endian, length-prefixed), a reader that never panics
+//!   and never allocates past the bytes it was given;
+//! - [`records`]: the protocol records (connect, headers, requests, responses, notifications,
+//!   error codes);
+//! - `connection`: one socket, one reader thread, callers' slots matched by xid;
+//! - `session`: connect, ping, dead-link and expiry clocks, reconnect, auth and SetWatches;
+//! - `watches`: the one-shot callback registry and the thread callbacks run on;
+//! - `options`: [`NativeOptions`] and the connect string;
+//! - this file: [`NativeClient`] and its [`ZkClient`] implementation.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use zk_locks::client::native::NativeClient;
+//! use zk_locks::{CreateMode, ZkClient};
+//!
+//! let client = NativeClient::connect("zk1:2181,zk2:2181,zk3:2181/app", Duration::from_secs(10))?;
+//! let (path, stat) = client.create2("/jobs", b"", CreateMode::Container).unwrap();
+//! println!("{path} created at zxid {} in session 0x{:x}", stat.czxid,
+//!          client.session().session_id().unwrap());
+//! # Ok::<(), zk_locks::Error>(())
+//! ```
+
+mod connection;
+pub mod jute;
+mod options;
+pub mod records;
+mod session;
+mod watches;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use self::connection::WatchRegistration;
+use self::jute::{DecodeResult, Reader};
+use self::options::parse_connect_string;
+pub use self::options::{NativeOptions, DEFAULT_PACKET_LIMIT};
+use self::records::{decode_all, read_create2, read_data, read_stat, WireRequest};
+pub use self::records::{MultiOp, MultiResult};
+use self::session::{SessionConfig, SessionCore};
+use self::watches::{from_server, to_server, WatchKind, Watches};
+use crate::client::{CreateMode, Request, Response, Stat, Watcher, ZkClient, ZkError, ZkResult};
+use crate::error::{Error, Result};
+use crate::session::Session;
+
+/// A [`ZkClient`] on a real ensemble, speaking ZooKeeper's protocol itself. See the module
+/// docs.
+pub struct NativeClient {
+    core: Arc<SessionCore>,
+    chroot: Option<String>,
+    call_timeout: Duration,
+    connect_string: String,
+}
+
+impl std::fmt::Debug for NativeClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NativeClient")
+            .field("hosts", &self.connect_string)
+            .field("session", &self.core.session)
+            .finish()
+    }
+}
+
+fn check_path(path: &str) -> ZkResult<()> {
+    crate::paths::validate_path(path).map_err(|_| ZkError::BadArguments)
+}
+
+/// `now + timeout`; a timeout too long for an `Instant` (`Duration::MAX`) waits without limit.
+fn deadline_after(timeout: Duration) -> Instant {
+    let now = Instant::now();
+    now.checked_add(timeout)
+        .or_else(|| now.checked_add(Duration::from_secs(100 * 365 * 24 * 3600)))
+        .unwrap_or(now)
+}
+
+fn version(v: Option<i32>) -> i32 {
+    v.unwrap_or(-1)
+}
+
+impl NativeClient {
+    /// Connects with [`NativeOptions::new`]`(connect_string)` and this session timeout.
+    pub fn connect(connect_string: &str, session_timeout: Duration) -> Result<Arc<NativeClient>> {
+        Self::connect_with(NativeOptions::new(connect_string).session_timeout(session_timeout))
+    }
+
+    /// Connects and waits for the first session (up to the connect timeout). A chroot that
+    /// does not exist yet is created (persistent), as Curator creates its namespace.
+    ///
+    /// Errors: [`Error::InvalidArgument`] for a bad chroot or timeout; [`Error::Connect`]
+    /// (naming the hosts) for an empty or unresolvable connect string, failed authentication,
+    /// or no session in time.
+    pub fn connect_with(options: NativeOptions) -> Result<Arc<NativeClient>> {
+        let millis = options.session_timeout.as_millis();
+        if millis == 0 || millis > i32::MAX as u128 {
+            return Err(Error::InvalidArgument {
+                name: "session_timeout",
+                reason: format!("{:?} is not in (0, i32::MAX ms]", options.session_timeout),
+            });
+        }
+        let (hosts, chroot) = parse_connect_string(&options.connect_string)?;
+        let connect_error = |reason: String| Error::Connect {
+            hosts: options.connect_string.clone(),
+            reason,
+        };
+        let watches = Watches::new(chroot.clone()).map_err(|source| Error::Io {
+            context: "spawning the watch thread".into(),
+            source,
+        })?;
+        let core = SessionCore::new(
+            SessionConfig {
+                hosts,
+                session_timeout: options.session_timeout,
+                packet_limit: options.packet_limit.max(64),
+                auth: options.auth.clone(),
+            },
+            watches,
+        );
+        let connect_timeout = options.connect_timeout.unwrap_or(options.session_timeout);
+        let deadline = deadline_after(connect_timeout);
+        if let Err(reason) = core.start(deadline) {
+            core.mark_closed();
+            core.shut_down();
+            return Err(connect_error(reason));
+        }
+        let client = Arc::new(NativeClient {
+            core,
+            chroot,
+            call_timeout: options.effective_call_timeout(),
+            connect_string: options.connect_string.clone(),
+        });
+        if let Some(chroot) = client.chroot.clone() {
+            client.create_chroot(&chroot).map_err(|e| {
+                client.close();
+                connect_error(format!("cannot create the chroot {chroot:?}: {e}"))
+            })?;
+        }
+        Ok(client)
+    }
+
+    fn create_chroot(&self, chroot: &str) -> ZkResult<()> {
+        let mut path = String::new();
+        for part in chroot.split('/').filter(|p| !p.is_empty()) {
+            path.push('/');
+            path.push_str(part);
+            let request = WireRequest::Create {
+                path: path.clone(),
+                data: Vec::new(),
+                mode: CreateMode::Persistent,
+            };
+            match self.call(request, None, read_create2) {
+                Ok(_) | Err(ZkError::NodeExists) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// The chroot applied to every path, if the connect string had one.
+    pub fn chroot(&self) -> Option<&str> {
+        self.chroot.as_deref()
+    }
+
+    /// The session timeout the server granted (the requested one before the first connect).
+    pub fn negotiated_timeout(&self) -> Duration {
+        self.core.negotiated_timeout()
+    }
+
+    /// Number of watch callbacks registered and not fired yet.
+    pub fn watch_count(&self) -> usize {
+        self.core.watches.len()
+    }
+
+    fn server_path(&self, path: &str) -> String {
+        to_server(self.chroot.as_deref(), path)
+    }
+
+    fn client_path(&self, path: &str) -> String {
+        from_server(self.chroot.as_deref(), path)
+    }
+
+    /// Sends one request and decodes its reply. A reply that does not decode breaks the
+    /// connection (the stream can no longer be trusted) and fails with MarshallingError.
+    fn call<T>(
+        &self,
+        request: WireRequest,
+        watch: Option<WatchRegistration>,
+        decode: impl FnOnce(&mut Reader<'_>) -> DecodeResult<T>,
+    ) -> ZkResult<T> {
+        let deadline = deadline_after(self.call_timeout);
+        let conn = self.core.connection(deadline)?;
+        let slot = conn
+            .send(vec![(request, watch)])
+            .pop()
+            .ok_or(ZkError::ConnectionLoss)?;
+        let reply = slot.wait(deadline)?;
+        decode_all(&reply.body, decode).map_err(|e| {
+            log::warn!("zk-locks native: undecodable reply ({e}); reconnecting");
+            conn.close();
+            ZkError::MarshallingError
+        })
+    }
+
+    /// Flushes the leader's pending writes to the connected server (`sync`), so a read after
+    /// it sees every write committed before it.
+    pub fn sync(&self, path: &str) -> ZkResult<()> {
+        check_path(path)?;
+        let request = WireRequest::Sync {
+            path: self.server_path(path),
+        };
+        self.call(request, None, |r| r.string().map(drop))
+    }
+
+    /// Runs operations as one transaction (`multi`): all apply or none. `Ok` carries one
+    /// result per operation; when the transaction failed, the failing operation's result is
+    /// its [`MultiResult::Error`] and the others are `Error` too (rolled back). Paths are
+    /// client paths, as everywhere else.
+    pub fn multi(&self, ops: Vec<MultiOp>) -> ZkResult<Vec<MultiResult>> {
+        let mut server_ops = Vec::with_capacity(ops.len());
+        for op in ops {
+            server_ops.push(match op {
+                MultiOp::Create { path, data, mode } => {
+                    crate::paths::validate_create_path(&path, mode.is_sequential())
+                        .map_err(|_| ZkError::BadArguments)?;
+                    MultiOp::Create {
+                        path: self.server_path(&path),
+                        data,
+                        mode,
+                    }
+                }
+                MultiOp::Delete { path, version } => {
+                    check_path(&path)?;
+                    MultiOp::Delete {
+                        path: self.server_path(&path),
+                        version,
+                    }
+                }
+                MultiOp::SetData {
+                    path,
+                    data,
+                    version,
+                } => {
+                    check_path(&path)?;
+                    MultiOp::SetData {
+                        path: self.server_path(&path),
+                        data,
+                        version,
+                    }
+                }
+                MultiOp::Check { path, version } => {
+                    check_path(&path)?;
+                    MultiOp::Check {
+                        path: self.server_path(&path),
+                        version,
+                    }
+                }
+            });
+        }
+        let results = self.call(WireRequest::Multi(server_ops), None, records::read_multi)?;
+        Ok(results
+            .into_iter()
+            .map(|r| match r {
+                MultiResult::Create(path, stat) => {
+                    MultiResult::Create(self.client_path(&path), stat)
+                }
+                other => other,
+            })
+            .collect())
+    }
+
+    fn wire_request(&self, request: &Request) -> ZkResult<WireRequest> {
+        Ok(match request {
+            Request::Create { path, data, mode } => {
+                crate::paths::validate_create_path(path, mode.is_sequential())
+                    .map_err(|_| ZkError::BadArguments)?;
+                WireRequest::Create {
+                    path: self.server_path(path),
+                    data: data.clone(),
+                    mode: *mode,
+                }
+            }
+            Request::Delete { path, version: v } => {
+                check_path(path)?;
+                WireRequest::Delete {
+                    path: self.server_path(path),
+                    version: version(*v),
+                }
+            }
+            Request::Exists { path } => {
+                check_path(path)?;
+                WireRequest::Exists {
+                    path: self.server_path(path),
+                    watch: false,
+                }
+            }
+            Request::GetData { path } => {
+                check_path(path)?;
+                WireRequest::GetData {
+                    path: self.server_path(path),
+                    watch: false,
+                }
+            }
+            Request::GetChildren { path } => {
+                check_path(path)?;
+                WireRequest::GetChildren {
+                    path: self.server_path(path),
+                    watch: false,
+                }
+            }
+            Request::SetData {
+                path,
+                data,
+                version: v,
+            } => {
+                check_path(path)?;
+                WireRequest::SetData {
+                    path: self.server_path(path),
+                    data: data.clone(),
+                    version: version(*v),
+                }
+            }
+        })
+    }
+
+    fn decode_response(&self, request: &Request, body: &[u8]) -> DecodeResult<Response> {
+        Ok(match request {
+            Request::Create { .. } => {
+                let (path, stat) = decode_all(body, read_create2)?;
+                Response::Create(self.client_path(&path), stat)
+            }
+            Request::Delete { .. } => Response::Delete,
+            Request::Exists { .. } => Response::Exists(Some(decode_all(body, read_stat)?)),
+            Request::GetData { .. } => {
+                let (data, stat) = decode_all(body, read_data)?;
+                Response::GetData(data, stat)
+            }
+            Request::GetChildren { .. } => {
+                Response::GetChildren(decode_all(body, |r| r.strings())?)
+            }
+            Request::SetData { .. } => Response::SetData(decode_all(body, read_stat)?),
+        })
+    }
+}
+
+impl ZkClient for NativeClient {
+    fn create(&self, path: &str, data: &[u8], mode: CreateMode) -> ZkResult<String> {
+        self.create2(path, data, mode).map(|(path, _)| path)
+    }
+
+    fn create2(&self, path: &str, data: &[u8], mode: CreateMode) -> ZkResult<(String, Stat)> {
+        crate::paths::validate_create_path(path, mode.is_sequential())
+            .map_err(|_| ZkError::BadArguments)?;
+        let request = WireRequest::Create {
+            path: self.server_path(path),
+            data: data.to_vec(),
+            mode,
+        };
+        let (created, stat) = self.call(request, None, read_create2)?;
+        Ok((self.client_path(&created), stat))
+    }
+
+    fn delete(&self, path: &str, v: Option<i32>) -> ZkResult<()> {
+        check_path(path)?;
+        let request = WireRequest::Delete {
+            path: self.server_path(path),
+            version: version(v),
+        };
+        self.call(request, None, |_| Ok(()))
+    }
+
+    fn exists(&self, path: &str) -> ZkResult<Option<Stat>> {
+        check_path(path)?;
+        let request = WireRequest::Exists {
+            path: self.server_path(path),
+            watch: false,
+        };
+        match self.call(request, None, read_stat) {
+            Ok(stat) => Ok(Some(stat)),
+            Err(ZkError::NoNode) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn get_data(&self, path: &str, watcher: Option<Watcher>) -> ZkResult<(Vec<u8>, Stat)> {
+        check_path(path)?;
+        let server_path = self.server_path(path);
+        let watch = watcher.map(|watcher| WatchRegistration {
+            kind: WatchKind::Data,
+            path: server_path.clone(),
+            watcher,
+        });
+        let request = WireRequest::GetData {
+            path: server_path,
+            watch: watch.is_some(),
+        };
+        self.call(request, watch, read_data)
+    }
+
+    fn get_children(&self, path: &str, watcher: Option<Watcher>) -> ZkResult<Vec<String>> {
+        check_path(path)?;
+        let server_path = self.server_path(path);
+        let watch = watcher.map(|watcher| WatchRegistration {
+            kind: WatchKind::Child,
+            path: server_path.clone(),
+            watcher,
+        });
+        let request = WireRequest::GetChildren {
+            path: server_path,
+            watch: watch.is_some(),
+        };
+        self.call(request, watch, |r| r.strings())
+    }
+
+    fn set_data(&self, path: &str, data: &[u8], v: Option<i32>) -> ZkResult<Stat> {
+        check_path(path)?;
+        let request = WireRequest::SetData {
+            path: self.server_path(path),
+            data: data.to_vec(),
+            version: version(v),
+        };
+        self.call(request, None, read_stat)
+    }
+
+    /// One write for all requests, then one wait per reply: a single round trip.
+    fn pipeline(&self, requests: &[Request]) -> Vec<ZkResult<Response>> {
+        let deadline = deadline_after(self.call_timeout);
+        let mut results: Vec<Option<ZkResult<Response>>> = vec![None; requests.len()];
+        let mut wire = Vec::new();
+        let mut sent = Vec::new();
+        for (i, request) in requests.iter().enumerate() {
+            match self.wire_request(request) {
+                Ok(w) => {
+                    wire.push((w, None));
+                    sent.push(i);
+                }
+                Err(e) => results[i] = Some(Err(e)),
+            }
+        }
+        if !wire.is_empty() {
+            match self.core.connection(deadline) {
+                Err(e) => {
+                    for &i in &sent {
+                        results[i] = Some(Err(e));
+                    }
+                }
+                Ok(conn) => {
+                    let slots = conn.send(wire);
+                    for (&i, slot) in sent.iter().zip(slots) {
+                        let request = &requests[i];
+                        results[i] = Some(match slot.wait(deadline) {
+                            Ok(reply) => self.decode_response(request, &reply.body).map_err(|e| {
+                                log::warn!(
+                                    "zk-locks native: undecodable reply ({e}); reconnecting"
+                                );
+                                conn.close();
+                                ZkError::MarshallingError
+                            }),
+                            Err(ZkError::NoNode) if matches!(request, Request::Exists { .. }) => {
+                                Ok(Response::Exists(None))
+                            }
+                            Err(e) => Err(e),
+                        });
+                    }
+                }
+            }
+        }
+        results
+            .into_iter()
+            .map(|r| r.unwrap_or(Err(ZkError::ConnectionLoss)))
+            .collect()
+    }
+
+    fn session(&self) -> &Session {
+        &self.core.session
+    }
+
+    /// Sends closeSession (waiting at most the call timeout for the answer on a frozen link),
+    /// then stops every thread of this client.
+    fn close(&self) {
+        let Some(conn) = self.core.mark_closed() else {
+            self.core.shut_down();
+            return;
+        };
+        let deadline = deadline_after(self.call_timeout);
+        if let Some(slot) = conn.send(vec![(WireRequest::CloseSession, None)]).pop() {
+            let _ = slot.wait(deadline);
+        }
+        self.core.shut_down();
+    }
+}
+
+impl Drop for NativeClient {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_connect_strings() {
+        let (hosts, chroot) = parse_connect_string("127.0.0.1:2181,127.0.0.1:2182/app/x").unwrap();
+        let mut sorted = hosts.clone();
+        sorted.sort();
+        assert_eq!(sorted, vec!["127.0.0.1:2181", "127.0.0.1:2182"]);
+        assert_eq!(chroot.as_deref(), Some("/app/x"));
+        let (hosts, chroot) = parse_connect_string("127.0.0.1/").unwrap();
+        assert_eq!((hosts, chroot), (vec!["127.0.0.1:2181".to_string()], None));
+        assert!(matches!(
+            parse_connect_string(""),
+            Err(Error::Connect { .. })
+        ));
+        assert!(matches!(
+            parse_connect_string("a:1,,b:2"),
+            Err(Error::Connect { .. })
+        ));
+        assert!(matches!(
+            parse_connect_string("127.0.0.1:2181/app/"),
+            Err(Error::InvalidArgument { .. })
+        ));
+    }
+}

@@ -1,0 +1,152 @@
+//! [`NativeOptions`] (what a client is told) and the connect string (hosts and chroot).
+
+use std::net::ToSocketAddrs;
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+
+/// ZooKeeper's default packet limit (`jute.maxbuffer`): frames this long or longer are refused.
+pub const DEFAULT_PACKET_LIMIT: usize = 0xfffff;
+
+/// Options for [`NativeClient::connect_with`](super::NativeClient::connect_with).
+///
+/// ```
+/// use std::time::Duration;
+/// use zk_locks::client::native::NativeOptions;
+/// let options = NativeOptions::new("127.0.0.1:2181,127.0.0.1:2182/app")
+///     .session_timeout(Duration::from_secs(6))
+///     .digest_auth("app", "secret");
+/// assert_eq!(options.effective_call_timeout(), Duration::from_secs(6));
+/// ```
+#[derive(Clone, PartialEq, Eq)]
+pub struct NativeOptions {
+    /// Comma-separated `host:port` list (port 2181 when omitted), optional `/chroot` suffix.
+    pub connect_string: String,
+    /// Requested session timeout (default 10 s); the server clamps it to `[2, 20] × tickTime`.
+    pub session_timeout: Duration,
+    /// How long [`NativeClient::connect_with`](super::NativeClient::connect_with) waits for the first session (default: the
+    /// session timeout).
+    pub connect_timeout: Option<Duration>,
+    /// The longest a call may block, waiting for a connection and then for its reply, before
+    /// it fails with [`ZkError::OperationTimeout`](crate::ZkError::OperationTimeout) or [`ZkError::ConnectionLoss`](crate::ZkError::ConnectionLoss) (default: the
+    /// session timeout).
+    pub call_timeout: Option<Duration>,
+    /// Frames at or over this many bytes break the connection (default
+    /// [`DEFAULT_PACKET_LIMIT`], the server's own default).
+    pub packet_limit: usize,
+    /// `(scheme, credentials)` pairs sent after every connect.
+    pub auth: Vec<(String, Vec<u8>)>,
+}
+
+impl std::fmt::Debug for NativeOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NativeOptions")
+            .field("connect_string", &self.connect_string)
+            .field("session_timeout", &self.session_timeout)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("call_timeout", &self.call_timeout)
+            .field("packet_limit", &self.packet_limit)
+            .field(
+                "auth_schemes",
+                &self.auth.iter().map(|a| &a.0).collect::<Vec<_>>(),
+            )
+            .finish()
+    }
+}
+
+impl NativeOptions {
+    /// Options with the defaults for `connect_string`.
+    pub fn new(connect_string: impl Into<String>) -> NativeOptions {
+        NativeOptions {
+            connect_string: connect_string.into(),
+            session_timeout: Duration::from_secs(10),
+            connect_timeout: None,
+            call_timeout: None,
+            packet_limit: DEFAULT_PACKET_LIMIT,
+            auth: Vec::new(),
+        }
+    }
+
+    /// Sets the requested session timeout.
+    pub fn session_timeout(mut self, timeout: Duration) -> NativeOptions {
+        self.session_timeout = timeout;
+        self
+    }
+
+    /// Sets the connect timeout.
+    pub fn connect_timeout(mut self, timeout: Duration) -> NativeOptions {
+        self.connect_timeout = Some(timeout);
+        self
+    }
+
+    /// Sets the per-call timeout.
+    pub fn call_timeout(mut self, timeout: Duration) -> NativeOptions {
+        self.call_timeout = Some(timeout);
+        self
+    }
+
+    /// Adds `digest` credentials (`user:password`), sent after every connect.
+    pub fn digest_auth(mut self, user: &str, password: &str) -> NativeOptions {
+        self.auth
+            .push(("digest".into(), format!("{user}:{password}").into_bytes()));
+        self
+    }
+
+    /// Adds credentials of any scheme, sent after every connect.
+    pub fn auth(mut self, scheme: &str, credentials: &[u8]) -> NativeOptions {
+        self.auth.push((scheme.into(), credentials.to_vec()));
+        self
+    }
+
+    /// The call timeout in effect.
+    pub fn effective_call_timeout(&self) -> Duration {
+        self.call_timeout.unwrap_or(self.session_timeout)
+    }
+}
+
+/// Hosts (shuffled) and the chroot of a connect string.
+pub(super) fn parse_connect_string(connect_string: &str) -> Result<(Vec<String>, Option<String>)> {
+    let connect_error = |reason: String| Error::Connect {
+        hosts: connect_string.to_string(),
+        reason,
+    };
+    let (hosts, chroot) = match connect_string.find('/') {
+        Some(i) => connect_string.split_at(i),
+        None => (connect_string, ""),
+    };
+    let chroot = match chroot {
+        "" | "/" => None,
+        c => {
+            crate::paths::validate_path(c).map_err(|e| Error::InvalidArgument {
+                name: "connect_string",
+                reason: format!("bad chroot in {connect_string:?}: {e}"),
+            })?;
+            Some(c.to_string())
+        }
+    };
+    let mut out = Vec::new();
+    for host in hosts.split(',').map(str::trim) {
+        if host.is_empty() {
+            return Err(connect_error("empty host in the connect string".into()));
+        }
+        let with_port = if host.contains(':') && !host.ends_with(']') {
+            host.to_string()
+        } else {
+            format!("{host}:2181")
+        };
+        let resolves = with_port
+            .to_socket_addrs()
+            .map(|mut a| a.next().is_some())
+            .unwrap_or(false);
+        if !resolves {
+            return Err(connect_error(format!("cannot resolve {host:?}")));
+        }
+        out.push(with_port);
+    }
+    // Fisher-Yates, so that clients spread over the ensemble.
+    for i in (1..out.len()).rev() {
+        let j = (uuid::Uuid::new_v4().as_u64_pair().0 % (i as u64 + 1)) as usize;
+        out.swap(i, j);
+    }
+    Ok((out, chroot))
+}

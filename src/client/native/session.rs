@@ -1,0 +1,484 @@
+//! The session: connect and reconnect across the hosts, keep the link alive with pings,
+//! declare it dead and the session lost by the Java client's clocks, and report every change
+//! through the crate's [`Session`] state machine.
+//!
+//! Clocks, all from the *negotiated* timeout `T`: a ping when nothing was sent for `T/3`; the
+//! link is dead (→ `Suspended`) when nothing was received for `2T/3`; the session is `Lost`
+//! when no server accepted it within `4T/3` of the last byte received, or when a server answers
+//! the resume with "expired" (`timeOut <= 0`) or another id. `4T/3` is the Java client's own
+//! expiry clock (ZooKeeper 3.9.3): the server expires the session about `T` after it last heard
+//! from us, and the extra third absorbs clock skew and a leader election that takes about `T`
+//! (sessions do not expire without a leader, and a new leader gives every session a fresh
+//! timeout). Holders are `Suspect` from `2T/3` on, so this margin never lets a holder believe
+//! it holds a lock the server has given away.
+//!
+//! Order on every new connection, which the lock layer's epoch guard relies on: the state
+//! change (`Connected`, `Reconnected`, or `Lost` then `Connected`) is reported *before* the
+//! reader thread reads anything from the new connection; then auth packets, then SetWatches
+//! (last zxid seen, in batches under the packet limit); only then do callers' requests flow.
+
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+
+use super::connection::{read_frame, Connection, LinkObserver};
+use super::records::{ConnectRequest, ConnectResponse, WireRequest};
+use super::watches::Watches;
+use crate::client::{ZkError, ZkResult};
+use crate::session::{ConnectionState, Session};
+
+/// Path text per SetWatches packet, well under the default packet limit (the Java client
+/// uses the same budget).
+const SET_WATCHES_BUDGET: usize = 128 * 1024;
+
+/// What the session needs to know about its ensemble.
+#[derive(Debug, Clone)]
+pub struct SessionConfig {
+    /// `host:port` strings, in the order to try them (already shuffled).
+    pub hosts: Vec<String>,
+    /// Requested session timeout.
+    pub session_timeout: Duration,
+    /// Frames at or over this size break the connection.
+    pub packet_limit: usize,
+    /// `(scheme, credentials)` sent after every connect.
+    pub auth: Vec<(String, Vec<u8>)>,
+}
+
+struct Link {
+    conn: Option<Arc<Connection>>,
+    /// Requests may flow on `conn` (auth and SetWatches are done).
+    ready: bool,
+    session_id: i64,
+    password: Vec<u8>,
+    negotiated: Duration,
+    closed: bool,
+    auth_failed: bool,
+    next_host: usize,
+}
+
+/// The session shared by the client handle, the supervisor thread and the reader threads.
+pub struct SessionCore {
+    config: SessionConfig,
+    /// The state machine the locks observe.
+    pub session: Arc<Session>,
+    /// The watch registry.
+    pub watches: Arc<Watches>,
+    last_zxid: Arc<AtomicI64>,
+    link: Mutex<Link>,
+    changed: Condvar,
+}
+
+impl LinkObserver for SessionCore {
+    fn broken(&self) {
+        let _link = self.link.lock();
+        self.changed.notify_all();
+    }
+}
+
+impl SessionCore {
+    /// A session that is not connected yet.
+    pub fn new(config: SessionConfig, watches: Watches) -> Arc<SessionCore> {
+        let negotiated = config.session_timeout;
+        Arc::new(SessionCore {
+            config,
+            session: Arc::new(Session::new(ConnectionState::Suspended, None)),
+            watches: Arc::new(watches),
+            last_zxid: Arc::new(AtomicI64::new(0)),
+            link: Mutex::new(Link {
+                conn: None,
+                ready: false,
+                session_id: 0,
+                password: vec![0; 16],
+                negotiated,
+                closed: false,
+                auth_failed: false,
+                next_host: 0,
+            }),
+            changed: Condvar::new(),
+        })
+    }
+
+    /// The negotiated session timeout (the requested one before the first connect).
+    pub fn negotiated_timeout(&self) -> Duration {
+        self.link.lock().negotiated
+    }
+
+    /// The connection requests may be sent on, waiting until one is ready or `deadline`.
+    pub fn connection(&self, deadline: Instant) -> ZkResult<Arc<Connection>> {
+        let mut link = self.link.lock();
+        loop {
+            if link.closed {
+                return Err(if link.auth_failed {
+                    ZkError::AuthFailed
+                } else {
+                    ZkError::Closed
+                });
+            }
+            if let (true, Some(conn)) = (link.ready, link.conn.as_ref()) {
+                if !conn.is_broken() {
+                    return Ok(conn.clone());
+                }
+            }
+            if self.changed.wait_until(&mut link, deadline).timed_out() {
+                return Err(ZkError::ConnectionLoss);
+            }
+        }
+    }
+
+    /// Connects the first session (the caller waits up to `deadline`), then starts the
+    /// supervisor thread that keeps it.
+    pub fn start(self: &Arc<Self>, deadline: Instant) -> Result<(), String> {
+        let conn = self.connect_until(Some(deadline))?;
+        let core = self.clone();
+        std::thread::Builder::new()
+            .name("zk-locks-native-session".into())
+            .spawn(move || core.supervise(conn))
+            .map_err(|e| format!("spawning the session thread: {e}"))?;
+        Ok(())
+    }
+
+    /// Marks the session closed: callers get [`ZkError::Closed`], the supervisor stops.
+    /// Returns the connection to send closeSession on, if one is ready.
+    pub fn mark_closed(&self) -> Option<Arc<Connection>> {
+        let mut link = self.link.lock();
+        link.closed = true;
+        self.changed.notify_all();
+        link.conn.clone().filter(|_| link.ready)
+    }
+
+    /// Breaks the current connection and stops everything (after closeSession).
+    pub fn shut_down(&self) {
+        let conn = self.link.lock().conn.take();
+        if let Some(conn) = conn {
+            conn.close();
+        }
+        self.watches.shutdown();
+        self.session.transition(ConnectionState::Closed, None);
+    }
+
+    fn is_closed(&self) -> bool {
+        self.link.lock().closed
+    }
+
+    fn supervise(self: &Arc<Self>, mut conn: Arc<Connection>) {
+        loop {
+            self.keep_alive(&conn);
+            if self.is_closed() {
+                return;
+            }
+            // The old reader must be done before the watch list is read for SetWatches: a
+            // registration it made later would be missing on the new server.
+            conn.close();
+            conn.wait_reader_stopped(Duration::from_secs(5));
+            let heard = Instant::now()
+                .checked_sub(conn.since_recv())
+                .unwrap_or_else(Instant::now);
+            {
+                let mut link = self.link.lock();
+                link.ready = false;
+            }
+            if self.session.state().is_connected() {
+                self.session.transition(ConnectionState::Suspended, None);
+            }
+            match self.reconnect(heard) {
+                Some(next) => conn = next,
+                None => return,
+            }
+        }
+    }
+
+    /// Pings while idle; returns when the link is broken, silent too long, or closed.
+    fn keep_alive(&self, conn: &Arc<Connection>) {
+        loop {
+            let negotiated = {
+                let link = self.link.lock();
+                if link.closed || conn.is_broken() {
+                    return;
+                }
+                link.negotiated
+            };
+            let read_timeout = negotiated * 2 / 3;
+            let ping_after = negotiated / 3;
+            let silent = conn.since_recv();
+            if silent >= read_timeout {
+                log::info!("zk-locks native: nothing received for {silent:?}: link dead");
+                conn.close();
+                return;
+            }
+            if conn.since_send() >= ping_after {
+                drop(conn.send(vec![(WireRequest::Ping, None)]));
+            }
+            let wait = (read_timeout - silent)
+                .min(ping_after.saturating_sub(conn.since_send()))
+                .max(Duration::from_millis(5));
+            let mut link = self.link.lock();
+            if link.closed || conn.is_broken() {
+                return;
+            }
+            self.changed.wait_for(&mut link, wait);
+        }
+    }
+
+    /// Reports the session lost: watches dropped without firing, next connect is a new session.
+    fn lose(&self, why: &str) {
+        log::warn!("zk-locks native: session lost: {why}");
+        {
+            let mut link = self.link.lock();
+            link.session_id = 0;
+            link.password = vec![0; 16];
+        }
+        self.watches.clear();
+        if self.session.state() != ConnectionState::Lost {
+            self.session.transition(ConnectionState::Lost, None);
+        }
+    }
+
+    /// Reconnects (to the same session while it may live); `None` once closed.
+    fn reconnect(self: &Arc<Self>, heard: Instant) -> Option<Arc<Connection>> {
+        loop {
+            let (session_id, negotiated) = {
+                let link = self.link.lock();
+                if link.closed {
+                    return None;
+                }
+                (link.session_id, link.negotiated)
+            };
+            let until = if session_id != 0 {
+                let lost_at = heard + negotiated * 4 / 3;
+                if Instant::now() >= lost_at {
+                    self.lose("no server accepted the session within 4/3 of its timeout");
+                    continue;
+                }
+                lost_at
+            } else {
+                Instant::now() + negotiated
+            };
+            match self.connect_until(Some(until)) {
+                Ok(conn) => return Some(conn),
+                Err(e) => log::debug!("zk-locks native: reconnect: {e}"),
+            }
+        }
+    }
+
+    /// Tries hosts in turn until a session is established or `until` passes.
+    fn connect_until(self: &Arc<Self>, until: Option<Instant>) -> Result<Arc<Connection>, String> {
+        let mut last_error = String::from("no attempt");
+        let mut attempt = 0usize;
+        loop {
+            let (host, session_id, password, negotiated) = {
+                let mut link = self.link.lock();
+                if link.closed {
+                    return Err(closed_reason(&link));
+                }
+                if attempt > 0 {
+                    // A small random backoff between attempts, longer after a full pass.
+                    let full_pass = attempt % self.config.hosts.len() == 0;
+                    let cap = (link.negotiated / 10).min(Duration::from_millis(1000));
+                    let pause = if full_pass { cap } else { random_below(cap) };
+                    let wake = Instant::now() + pause;
+                    let wake = until.map_or(wake, |u| wake.min(u));
+                    while !link.closed && Instant::now() < wake {
+                        self.changed.wait_until(&mut link, wake);
+                    }
+                    if link.closed {
+                        return Err(closed_reason(&link));
+                    }
+                }
+                if until.is_some_and(|u| Instant::now() >= u) {
+                    return Err(last_error);
+                }
+                let host = self.config.hosts[link.next_host % self.config.hosts.len()].clone();
+                link.next_host = link.next_host.wrapping_add(1);
+                (
+                    host,
+                    link.session_id,
+                    link.password.clone(),
+                    link.negotiated,
+                )
+            };
+            attempt += 1;
+            let connect_timeout =
+                (negotiated / self.config.hosts.len() as u32).max(Duration::from_millis(100));
+            let connect_timeout = until.map_or(connect_timeout, |u| {
+                connect_timeout.min(u.saturating_duration_since(Instant::now()))
+            });
+            let (stream, response) =
+                match self.handshake(&host, connect_timeout, session_id, password) {
+                    Ok(done) => done,
+                    Err(e) => {
+                        last_error = format!("{host}: {e}");
+                        continue;
+                    }
+                };
+            if response.timeout_ms <= 0 {
+                self.lose("the server says the session expired");
+                drop(stream);
+                attempt = 0;
+                continue;
+            }
+            match self.establish(stream, response, session_id) {
+                Ok(conn) => return Ok(conn),
+                Err(e) => last_error = format!("{host}: {e}"),
+            }
+        }
+    }
+
+    fn handshake(
+        &self,
+        host: &str,
+        timeout: Duration,
+        session_id: i64,
+        password: Vec<u8>,
+    ) -> Result<(TcpStream, ConnectResponse), String> {
+        let addr = resolve(host)?;
+        let timeout = timeout.max(Duration::from_millis(1));
+        let mut stream =
+            TcpStream::connect_timeout(&addr, timeout).map_err(|e| format!("connect: {e}"))?;
+        let _ = stream.set_nodelay(true);
+        stream
+            .set_read_timeout(Some(timeout))
+            .and_then(|()| stream.set_write_timeout(Some(timeout)))
+            .map_err(|e| format!("socket options: {e}"))?;
+        let request = ConnectRequest {
+            last_zxid_seen: self.last_zxid.load(Ordering::SeqCst),
+            timeout_ms: i32::try_from(self.config.session_timeout.as_millis()).unwrap_or(i32::MAX),
+            session_id,
+            password,
+        };
+        use std::io::Write;
+        stream
+            .write_all(&request.encode())
+            .map_err(|e| format!("write: {e}"))?;
+        let body = read_frame(&mut stream, self.config.packet_limit)?;
+        let response =
+            ConnectResponse::decode(&body).map_err(|e| format!("ConnectResponse: {e}"))?;
+        stream
+            .set_read_timeout(None)
+            .and_then(|()| stream.set_write_timeout(Some(self.config.session_timeout)))
+            .map_err(|e| format!("socket options: {e}"))?;
+        Ok((stream, response))
+    }
+
+    /// Takes a connection the server accepted: reports the state change, starts the reader,
+    /// re-sends auth and watches, then lets requests flow.
+    fn establish(
+        self: &Arc<Self>,
+        stream: TcpStream,
+        response: ConnectResponse,
+        asked: i64,
+    ) -> Result<Arc<Connection>, String> {
+        if asked != 0 && response.session_id != asked {
+            self.lose("the server answered the resume with another session");
+        }
+        let resumed = asked != 0 && response.session_id == asked;
+        let conn = Connection::new(stream, self.config.packet_limit)
+            .map_err(|e| format!("socket: {e}"))?;
+        let negotiated = Duration::from_millis(response.timeout_ms as u64);
+        {
+            let mut link = self.link.lock();
+            link.session_id = response.session_id;
+            link.password = response.password.clone();
+            link.negotiated = negotiated;
+            link.conn = Some(conn.clone());
+            link.ready = false;
+        }
+        let state = match (resumed, response.read_only) {
+            (_, true) => ConnectionState::ReadOnly,
+            (true, false) => ConnectionState::Reconnected,
+            (false, false) => ConnectionState::Connected,
+        };
+        self.session.transition(state, Some(response.session_id));
+        let observer: Arc<dyn LinkObserver> = self.clone();
+        conn.start_reader(self.watches.clone(), self.last_zxid.clone(), observer)
+            .map_err(|e| format!("spawning the reader: {e}"))?;
+        self.restore(&conn, negotiated)?;
+        let mut link = self.link.lock();
+        link.ready = true;
+        self.changed.notify_all();
+        Ok(conn)
+    }
+
+    /// Auth packets, then SetWatches batches; waits for every reply.
+    fn restore(&self, conn: &Arc<Connection>, negotiated: Duration) -> Result<(), String> {
+        let mut requests: Vec<_> = self
+            .config
+            .auth
+            .iter()
+            .map(|(scheme, auth)| {
+                (
+                    WireRequest::Auth {
+                        scheme: scheme.clone(),
+                        auth: auth.clone(),
+                    },
+                    None,
+                )
+            })
+            .collect();
+        let relative_zxid = self.last_zxid.load(Ordering::SeqCst);
+        for batch in self.watches.paths().batches(SET_WATCHES_BUDGET) {
+            requests.push((
+                WireRequest::SetWatches {
+                    relative_zxid,
+                    data: batch.data,
+                    exist: batch.exist,
+                    child: batch.child,
+                },
+                None,
+            ));
+        }
+        if requests.is_empty() {
+            return Ok(());
+        }
+        let deadline = Instant::now() + negotiated * 2 / 3;
+        for slot in conn.send(requests) {
+            match slot.wait(deadline) {
+                Ok(_) => {}
+                Err(ZkError::AuthFailed) => {
+                    log::error!("zk-locks native: authentication failed; closing the client");
+                    let mut link = self.link.lock();
+                    link.closed = true;
+                    link.auth_failed = true;
+                    self.changed.notify_all();
+                    drop(link);
+                    conn.close();
+                    self.watches.shutdown();
+                    self.session.transition(ConnectionState::Closed, None);
+                    return Err("authentication failed".into());
+                }
+                Err(e) => {
+                    conn.close();
+                    return Err(format!("restoring auth and watches: {e}"));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn closed_reason(link: &Link) -> String {
+    if link.auth_failed {
+        "authentication failed (the server refused the credentials)".into()
+    } else {
+        "the client was closed".into()
+    }
+}
+
+fn resolve(host: &str) -> Result<SocketAddr, String> {
+    host.to_socket_addrs()
+        .map_err(|e| format!("resolve {host}: {e}"))?
+        .next()
+        .ok_or_else(|| format!("resolve {host}: no address"))
+}
+
+/// A random duration in `[0, cap)` (from the OS random source behind UUIDs).
+pub fn random_below(cap: Duration) -> Duration {
+    let nanos = cap.as_nanos() as u64;
+    if nanos == 0 {
+        return Duration::ZERO;
+    }
+    let r = uuid::Uuid::new_v4().as_u64_pair().0;
+    Duration::from_nanos(r % nanos)
+}
