@@ -153,6 +153,11 @@ pub trait Env: Sync {
     fn last_outage(&self) -> Duration {
         Duration::ZERO
     }
+    /// The watches under `prefix`, one line each: server, path, watching session, and what
+    /// the path is now (for a report on leaked watches).
+    fn describe_watches_under(&self, _prefix: &str) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 /// Parameters of a run.
@@ -317,6 +322,8 @@ pub struct Summary {
     pub watches_live: usize,
     /// Watches left on the servers after every session closed.
     pub watches_closed: usize,
+    /// The watches left on lock paths (when `watches_live` > 0), described.
+    pub leaked_watch_details: Vec<String>,
     /// Sessions lost beyond those the faults were meant to end (a freeze past the session
     /// timeout or a targeted expiry of that session, or every session during an election that
     /// left the ensemble without a leader for a session timeout or more): every lock of such a
@@ -758,6 +765,11 @@ pub fn run(env: &dyn Env, config: &Config) -> Summary {
     // removed (a waiter that timed out leaves its predecessor watch until that node goes).
     let patience = env.session_timeout() * 4 + Duration::from_secs(5);
     let watches_live = settle(patience, || env.watches_under(&config.root));
+    let leaked_watch_details = if watches_live > 0 {
+        env.describe_watches_under(&config.root)
+    } else {
+        Vec::new()
+    };
     let spurious_losses = clients
         .iter()
         .zip(&losses_before)
@@ -840,6 +852,7 @@ pub fn run(env: &dyn Env, config: &Config) -> Summary {
         watches_closed,
         spurious_losses,
         long_elections,
+        leaked_watch_details,
     }
 }
 
@@ -1164,6 +1177,47 @@ impl Env for RealEnv {
 
     fn last_outage(&self) -> Duration {
         *self.last_outage.lock()
+    }
+
+    fn describe_watches_under(&self, prefix: &str) -> Vec<String> {
+        let observer =
+            match NativeClient::connect(&self.cluster.connect_string(), Duration::from_secs(10)) {
+                Ok(o) => o,
+                Err(e) => return vec![format!("<observer could not connect: {e}>")],
+            };
+        let sessions: Vec<String> = self
+            .clients
+            .lock()
+            .iter()
+            .map(|c| format!("{:?}", c.session().snapshot()))
+            .collect();
+        let mut out = Vec::new();
+        for i in 0..self.cluster.len() {
+            let wchp = self.cluster.four_letter(i, "wchp").unwrap_or_default();
+            let mut path: Option<&str> = None;
+            for line in wchp.lines() {
+                if line.starts_with('/') {
+                    path =
+                        Some(line).filter(|p| *p == prefix || p.starts_with(&format!("{prefix}/")));
+                } else if let (Some(p), true) = (path, line.trim_start().starts_with("0x")) {
+                    let node = match observer.exists(p) {
+                        Ok(Some(stat)) => format!(
+                            "exists (owner 0x{:x}, children {}, mzxid 0x{:x}, pzxid 0x{:x})",
+                            stat.ephemeral_owner, stat.num_children, stat.mzxid, stat.pzxid
+                        ),
+                        Ok(None) => "gone".into(),
+                        Err(e) => format!("<exists failed: {e}>"),
+                    };
+                    out.push(format!(
+                        "server {i}: {p} watched by {}: {node}",
+                        line.trim()
+                    ));
+                }
+            }
+        }
+        out.push(format!("sessions: {}", sessions.join("; ")));
+        observer.close();
+        out
     }
 }
 
