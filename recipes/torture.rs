@@ -129,6 +129,9 @@ fn main() -> ExitCode {
     for d in &summary.violation_details {
         eprintln!("torture: violation: {d}");
     }
+    for w in summary.leaked_watch_details.iter().take(20) {
+        eprintln!("torture: leaked watch: {w}");
+    }
     for o in summary.orphan_names.iter().take(10) {
         eprintln!("torture: orphan: {o}");
     }

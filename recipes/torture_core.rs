@@ -143,6 +143,22 @@ impl FaultKind {
         FaultKind::CountBlip,
     ];
 
+    /// True for the kinds meant to end the victim's session (the rest must not: a session lost
+    /// to them is a spurious loss).
+    pub fn ends_session(self) -> bool {
+        match self {
+            FaultKind::Freeze
+            | FaultKind::Expire
+            | FaultKind::DowngradeExpiry
+            | FaultKind::AdmissionLeaseLoss => true,
+            FaultKind::Cut
+            | FaultKind::ServerRestart
+            | FaultKind::LeaderRestart
+            | FaultKind::CountBlip
+            | FaultKind::CreateLookupLoss => false,
+        }
+    }
+
     /// Short name for the summary.
     pub fn name(self) -> &'static str {
         match self {
@@ -185,6 +201,11 @@ pub trait Env: Sync {
     /// that keep a quorum serving).
     fn last_outage(&self) -> Duration {
         Duration::ZERO
+    }
+    /// The watches under `prefix`, one line each: server, path, watching session, and what
+    /// the path is now (for a report on leaked watches).
+    fn describe_watches_under(&self, _prefix: &str) -> Vec<String> {
+        Vec::new()
     }
 }
 
@@ -354,6 +375,8 @@ pub struct Summary {
     pub watches_live: usize,
     /// Watches left on the servers after every session closed.
     pub watches_closed: usize,
+    /// The watches left on lock paths (when `watches_live` > 0), described.
+    pub leaked_watch_details: Vec<String>,
     /// Sessions lost beyond those the faults were meant to end (a freeze past the session
     /// timeout or a targeted expiry of that session, or every session during an election that
     /// left the ensemble without a leader for a session timeout or more): every lock of such a
@@ -827,7 +850,7 @@ pub fn run(env: &dyn Env, config: &Config) -> Summary {
             match injected {
                 Ok(()) => {
                     *faults.entry(kind).or_default() += 1;
-                    if matches!(kind, FaultKind::Freeze | FaultKind::Expire) {
+                    if kind.ends_session() {
                         expected_losses[victim] += 1;
                     }
                     if env.last_outage() >= env.session_timeout() {
@@ -878,6 +901,11 @@ pub fn run(env: &dyn Env, config: &Config) -> Summary {
         }
         n
     });
+    let leaked_watch_details = if watches_live > 0 {
+        env.describe_watches_under(&config.root)
+    } else {
+        Vec::new()
+    };
     let spurious_losses = clients
         .iter()
         .zip(&losses_before)
@@ -968,6 +996,7 @@ pub fn run(env: &dyn Env, config: &Config) -> Summary {
         watches_closed,
         spurious_losses,
         long_elections,
+        leaked_watch_details,
     }
 }
 
@@ -1376,6 +1405,47 @@ impl Env for RealEnv {
 
     fn last_outage(&self) -> Duration {
         *self.last_outage.lock()
+    }
+
+    fn describe_watches_under(&self, prefix: &str) -> Vec<String> {
+        let observer =
+            match NativeClient::connect(&self.cluster.connect_string(), Duration::from_secs(10)) {
+                Ok(o) => o,
+                Err(e) => return vec![format!("<observer could not connect: {e}>")],
+            };
+        let sessions: Vec<String> = self
+            .clients
+            .lock()
+            .iter()
+            .map(|c| format!("{:?}", c.session().snapshot()))
+            .collect();
+        let mut out = Vec::new();
+        for i in 0..self.cluster.len() {
+            let wchp = self.cluster.four_letter(i, "wchp").unwrap_or_default();
+            let mut path: Option<&str> = None;
+            for line in wchp.lines() {
+                if line.starts_with('/') {
+                    path =
+                        Some(line).filter(|p| *p == prefix || p.starts_with(&format!("{prefix}/")));
+                } else if let (Some(p), true) = (path, line.trim_start().starts_with("0x")) {
+                    let node = match observer.exists(p) {
+                        Ok(Some(stat)) => format!(
+                            "exists (owner 0x{:x}, children {}, mzxid 0x{:x}, pzxid 0x{:x})",
+                            stat.ephemeral_owner, stat.num_children, stat.mzxid, stat.pzxid
+                        ),
+                        Ok(None) => "gone".into(),
+                        Err(e) => format!("<exists failed: {e}>"),
+                    };
+                    out.push(format!(
+                        "server {i}: {p} watched by {}: {node}",
+                        line.trim()
+                    ));
+                }
+            }
+        }
+        out.push(format!("sessions: {}", sessions.join("; ")));
+        observer.close();
+        out
     }
 }
 

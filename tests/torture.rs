@@ -102,10 +102,11 @@ fn torture_real_cluster() {
     }
     assert!(
         summary.is_clean(),
-        "{}\n{:?}\n{:?}",
+        "{}\n{:?}\n{:?}\nleaked watches: {:#?}",
         summary.line(),
         summary.violation_details,
-        summary.orphan_names
+        summary.orphan_names,
+        summary.leaked_watch_details
     );
     assert_eq!(summary.spurious_losses, 0, "{}", summary.line());
 }
