@@ -10,7 +10,7 @@ use parking_lot::{ReentrantMutex, RwLock};
 use super::ensemble::MemoryEnsemble;
 use super::faults::{FaultTiming, Hook};
 use super::tree::ServerState;
-use super::watches::Shared;
+use super::watches::EventThreadShared;
 use crate::client::counting::{Counters, Op};
 use crate::client::{CreateMode, Stat, Watcher, ZkClient, ZkError, ZkResult};
 use crate::session::{ConnectionState, Session};
@@ -23,7 +23,7 @@ pub struct MemoryClient {
     pub(super) ensemble: MemoryEnsemble,
     pub(super) id: u64,
     pub(super) session: Session,
-    pub(super) shared: Arc<Shared>,
+    pub(super) shared: Arc<EventThreadShared>,
     pub(super) closed: AtomicBool,
     pub(super) hook: RwLock<Option<Hook>>,
     /// Serialises connection-state changes so they are reported in the order they happen.

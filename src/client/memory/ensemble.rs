@@ -11,7 +11,7 @@ use parking_lot::{Mutex, ReentrantMutex, RwLock};
 
 use super::client::MemoryClient;
 use super::tree::ServerState;
-use super::watches::{event_loop, ClientState, Shared};
+use super::watches::{event_loop, ClientState, EventThreadShared};
 use crate::client::Stat;
 use crate::session::{ConnectionState, Session};
 
@@ -55,7 +55,7 @@ impl MemoryEnsemble {
     /// event thread for watch callbacks.
     pub fn connect(&self) -> Arc<MemoryClient> {
         let (events, receiver) = mpsc::channel();
-        let shared = Arc::new(Shared::default());
+        let shared = Arc::new(EventThreadShared::default());
         let thread_shared = shared.clone();
         thread::Builder::new()
             .name("zk-memory-events".to_string())

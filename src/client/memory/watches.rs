@@ -226,13 +226,13 @@ impl ServerState {
 
 /// What a client shares with its event thread.
 #[derive(Default)]
-pub(super) struct Shared {
+pub(super) struct EventThreadShared {
     pub(super) counters: AtomicCounters,
     pub(super) delay_nanos: AtomicU64,
 }
 
 /// Runs watch callbacks, one at a time, in the order they fired; ends when the client closes.
-pub(super) fn event_loop(receiver: mpsc::Receiver<Delivery>, shared: Arc<Shared>) {
+pub(super) fn event_loop(receiver: mpsc::Receiver<Delivery>, shared: Arc<EventThreadShared>) {
     while let Ok(delivery) = receiver.recv() {
         let delay = Duration::from_nanos(shared.delay_nanos.load(Ordering::Relaxed));
         if !delay.is_zero() {
