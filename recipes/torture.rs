@@ -16,13 +16,10 @@
 //! our own client on a real cluster; `crate`: the `zookeeper`-crate backend; `real` is an
 //! alias of `native`).
 
-#[path = "torture_core.rs"]
-mod torture_core;
-
 use std::process::ExitCode;
 use std::time::Duration;
 
-use torture_core::{ClientKind, Config, FaultKind, MemoryEnv, RealEnv};
+use zk_locks::testing::torture::{self, ClientKind, Config, FaultKind, MemoryEnv, RealEnv};
 
 struct Args {
     duration: Duration,
@@ -122,9 +119,9 @@ fn main() -> ExitCode {
                 return ExitCode::from(2);
             }
         };
-        torture_core::run(&env, &config)
+        torture::run(&env, &config)
     } else {
-        torture_core::run(&MemoryEnv::new(args.sessions), &config)
+        torture::run(&MemoryEnv::new(args.sessions), &config)
     };
     for d in &summary.violation_details {
         eprintln!("torture: violation: {d}");

@@ -1,19 +1,18 @@
 //! The torture run at CI size (`recipes/torture.rs` is the soak program; both use
-//! `recipes/torture_core.rs`), the checker's own negative controls, the fencing demonstration,
+//! `zk_locks::testing::torture`), the checker's own negative controls, the fencing demonstration,
 //! and minimal reproductions of what the torture found.
-
-#[path = "../recipes/torture_core.rs"]
-mod torture_core;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
-use torture_core::{ClientKind, Config, FaultKind, FencedStore, MemoryEnv, RealEnv, StaleToken};
 use zk_locks::client::memory::MemoryEnsemble;
 use zk_locks::client::Op;
 use zk_locks::locks::{InterProcessSemaphoreV2, LockState};
+use zk_locks::testing::torture::{
+    self, ClientKind, Config, FaultKind, FencedStore, MemoryEnv, RealEnv, StaleToken,
+};
 use zk_locks::{InterProcessLock, InterProcessMutex, SharedClient};
 
 fn config(
@@ -36,7 +35,7 @@ fn config(
 #[test]
 fn torture_memory_backend() {
     let env = MemoryEnv::new(8);
-    let summary = torture_core::run(
+    let summary = torture::run(
         &env,
         &config(
             &FaultKind::ALL,
@@ -76,7 +75,7 @@ fn torture_real_cluster() {
     }
     let session_timeout = Duration::from_secs(3);
     let env = RealEnv::start(8, session_timeout, ClientKind::Native).expect("cluster and sessions");
-    let summary = torture_core::run(
+    let summary = torture::run(
         &env,
         &config(
             &FaultKind::REAL,
@@ -114,7 +113,7 @@ fn torture_real_cluster() {
 #[test]
 fn the_checker_sees_overlaps_and_excess_holders() {
     use std::time::Instant;
-    use torture_core::{check_exclusion, Recipe, Section};
+    use zk_locks::testing::torture::{check_exclusion, Recipe, Section};
     let t = Instant::now();
     let at = |ms: u64| t + Duration::from_millis(ms);
     let section = |worker, exclusive, enter, exit, valid| Section {

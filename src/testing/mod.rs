@@ -6,7 +6,9 @@
 //! - [`FaultProxy`]: cut / freeze / refuse connections, expire a session for real;
 //! - [`shared_server`]: one lazily started server per test process;
 //! - [`require_server`]: the skip-or-fail rule for machines without Java or ZooKeeper;
-//! - [`curator`]: compile and run Java programs against Debian's Curator 5.4 jars.
+//! - [`curator`]: compile and run Java programs against Debian's Curator 5.4 jars;
+//! - [`torture`]: the torture engine (sessions loop on every recipe while faults strike);
+//! - [`watches`]: reading the server's watch listings (`wchp`, `wchs`).
 //!
 //! When Java or the jars are missing, tests skip with a note, unless the environment sets
 //! `ZK_LOCKS_REQUIRE_SERVER=1` (CI does), where they fail with a clear message instead.
@@ -18,6 +20,8 @@ pub mod curator;
 mod process;
 mod proxy;
 mod server;
+pub mod torture;
+pub mod watches;
 
 use std::sync::OnceLock;
 

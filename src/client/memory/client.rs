@@ -1,0 +1,178 @@
+//! One client of the ensemble: its request path (count, hook, faults, apply) and its
+//! [`ZkClient`] implementation.
+
+use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use parking_lot::{ReentrantMutex, RwLock};
+
+use super::ensemble::MemoryEnsemble;
+use super::faults::{FaultTiming, Hook};
+use super::tree::ServerState;
+use super::watches::EventThreadShared;
+use crate::client::counting::{Counters, Op};
+use crate::client::{CreateMode, Stat, Watcher, ZkClient, ZkError, ZkResult};
+use crate::session::{ConnectionState, Session};
+
+/// One client of a [`MemoryEnsemble`], with one session at a time and fault injection.
+///
+/// Requests fail with [`ZkError::ConnectionLoss`] while the link is down, and with
+/// [`ZkError::Closed`] after [`ZkClient::close`]. Dropping the last handle closes it.
+pub struct MemoryClient {
+    pub(super) ensemble: MemoryEnsemble,
+    pub(super) id: u64,
+    pub(super) session: Session,
+    pub(super) shared: Arc<EventThreadShared>,
+    pub(super) closed: AtomicBool,
+    pub(super) hook: RwLock<Option<Hook>>,
+    /// Serialises connection-state changes so they are reported in the order they happen.
+    /// Reentrant: a session listener may call `expire`/`suspend` on its own thread.
+    pub(super) transitions: ReentrantMutex<()>,
+}
+
+impl fmt::Debug for MemoryClient {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MemoryClient")
+            .field("session", &self.session)
+            .finish()
+    }
+}
+
+impl Drop for MemoryClient {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+impl MemoryClient {
+    /// The current session id (it changes after the session is lost).
+    pub fn session_id(&self) -> i64 {
+        self.session.session_id().unwrap_or(0)
+    }
+
+    /// Requests made so far (failed ones included) and watch callbacks delivered.
+    pub fn counters(&self) -> Counters {
+        self.shared.counters.snapshot()
+    }
+
+    /// Sets every counter back to zero.
+    pub fn reset_counters(&self) {
+        self.shared.counters.reset();
+    }
+
+    /// The request path: count, hook, then one ensemble lock for checks, faults and apply.
+    pub(super) fn request<T, F>(&self, op: Op, path: &str, apply: F) -> ZkResult<T>
+    where
+        F: FnOnce(&mut ServerState, i64) -> ZkResult<T>,
+    {
+        self.shared.counters.request(op);
+        if self.closed.load(Ordering::Acquire) {
+            return Err(ZkError::Closed);
+        }
+        let session_before = self.session.session_id();
+        self.call_hook(op, path);
+        let (result, unused, blip) = self.ensemble.with_inner(|inner| {
+            let Some(cs) = inner.clients.get_mut(&self.id) else {
+                return (Err(ZkError::Closed), Some(apply), false);
+            };
+            if cs.suspended || cs.blipping {
+                return (Err(ZkError::ConnectionLoss), Some(apply), false);
+            }
+            let session = cs.session_id;
+            // The session the client believes it has (an unreported change keeps the old one).
+            let reported = cs.unreported.unwrap_or(session);
+            if session_before != Some(reported) || !inner.sessions.contains_key(&session) {
+                return (Err(ZkError::SessionExpired), Some(apply), false);
+            }
+            let fault = cs
+                .faults
+                .iter()
+                .position(|f| f.matches(op, path))
+                .and_then(|i| cs.faults.remove(i));
+            match fault {
+                None => (apply(inner, session), None, false),
+                Some(fault) if fault.timing == FaultTiming::Timeout => {
+                    (Err(ZkError::OperationTimeout), Some(apply), false)
+                }
+                Some(fault) if fault.timing == FaultTiming::InNewSession => {
+                    cs.unreported.get_or_insert(session);
+                    inner.kill_session(session);
+                    let new = inner.new_session(self.id);
+                    (apply(inner, new), None, false)
+                }
+                Some(fault) => {
+                    cs.blipping = true;
+                    if fault.timing == FaultTiming::AfterApply {
+                        // Applied, but the reply is lost.
+                        let _ = apply(inner, session);
+                        (Err(ZkError::ConnectionLoss), None, true)
+                    } else {
+                        (Err(ZkError::ConnectionLoss), Some(apply), true)
+                    }
+                }
+            }
+        });
+        // An unapplied request may own a watcher: drop it unlocked.
+        drop(unused);
+        if blip {
+            self.blip();
+        }
+        result
+    }
+}
+
+impl ZkClient for MemoryClient {
+    fn create(&self, path: &str, data: &[u8], mode: CreateMode) -> ZkResult<String> {
+        self.request(Op::Create, path, |inner, session| {
+            inner.create(session, path, data, mode)
+        })
+    }
+
+    fn delete(&self, path: &str, version: Option<i32>) -> ZkResult<()> {
+        self.request(Op::Delete, path, |inner, _| inner.delete(path, version))
+    }
+
+    fn exists(&self, path: &str) -> ZkResult<Option<Stat>> {
+        self.request(Op::Exists, path, |inner, _| inner.exists(path))
+    }
+
+    fn get_data(&self, path: &str, watcher: Option<Watcher>) -> ZkResult<(Vec<u8>, Stat)> {
+        self.request(Op::GetData, path, move |inner, session| {
+            inner.get_data(session, path, watcher)
+        })
+    }
+
+    fn get_children(&self, path: &str, watcher: Option<Watcher>) -> ZkResult<Vec<String>> {
+        self.request(Op::GetChildren, path, move |inner, session| {
+            inner.get_children(session, path, watcher)
+        })
+    }
+
+    fn set_data(&self, path: &str, data: &[u8], version: Option<i32>) -> ZkResult<Stat> {
+        self.request(Op::SetData, path, |inner, _| {
+            inner.set_data(path, data, version)
+        })
+    }
+
+    fn session(&self) -> &Session {
+        &self.session
+    }
+
+    /// Ends the session at once (ephemerals deleted, watches removed, even while the link is
+    /// down: the server would expire it anyway) and reports `Closed`. The event thread ends
+    /// after delivering the events already fired; it is not joined (close may run on it).
+    fn close(&self) {
+        if self.closed.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let _order = self.transitions.lock();
+        self.ensemble.with_inner(|inner| {
+            if let Some(cs) = inner.clients.remove(&self.id) {
+                inner.trash.extend(cs.held.into_iter().map(|d| d.watcher));
+                inner.kill_session(cs.session_id);
+            }
+        });
+        self.session.transition(ConnectionState::Closed, None);
+    }
+}

@@ -1,0 +1,347 @@
+//! The data tree: nodes with their `Stat`s, the zxid counter, per-parent sequence numbers,
+//! container nodes, and the server's checks for each request, in the server's order.
+
+use std::collections::{HashMap, HashSet};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use super::watches::{ClientState, ServerSession, WatchEntry, WatchKind, FIRST_SESSION_ID};
+use crate::client::{CreateMode, EventType, Stat, Watcher, ZkError, ZkResult};
+use crate::paths;
+
+/// `ephemeralOwner` of a container node (ZooKeeper's `EphemeralType.CONTAINER_EPHEMERAL_OWNER`).
+const CONTAINER_OWNER: i64 = i64::MIN;
+
+/// Paths the server refuses to delete (`DataTree.isSpecialPath`).
+const SPECIAL_PATHS: [&str; 4] = ["/", "/zookeeper", "/zookeeper/quota", "/zookeeper/config"];
+
+pub(super) struct Node {
+    pub(super) data: Vec<u8>,
+    pub(super) stat: Stat,
+    /// The next sequence number for a sequential child. Measured on ZooKeeper 3.8: creates
+    /// advance both it and `stat.cversion`, deletes advance only `stat.cversion` — so after
+    /// deletes the reported cversion runs ahead of the sequence numbers.
+    pub(super) next_sequence: i32,
+    /// Unordered, like the server's `HashSet`: `get_children` order is not sorted.
+    pub(super) children: HashSet<String>,
+}
+
+impl Node {
+    pub(super) fn new(data: Vec<u8>, stat: Stat) -> Node {
+        Node {
+            next_sequence: 0,
+            data,
+            stat,
+            children: HashSet::new(),
+        }
+    }
+}
+
+pub(super) struct ServerState {
+    pub(super) nodes: HashMap<String, Node>,
+    pub(super) zxid: i64,
+    pub(super) next_session: i64,
+    pub(super) next_client: u64,
+    pub(super) sessions: HashMap<i64, ServerSession>,
+    pub(super) clients: HashMap<u64, ClientState>,
+    pub(super) data_watches: HashMap<String, Vec<WatchEntry>>,
+    pub(super) child_watches: HashMap<String, Vec<WatchEntry>>,
+    /// Watchers discarded under the lock, dropped after it is released (their captures may
+    /// run arbitrary `Drop` code, e.g. close the last handle of a client).
+    pub(super) trash: Vec<Watcher>,
+}
+
+pub(super) fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+/// Parent path and node name of a valid absolute path (`"/"` is its own parent).
+pub(super) fn split(path: &str) -> (&str, &str) {
+    match path.rfind('/') {
+        Some(0) | None => ("/", path.get(1..).unwrap_or("")),
+        Some(i) => (&path[..i], &path[i + 1..]),
+    }
+}
+
+/// The server's `checkAndIncVersion`: `-1` matches any version, and the version skips `-1`
+/// when it wraps (ZOOKEEPER-4743).
+pub(super) fn check_version(current: i32, expected: Option<i32>) -> ZkResult<i32> {
+    match expected {
+        Some(v) if v != -1 && v != current => Err(ZkError::BadVersion),
+        _ => Ok(match current.wrapping_add(1) {
+            -1 => 0,
+            next => next,
+        }),
+    }
+}
+
+pub(super) fn valid(path: &str) -> ZkResult<()> {
+    paths::validate_path(path).map_err(|_| ZkError::BadArguments)
+}
+
+impl Default for ServerState {
+    fn default() -> ServerState {
+        let now = now_ms();
+        let stat = |num_children| Stat {
+            ctime: now,
+            mtime: now,
+            num_children,
+            ..Stat::default()
+        };
+        let mut nodes = HashMap::new();
+        let mut root = Node::new(Vec::new(), stat(1));
+        root.children.insert("zookeeper".to_string());
+        let mut zk = Node::new(Vec::new(), stat(2));
+        zk.children.insert("quota".to_string());
+        zk.children.insert("config".to_string());
+        nodes.insert("/".to_string(), root);
+        nodes.insert("/zookeeper".to_string(), zk);
+        nodes.insert(
+            "/zookeeper/quota".to_string(),
+            Node::new(Vec::new(), stat(0)),
+        );
+        nodes.insert(
+            "/zookeeper/config".to_string(),
+            Node::new(Vec::new(), stat(0)),
+        );
+        ServerState {
+            nodes,
+            zxid: 0,
+            next_session: FIRST_SESSION_ID,
+            next_client: 1,
+            sessions: HashMap::new(),
+            clients: HashMap::new(),
+            data_watches: HashMap::new(),
+            child_watches: HashMap::new(),
+            trash: Vec::new(),
+        }
+    }
+}
+
+impl ServerState {
+    pub(super) fn next_zxid(&mut self) -> i64 {
+        self.zxid += 1;
+        self.zxid
+    }
+
+    /// `create`, with the checks in `PrepRequestProcessor`'s order.
+    pub(super) fn create(
+        &mut self,
+        session: i64,
+        path: &str,
+        data: &[u8],
+        mode: CreateMode,
+    ) -> ZkResult<String> {
+        paths::validate_create_path(path, mode.is_sequential())
+            .map_err(|_| ZkError::BadArguments)?;
+        let slash = path.rfind('/').ok_or(ZkError::BadArguments)?;
+        let parent_path = if slash == 0 { "/" } else { &path[..slash] };
+        let parent = self.nodes.get(parent_path).ok_or(ZkError::NoNode)?;
+        let sequence = parent.next_sequence;
+        let parent_owner = parent.stat.ephemeral_owner;
+        let full = if mode.is_sequential() {
+            // `%010d` of a signed int: after the wrap, `-000000005` and `-2147483648`.
+            format!("{path}{sequence:010}")
+        } else {
+            path.to_string()
+        };
+        if self.nodes.contains_key(&full) {
+            return Err(ZkError::NodeExists);
+        }
+        if parent_owner != 0 && parent_owner != CONTAINER_OWNER {
+            return Err(ZkError::NoChildrenForEphemerals);
+        }
+        let owner = match mode {
+            CreateMode::Container => CONTAINER_OWNER,
+            m if m.is_ephemeral() => {
+                if !self.sessions.contains_key(&session) {
+                    return Err(ZkError::SessionExpired);
+                }
+                session
+            }
+            _ => 0,
+        };
+        let zxid = self.next_zxid();
+        let now = now_ms();
+        let name = full[slash + 1..].to_string();
+        if let Some(parent) = self.nodes.get_mut(parent_path) {
+            parent.children.insert(name);
+            // Real 3.6+ servers stop updating the stored cversion once it wraps (DataTree only
+            // raises it), so names repeat there; we model the wrap the prep processor computes.
+            parent.next_sequence = sequence.wrapping_add(1);
+            parent.stat.cversion = parent.stat.cversion.wrapping_add(1);
+            parent.stat.pzxid = zxid;
+            parent.stat.num_children += 1;
+        }
+        let stat = Stat {
+            czxid: zxid,
+            mzxid: zxid,
+            ctime: now,
+            mtime: now,
+            version: 0,
+            cversion: 0,
+            aversion: 0,
+            ephemeral_owner: owner,
+            data_length: data.len() as i32,
+            num_children: 0,
+            pzxid: zxid,
+        };
+        self.nodes
+            .insert(full.clone(), Node::new(data.to_vec(), stat));
+        if mode.is_ephemeral() {
+            if let Some(s) = self.sessions.get_mut(&session) {
+                s.ephemerals.insert(full.clone());
+            }
+        }
+        self.fire(
+            WatchKind::Child,
+            parent_path,
+            EventType::NodeChildrenChanged,
+        );
+        Ok(full)
+    }
+
+    pub(super) fn delete(&mut self, path: &str, version: Option<i32>) -> ZkResult<()> {
+        valid(path)?;
+        if SPECIAL_PATHS.contains(&path) {
+            return Err(ZkError::BadArguments);
+        }
+        let node = self.nodes.get(path).ok_or(ZkError::NoNode)?;
+        check_version(node.stat.version, version)?;
+        if !node.children.is_empty() {
+            return Err(ZkError::NotEmpty);
+        }
+        let zxid = self.next_zxid();
+        self.remove_node(path, zxid);
+        Ok(())
+    }
+
+    /// Removes a childless node in transaction `zxid` and fires its watches.
+    pub(super) fn remove_node(&mut self, path: &str, zxid: i64) {
+        let Some(node) = self.nodes.remove(path) else {
+            return;
+        };
+        let (parent_path, name) = split(path);
+        if let Some(parent) = self.nodes.get_mut(parent_path) {
+            parent.children.remove(name);
+            parent.stat.num_children -= 1;
+            // A delete is a child change too: it bumps the reported cversion (measured on
+            // ZooKeeper 3.8) but not the sequence numbers.
+            parent.stat.cversion = parent.stat.cversion.wrapping_add(1);
+            if zxid > parent.stat.pzxid {
+                parent.stat.pzxid = zxid;
+            }
+        }
+        let owner = node.stat.ephemeral_owner;
+        if owner != 0 && owner != CONTAINER_OWNER {
+            if let Some(s) = self.sessions.get_mut(&owner) {
+                s.ephemerals.remove(path);
+            }
+        }
+        self.fire(WatchKind::Data, path, EventType::NodeDeleted);
+        self.fire(WatchKind::Child, path, EventType::NodeDeleted);
+        self.fire(
+            WatchKind::Child,
+            parent_path,
+            EventType::NodeChildrenChanged,
+        );
+    }
+
+    /// ZooKeeper's ContainerManager sweep: deletes every container that had a child and has
+    /// none left, repeatedly (a reaped container can empty its container parent). Returns how
+    /// many were deleted.
+    pub(super) fn reap_containers(&mut self) -> usize {
+        let mut reaped = 0;
+        loop {
+            let empty: Vec<String> = self
+                .nodes
+                .iter()
+                .filter(|(_, n)| {
+                    n.stat.ephemeral_owner == CONTAINER_OWNER
+                        && n.children.is_empty()
+                        && n.stat.cversion != 0
+                })
+                .map(|(p, _)| p.clone())
+                .collect();
+            if empty.is_empty() {
+                return reaped;
+            }
+            for path in empty {
+                let zxid = self.next_zxid();
+                self.remove_node(&path, zxid);
+                reaped += 1;
+            }
+        }
+    }
+
+    pub(super) fn set_data(
+        &mut self,
+        path: &str,
+        data: &[u8],
+        version: Option<i32>,
+    ) -> ZkResult<Stat> {
+        valid(path)?;
+        let zxid = self.zxid + 1;
+        let node = self.nodes.get_mut(path).ok_or(ZkError::NoNode)?;
+        let new_version = check_version(node.stat.version, version)?;
+        self.zxid = zxid;
+        node.data = data.to_vec();
+        node.stat.version = new_version;
+        node.stat.mzxid = zxid;
+        node.stat.mtime = now_ms();
+        node.stat.data_length = data.len() as i32;
+        let stat = node.stat;
+        self.fire(WatchKind::Data, path, EventType::NodeDataChanged);
+        Ok(stat)
+    }
+
+    pub(super) fn exists(&self, path: &str) -> ZkResult<Option<Stat>> {
+        valid(path)?;
+        Ok(self.nodes.get(path).map(|n| n.stat))
+    }
+
+    pub(super) fn get_data(
+        &mut self,
+        session: i64,
+        path: &str,
+        watcher: Option<Watcher>,
+    ) -> ZkResult<(Vec<u8>, Stat)> {
+        let found = valid(path).and_then(|()| self.nodes.get(path).ok_or(ZkError::NoNode));
+        match found {
+            Ok(node) => {
+                let result = (node.data.clone(), node.stat);
+                if let Some(w) = watcher {
+                    self.add_watch(WatchKind::Data, path, session, w);
+                }
+                Ok(result)
+            }
+            Err(e) => {
+                self.trash.extend(watcher);
+                Err(e)
+            }
+        }
+    }
+
+    pub(super) fn get_children(
+        &mut self,
+        session: i64,
+        path: &str,
+        watcher: Option<Watcher>,
+    ) -> ZkResult<Vec<String>> {
+        let found = valid(path).and_then(|()| self.nodes.get(path).ok_or(ZkError::NoNode));
+        match found {
+            Ok(node) => {
+                let result = node.children.iter().cloned().collect();
+                if let Some(w) = watcher {
+                    self.add_watch(WatchKind::Child, path, session, w);
+                }
+                Ok(result)
+            }
+            Err(e) => {
+                self.trash.extend(watcher);
+                Err(e)
+            }
+        }
+    }
+}

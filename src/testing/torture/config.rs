@@ -1,0 +1,202 @@
+//! What a run is made of: the recipes under torture, the fault kinds, the environment a run
+//! talks to ([`Env`]), and the run's parameters ([`Config`]).
+
+use std::thread;
+use std::time::Duration;
+
+use crate::SharedClient;
+
+/// Leases of the semaphore recipe.
+pub const SEMAPHORE_MAX: usize = 3;
+
+/// The recipes under torture.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Recipe {
+    /// `InterProcessMutex`.
+    Mutex,
+    /// `InterProcessReadWriteLock` (each worker alternates: one write in four).
+    ReadWrite,
+    /// `InterProcessSemaphoreMutex`.
+    SemaphoreMutex,
+    /// `InterProcessSemaphoreV2` whose maximum is a `SharedCount` of [`SEMAPHORE_MAX`] or one
+    /// less (changed by the count-blip fault).
+    Semaphore,
+}
+
+impl Recipe {
+    /// Every recipe, in worker order.
+    pub const ALL: [Recipe; 4] = [
+        Recipe::Mutex,
+        Recipe::ReadWrite,
+        Recipe::SemaphoreMutex,
+        Recipe::Semaphore,
+    ];
+
+    /// Short name for the summary.
+    pub fn name(self) -> &'static str {
+        match self {
+            Recipe::Mutex => "mutex",
+            Recipe::ReadWrite => "rw",
+            Recipe::SemaphoreMutex => "semmutex",
+            Recipe::Semaphore => "sem",
+        }
+    }
+
+    /// The lock path under `root`.
+    pub fn path(self, root: &str) -> String {
+        format!("{root}/{}", self.name())
+    }
+
+    /// The directories that hold this recipe's contender nodes (checked for orphans).
+    pub fn node_dirs(self, root: &str) -> Vec<String> {
+        let p = self.path(root);
+        match self {
+            Recipe::Mutex | Recipe::ReadWrite => vec![p],
+            Recipe::SemaphoreMutex | Recipe::Semaphore => {
+                vec![format!("{p}/locks"), format!("{p}/leases")]
+            }
+        }
+    }
+}
+
+/// The faults the fault thread cycles through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum FaultKind {
+    /// Every connection of one session is closed (the session survives).
+    Cut,
+    /// One session's links go silent for longer than the session timeout (the server expires it).
+    Freeze,
+    /// One session is expired on the server (a second connection closes it).
+    Expire,
+    /// One non-leader server is killed and restarted.
+    ServerRestart,
+    /// The leader is killed (a new one is elected) and restarted.
+    LeaderRestart,
+    /// One session is expired while its read/write worker holds the write lock and is about to
+    /// take the read lock (a downgrade).
+    DowngradeExpiry,
+    /// One session's connections are cut (every watch dropped), then the semaphore's maximum
+    /// (a `SharedCount`) is changed by another session: the victim's count must follow.
+    CountBlip,
+    /// One session's next lock-node create is applied but its reply lost, and so is the next
+    /// listing of that directory, normally the look-up for the lost create (memory backend).
+    CreateLookupLoss,
+    /// One session expires just as it sends its next semaphore lease create, between
+    /// admission and lease (memory backend).
+    AdmissionLeaseLoss,
+}
+
+impl FaultKind {
+    /// Every kind, in cycle order.
+    pub const ALL: [FaultKind; 9] = [
+        FaultKind::Cut,
+        FaultKind::Freeze,
+        FaultKind::Expire,
+        FaultKind::ServerRestart,
+        FaultKind::LeaderRestart,
+        FaultKind::DowngradeExpiry,
+        FaultKind::CountBlip,
+        FaultKind::CreateLookupLoss,
+        FaultKind::AdmissionLeaseLoss,
+    ];
+
+    /// The kinds a real ensemble can inject (the others need request-level injection).
+    pub const REAL: [FaultKind; 7] = [
+        FaultKind::Cut,
+        FaultKind::Freeze,
+        FaultKind::Expire,
+        FaultKind::ServerRestart,
+        FaultKind::LeaderRestart,
+        FaultKind::DowngradeExpiry,
+        FaultKind::CountBlip,
+    ];
+
+    /// True for the kinds meant to end the victim's session (the rest must not: a session lost
+    /// to them is a spurious loss).
+    pub fn ends_session(self) -> bool {
+        match self {
+            FaultKind::Freeze
+            | FaultKind::Expire
+            | FaultKind::DowngradeExpiry
+            | FaultKind::AdmissionLeaseLoss => true,
+            FaultKind::Cut
+            | FaultKind::ServerRestart
+            | FaultKind::LeaderRestart
+            | FaultKind::CountBlip
+            | FaultKind::CreateLookupLoss => false,
+        }
+    }
+
+    /// Short name for the summary.
+    pub fn name(self) -> &'static str {
+        match self {
+            FaultKind::Cut => "cut",
+            FaultKind::Freeze => "freeze",
+            FaultKind::Expire => "expire",
+            FaultKind::ServerRestart => "server-restart",
+            FaultKind::LeaderRestart => "leader-restart",
+            FaultKind::DowngradeExpiry => "downgrade-expiry",
+            FaultKind::CountBlip => "count-blip",
+            FaultKind::CreateLookupLoss => "create-lookup-loss",
+            FaultKind::AdmissionLeaseLoss => "admission-lease-loss",
+        }
+    }
+}
+
+/// Where the torture runs: sessions, faults, and the server-side views the checker needs.
+pub trait Env: Sync {
+    /// Backend name for the summary.
+    fn name(&self) -> &'static str;
+    /// One client per session.
+    fn clients(&self) -> Vec<SharedClient>;
+    /// Injects `kind` (on session `victim` for per-session faults); returns once the fault is
+    /// over (a frozen link thawed, a server serving again). `Err` explains a skipped fault.
+    fn inject(&self, kind: FaultKind, victim: usize) -> Result<(), String>;
+    /// Undoes anything a fault may have left (thaw, accept connections).
+    fn heal(&self);
+    /// The children of every directory in `dirs` as the ensemble sees them now, as full
+    /// paths (a missing directory has none).
+    fn nodes_under(&self, dirs: &[String]) -> Vec<String>;
+    /// Watches registered on the servers on paths under `prefix`.
+    fn watches_under(&self, prefix: &str) -> usize;
+    /// Watches registered on the servers, all paths, all sessions.
+    fn total_watches(&self) -> usize;
+    /// Closes every session's client.
+    fn close_clients(&self);
+    /// The session timeout of the clients.
+    fn session_timeout(&self) -> Duration;
+    /// How long the last injected fault left the ensemble without a leader (zero for faults
+    /// that keep a quorum serving).
+    fn last_outage(&self) -> Duration {
+        Duration::ZERO
+    }
+    /// The watches under `prefix`, one line each: server, path, watching session, and what
+    /// the path is now (for a report on leaked watches).
+    fn describe_watches_under(&self, _prefix: &str) -> Vec<String> {
+        Vec::new()
+    }
+}
+
+/// Parameters of a run.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Lock paths live under this root.
+    pub root: String,
+    /// How long faults are injected and workers loop.
+    pub duration: Duration,
+    /// Timeout of each acquisition attempt (a timed-out attempt is a normal outcome).
+    pub acquire_timeout: Duration,
+    /// Pause between two faults (the system works undisturbed meanwhile).
+    pub fault_gap: Duration,
+    /// Fault kinds to cycle through.
+    pub faults: Vec<FaultKind>,
+    /// Past `duration`, finish the current cycle of faults (every kind at least once per run),
+    /// for at most this much longer.
+    pub finish_cycle_within: Duration,
+}
+
+/// Pacing between and within faults (how long a link stays frozen, the undisturbed time
+/// between two faults). Not a synchronisation: every wait for a *state* polls that state.
+pub(super) fn pause(d: Duration) {
+    thread::sleep(d);
+}

@@ -1,0 +1,166 @@
+//! The fault thread's composite faults: the fencing probe, the expiry during a downgrade,
+//! the count blip, and waiting for the server to settle.
+
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+
+use super::checks::FencedStore;
+use super::config::{Config, Env, FaultKind, Recipe, SEMAPHORE_MAX};
+use super::workers::{DowngradeRequest, Run};
+use crate::locks::InterProcessReadWriteLock;
+use crate::{InterProcessLock, InterProcessMutex, SharedClient};
+
+/// The fencing probe's lock path.
+pub(super) fn probe_path(root: &str) -> String {
+    format!("{root}/fence-probe")
+}
+
+/// What the fencing probes saw.
+#[derive(Default)]
+pub(super) struct Probe {
+    pub(super) store: FencedStore,
+    pub(super) runs: Mutex<u64>,
+    pub(super) refused: Mutex<u64>,
+    pub(super) not_lost: Mutex<u64>,
+}
+
+/// A freeze with a fencing probe around it: the victim session holds `<root>/fence-probe` and
+/// writes; its links freeze past the session timeout (a long GC pause, as far as the server
+/// can tell); another session takes the lock and writes; then the victim, "waking up", writes
+/// with its old token without looking at its guard — the store must refuse it, and the guard
+/// must say `Lost`. Without the probe lock (contention, faults), it is a plain freeze.
+pub(super) fn fence_probe(
+    env: &dyn Env,
+    clients: &[SharedClient],
+    victim: usize,
+    config: &Config,
+    probe: &Probe,
+) -> Result<(), String> {
+    let path = probe_path(&config.root);
+    let holder =
+        InterProcessMutex::new(clients[victim].clone(), &path).map_err(|e| e.to_string())?;
+    let guard = holder.try_lock_for(config.acquire_timeout).ok().flatten();
+    let old = guard.as_ref().and_then(|g| g.fencing_token().ok());
+    if let Some(old) = old {
+        probe.store.acquired(old);
+        let _ = probe.store.write(old);
+    }
+    env.inject(FaultKind::Freeze, victim)?;
+    let (Some(guard), Some(old)) = (guard, old) else {
+        return Ok(());
+    };
+    let successor_client = clients[(victim + 1) % clients.len()].clone();
+    let successor = InterProcessMutex::new(successor_client, &path).map_err(|e| e.to_string())?;
+    let timeout = config.acquire_timeout + env.session_timeout() * 2;
+    if let Ok(Some(g)) = successor.try_lock_for(timeout) {
+        if let Ok(new) = g.fencing_token() {
+            probe.store.acquired(new);
+            let _ = probe.store.write(new);
+            *probe.runs.lock() += 1;
+            if probe.store.write(old).is_err() {
+                *probe.refused.lock() += 1;
+            }
+            if guard.state() != crate::LockState::Lost {
+                *probe.not_lost.lock() += 1;
+            }
+        }
+    }
+    drop(guard);
+    Ok(())
+}
+
+/// The semaphore's maximum.
+pub(super) fn count_path(root: &str) -> String {
+    format!("{root}/sem-max")
+}
+
+/// Expires the victim's session while its read/write worker holds the write lock and is about
+/// to downgrade; the worker then asks for the read lock, which must not be granted as a
+/// downgrade of the lost write lock (the checker sees a reader beside the next writer).
+///
+/// To make the check sharp, the fault thread then takes the write lock through another session
+/// and holds it while the victim asks for the read lock: a read granted meanwhile is a
+/// violation, whatever the other workers do.
+pub(super) fn expire_during_downgrade(
+    env: &dyn Env,
+    clients: &[SharedClient],
+    run: &Run,
+    victim: usize,
+) -> Result<(), String> {
+    let (reached_tx, reached) = mpsc::channel();
+    let (resume, resume_rx) = mpsc::channel();
+    let (read_tx, read) = mpsc::channel();
+    *run.downgrade.lock() = Some(DowngradeRequest {
+        worker: victim,
+        reached: reached_tx,
+        resume: resume_rx,
+        read: read_tx,
+    });
+    let patience = run.config.acquire_timeout * 4 + env.session_timeout() * 4;
+    if reached.recv_timeout(patience).is_err() {
+        run.downgrade.lock().take();
+        return Err("the read/write worker never reached a downgrade".into());
+    }
+    env.inject(FaultKind::Expire, victim)?;
+    let path = Recipe::ReadWrite.path(&run.config.root);
+    let other = clients[(victim + 1) % clients.len()].clone();
+    let rw = InterProcessReadWriteLock::new(other, &path).map_err(|e| e.to_string())?;
+    let write = rw
+        .write_lock()
+        .try_lock_for(run.config.acquire_timeout)
+        .map_err(|e| e.to_string())?;
+    drop(resume); // the victim asks for the read lock now
+    let Some(write) = write else { return Ok(()) };
+    // A wrongly granted read comes at once; a correct one waits behind our write lock, which
+    // is released after this pause (a slow wrong grant then goes unseen, never the reverse).
+    let early = read.recv_timeout(env.session_timeout() / 4);
+    if matches!(early, Ok(true)) && write.is_valid() {
+        let mut tally = run.tally.lock();
+        tally.downgrade_violations += 1;
+    }
+    drop(write);
+    let _ = read.recv_timeout(run.config.acquire_timeout * 2);
+    Ok(())
+}
+
+/// Cuts the victim's connections (its watches go), then changes the semaphore's maximum from
+/// another session; the victim's `SharedCount` must show the new value within the patience.
+pub(super) fn count_blip(env: &dyn Env, run: &Run, victim: usize) -> Result<(), String> {
+    env.inject(FaultKind::Cut, victim)?;
+    let counts = run.counts.lock().clone();
+    let watcher = counts
+        .get(&victim)
+        .ok_or("no semaphore worker on the victim")?;
+    let setter = counts
+        .iter()
+        .find(|(w, _)| **w != victim)
+        .map(|(_, c)| c)
+        .ok_or("no other semaphore worker")?;
+    let max = SEMAPHORE_MAX as i32;
+    let next = if setter.get_count() == max {
+        max - 1
+    } else {
+        max
+    };
+    setter.set_count(next).map_err(|e| e.to_string())?;
+    let patience = env.session_timeout() * 4;
+    if settle(patience, || usize::from(watcher.get_count() != next)) != 0 {
+        run.tally.lock().stale_counts += 1;
+    }
+    Ok(())
+}
+
+/// Polls `count` until it is 0 or `patience` passes; returns the last count.
+pub(super) fn settle(patience: Duration, mut count: impl FnMut() -> usize) -> usize {
+    let deadline = Instant::now() + patience;
+    loop {
+        let n = count();
+        if n == 0 || Instant::now() >= deadline {
+            return n;
+        }
+        thread::sleep(Duration::from_millis(50));
+    }
+}

@@ -1,0 +1,129 @@
+//! The in-memory environment: exact, fast faults on one [`MemoryEnsemble`](crate::client::memory::MemoryEnsemble).
+
+use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+use std::sync::Arc;
+use std::thread;
+use std::time::Duration;
+
+use super::config::{pause, Env, FaultKind};
+use crate::client::memory::{Fault, MemoryClient, MemoryEnsemble, Op};
+use crate::{ConnectionState, SharedClient, ZkClient};
+
+/// The in-memory ensemble: exact, fast faults. A "server restart" drops every session's link
+/// at once (each reconnects to the same session), which is what a client sees of it.
+pub struct MemoryEnv {
+    pub(super) ensemble: MemoryEnsemble,
+    pub(super) clients: Vec<Arc<MemoryClient>>,
+}
+
+impl MemoryEnv {
+    /// `sessions` clients on a fresh ensemble.
+    pub fn new(sessions: usize) -> MemoryEnv {
+        let ensemble = MemoryEnsemble::new();
+        let clients = (0..sessions).map(|_| ensemble.connect()).collect();
+        MemoryEnv { ensemble, clients }
+    }
+}
+
+impl Env for MemoryEnv {
+    fn name(&self) -> &'static str {
+        "memory"
+    }
+
+    fn clients(&self) -> Vec<SharedClient> {
+        self.clients
+            .iter()
+            .map(|c| c.clone() as SharedClient)
+            .collect()
+    }
+
+    fn inject(&self, kind: FaultKind, victim: usize) -> Result<(), String> {
+        let c = &self.clients[victim];
+        match kind {
+            FaultKind::Cut | FaultKind::CountBlip => {
+                c.suspend();
+                c.resume();
+            }
+            FaultKind::Freeze => {
+                // The link goes down, the server expires the session meanwhile, and the client
+                // learns it when the link comes back.
+                c.suspend();
+                pause(Duration::from_millis(20));
+                c.expire();
+                c.resume();
+            }
+            FaultKind::Expire | FaultKind::DowngradeExpiry => c.expire(),
+            FaultKind::CreateLookupLoss => {
+                let (fired, client) = (AtomicBool::new(false), Arc::downgrade(c));
+                c.on_request(Some(Box::new(move |op, path| {
+                    let Some((dir, _)) = path.rsplit_once('/') else {
+                        return;
+                    };
+                    if op == Op::Create && path.contains("/_c_") && !fired.swap(true, SeqCst) {
+                        if let Some(c) = client.upgrade() {
+                            c.inject(Fault::after(Op::Create).on_path(path));
+                            c.inject(Fault::before(Op::GetChildren).on_path(dir));
+                        }
+                    }
+                })));
+            }
+            FaultKind::AdmissionLeaseLoss => {
+                let (fired, client) = (AtomicBool::new(false), Arc::downgrade(c));
+                c.on_request(Some(Box::new(move |op, path| {
+                    if op == Op::Create && path.contains("/leases/") && !fired.swap(true, SeqCst) {
+                        if let Some(c) = client.upgrade() {
+                            // Expired from another thread, as the server would do it.
+                            let _ = thread::spawn(move || c.expire()).join();
+                        }
+                    }
+                })));
+            }
+            FaultKind::ServerRestart | FaultKind::LeaderRestart => {
+                for c in &self.clients {
+                    c.suspend();
+                }
+                pause(Duration::from_millis(20));
+                for c in &self.clients {
+                    c.resume();
+                }
+            }
+        }
+        if c.session().state() == ConnectionState::Closed {
+            return Err("client closed".into());
+        }
+        Ok(())
+    }
+
+    fn heal(&self) {
+        for c in &self.clients {
+            c.resume();
+        }
+    }
+
+    fn nodes_under(&self, dirs: &[String]) -> Vec<String> {
+        dirs.iter()
+            .flat_map(|d| {
+                let children = self.ensemble.children(d).unwrap_or_default();
+                children.into_iter().map(move |c| format!("{d}/{c}"))
+            })
+            .collect()
+    }
+
+    fn watches_under(&self, _prefix: &str) -> usize {
+        self.ensemble.watch_count()
+    }
+
+    fn total_watches(&self) -> usize {
+        self.ensemble.watch_count()
+    }
+
+    fn close_clients(&self) {
+        for c in &self.clients {
+            c.close();
+        }
+    }
+
+    fn session_timeout(&self) -> Duration {
+        Duration::from_secs(1)
+    }
+}

@@ -1,0 +1,39 @@
+//! The torture engine, used by the soak program (`recipes/torture.rs`) and by its CI-sized run
+//! (`tests/torture.rs`): sessions loop on every recipe while a fault thread breaks their
+//! connections, sessions and servers; a checker then proves exclusion, fencing, and that
+//! nothing (node or watch) is left behind.
+//!
+//! Each session runs one worker thread per recipe, every iteration being
+//! acquire → `is_valid()` → enter → fenced write → tiny section → exit → `is_valid()` → release.
+//! Sections are recorded with `Instant`s (one process, one monotonic clock), and only sections
+//! whose holder was valid at both ends count for exclusion. To stay sound on a loaded machine
+//! the enter time is taken *after* the validity check and the exit time *before* the second
+//! one: a holder valid at both checks held the lock during the whole recorded interval
+//! (a session never comes back once lost, and a node found deleted stays lost).
+//!
+//! The environment ([`Env`]) is either a real 3-node cluster with one
+//! [`FaultProxy`](crate::testing::FaultProxy) per (session, server) — so a cut, a freeze or an expiry hits exactly one session — or the
+//! in-memory ensemble, whose faults are exact and fast.
+//!
+//! The engine, one job per file:
+//! - `config`: the recipes, the fault kinds, the [`Env`] trait and the run's [`Config`];
+//! - `workers`: the worker threads and the shared state they report to;
+//! - `run`: [`run`] itself (workers, the fault thread, the final checks);
+//! - `faults`: the composite faults the fault thread drives (fencing probe, expiry during a
+//!   downgrade, count blip) and waiting for the server to settle;
+//! - `checks`: recorded sections, the [`FencedStore`], [`check_exclusion`] and the [`Summary`];
+//! - `real` and `memory`: the two environments, [`RealEnv`] and [`MemoryEnv`].
+
+mod checks;
+mod config;
+mod faults;
+mod memory;
+mod real;
+mod run;
+mod workers;
+
+pub use checks::{check_exclusion, FencedStore, Section, StaleToken, Summary};
+pub use config::{Config, Env, FaultKind, Recipe, SEMAPHORE_MAX};
+pub use memory::MemoryEnv;
+pub use real::{ClientKind, RealEnv};
+pub use run::run;

@@ -1,0 +1,271 @@
+//! The workers: one thread per (session, recipe), each looping acquire → check → fenced
+//! write → release, and the shared state of a run they report to.
+
+use std::collections::BTreeMap;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+
+use super::checks::{error_key, FencedStore, Section, Tally};
+use super::config::{Config, Recipe, SEMAPHORE_MAX};
+use super::faults::count_path;
+use crate::locks::{
+    InterProcessReadWriteLock, InterProcessSemaphoreMutex, InterProcessSemaphoreV2, Lease,
+    SharedCount,
+};
+use crate::{Error, InterProcessLock, InterProcessMutex, LockGuard, SharedClient, ZkClient};
+
+/// What a holder can tell about its lock: a guard or a lease.
+pub(super) trait Holding {
+    fn valid(&self) -> bool;
+    fn token(&self) -> crate::Result<i64>;
+}
+
+impl<L: InterProcessLock> Holding for LockGuard<'_, L> {
+    fn valid(&self) -> bool {
+        self.is_valid()
+    }
+    fn token(&self) -> crate::Result<i64> {
+        self.fencing_token()
+    }
+}
+
+impl Holding for Lease {
+    fn valid(&self) -> bool {
+        self.is_valid()
+    }
+    fn token(&self) -> crate::Result<i64> {
+        self.fencing_token()
+    }
+}
+
+/// Shared state of one run.
+pub(super) struct Run {
+    pub(super) config: Config,
+    pub(super) sections: Mutex<Vec<Section>>,
+    pub(super) tally: Mutex<Tally>,
+    pub(super) stores: BTreeMap<Recipe, FencedStore>,
+    pub(super) stop: AtomicBool,
+    /// The semaphore workers' maximum, per session.
+    pub(super) counts: Mutex<BTreeMap<usize, SharedCount>>,
+    /// A pending downgrade-expiry fault (for one session's read/write worker).
+    pub(super) downgrade: Mutex<Option<DowngradeRequest>>,
+}
+
+/// Asks the read/write worker of session `worker` to stop between taking the write lock and
+/// asking for the read lock, so that the fault thread can expire its session right there.
+pub(super) struct DowngradeRequest {
+    pub(super) worker: usize,
+    /// The worker is there (holding the write lock).
+    pub(super) reached: mpsc::Sender<()>,
+    /// The fault is over (or abandoned: the sender is dropped).
+    pub(super) resume: mpsc::Receiver<()>,
+    /// Whether the read lock was then granted (and valid).
+    pub(super) read: mpsc::Sender<bool>,
+}
+
+impl Run {
+    pub(super) fn error(&self, e: &Error) {
+        *self.tally.lock().errors.entry(error_key(e)).or_default() += 1;
+    }
+
+    pub(super) fn release_result(&self, r: crate::Result<()>) {
+        if let Err(e) = r {
+            *self
+                .tally
+                .lock()
+                .release_errors
+                .entry(error_key(&e))
+                .or_default() += 1;
+        }
+    }
+
+    /// The critical section of one holder.
+    pub(super) fn section(
+        &self,
+        recipe: Recipe,
+        exclusive: bool,
+        worker: usize,
+        held: &dyn Holding,
+    ) {
+        *self.tally.lock().acquisitions.entry(recipe).or_default() += 1;
+        // Fencing applies to the exclusive recipes (concurrent semaphore holders or readers
+        // would legitimately interleave tokens).
+        let store = self.stores.get(&recipe).filter(|_| exclusive);
+        let token = match held.token() {
+            Ok(t) => Some(t),
+            Err(_) => {
+                self.tally.lock().token_errors += 1;
+                None
+            }
+        };
+        if let (Some(store), Some(t)) = (store, token) {
+            store.acquired(t);
+        }
+        let valid_at_enter = held.valid();
+        let enter = Instant::now();
+        // The holder writes without looking at its validity: fencing must stop a holder that
+        // did not notice it lost the lock.
+        let write = match (store, token) {
+            (Some(store), Some(t)) => Some(store.write(t)),
+            _ => None,
+        };
+        for _ in 0..3 {
+            thread::yield_now();
+        }
+        let exit = Instant::now();
+        let valid_at_exit = held.valid();
+        let s = Section {
+            recipe,
+            exclusive,
+            worker,
+            enter,
+            exit,
+            valid_at_enter,
+            valid_at_exit,
+        };
+        {
+            let mut tally = self.tally.lock();
+            if !s.counts() {
+                tally.invalid_sections += 1;
+            } else if matches!(write, Some(Err(_))) {
+                tally.rejected_valid_writes += 1;
+            }
+        }
+        self.sections.lock().push(s);
+    }
+
+    /// One acquire → section → release of a guard-based lock.
+    pub(super) fn iterate_lock<L: InterProcessLock>(
+        &self,
+        recipe: Recipe,
+        exclusive: bool,
+        worker: usize,
+        lock: &L,
+    ) {
+        match lock.try_lock_for(self.config.acquire_timeout) {
+            Ok(Some(guard)) => {
+                self.section(recipe, exclusive, worker, &guard);
+                self.release_result(guard.unlock());
+            }
+            Ok(None) => self.tally.lock().timeouts += 1,
+            Err(e) => self.error(&e),
+        }
+    }
+
+    /// Write → section → downgrade (the read lock while writing) → release the write → shared
+    /// section → release the read. A pending [`DowngradeRequest`] for this session stops it
+    /// just before the downgrade.
+    pub(super) fn iterate_downgrade(&self, worker: usize, rw: &InterProcessReadWriteLock) {
+        let recipe = Recipe::ReadWrite;
+        let write = match rw.write_lock().try_lock_for(self.config.acquire_timeout) {
+            Ok(Some(guard)) => guard,
+            Ok(None) => {
+                self.tally.lock().timeouts += 1;
+                return;
+            }
+            Err(e) => return self.error(&e),
+        };
+        self.section(recipe, true, worker, &write);
+        let request = {
+            let mut pending = self.downgrade.lock();
+            match pending.as_ref() {
+                Some(r) if r.worker == worker => pending.take(),
+                _ => None,
+            }
+        };
+        let read_reply = request.map(|r| {
+            let _ = r.reached.send(());
+            // Bounded: the fault thread answers, or drops the sender when it gives up.
+            let _ = r.resume.recv_timeout(self.config.finish_cycle_within);
+            r.read
+        });
+        let read = rw.read_lock().try_lock_for(self.config.acquire_timeout);
+        if let Some(reply) = read_reply {
+            let _ = reply.send(matches!(&read, Ok(Some(g)) if g.is_valid()));
+        }
+        self.release_result(write.unlock());
+        match read {
+            Ok(Some(guard)) => {
+                self.section(recipe, false, worker, &guard);
+                self.release_result(guard.unlock());
+            }
+            Ok(None) => self.tally.lock().timeouts += 1,
+            Err(e) => self.error(&e),
+        }
+    }
+
+    pub(super) fn worker(&self, recipe: Recipe, worker: usize, client: SharedClient) {
+        let path = recipe.path(&self.config.root);
+        let built: crate::Result<Box<dyn FnMut(u64) + '_>> = (|| {
+            Ok(match recipe {
+                Recipe::Mutex => {
+                    let m = InterProcessMutex::new(client.clone(), &path)?;
+                    Box::new(move |_| self.iterate_lock(recipe, true, worker, &m))
+                        as Box<dyn FnMut(u64)>
+                }
+                Recipe::ReadWrite => {
+                    let rw = InterProcessReadWriteLock::new(client.clone(), &path)?;
+                    Box::new(move |i| {
+                        let asked =
+                            matches!(&*self.downgrade.lock(), Some(r) if r.worker == worker);
+                        match (i + worker as u64) % 8 {
+                            _ if asked => self.iterate_downgrade(worker, &rw),
+                            0 => self.iterate_downgrade(worker, &rw),
+                            4 => self.iterate_lock(recipe, true, worker, rw.write_lock()),
+                            _ => self.iterate_lock(recipe, false, worker, rw.read_lock()),
+                        }
+                    })
+                }
+                Recipe::SemaphoreMutex => {
+                    let m = InterProcessSemaphoreMutex::new(client.clone(), &path)?;
+                    Box::new(move |_| self.iterate_lock(recipe, true, worker, &m))
+                }
+                Recipe::Semaphore => {
+                    let count = SharedCount::new(
+                        client.clone(),
+                        &count_path(&self.config.root),
+                        SEMAPHORE_MAX as i32,
+                    )?;
+                    self.counts.lock().insert(worker, count.clone());
+                    let s =
+                        InterProcessSemaphoreV2::with_shared_count(client.clone(), &path, count)?;
+                    Box::new(
+                        move |_| match s.acquire_timeout(self.config.acquire_timeout) {
+                            Ok(Some(lease)) => {
+                                self.section(recipe, false, worker, &lease);
+                                self.release_result(lease.close());
+                            }
+                            Ok(None) => self.tally.lock().timeouts += 1,
+                            Err(e) => self.error(&e),
+                        },
+                    )
+                }
+            })
+        })();
+        let mut iterate = match built {
+            Ok(f) => f,
+            Err(e) => {
+                self.error(&e);
+                return;
+            }
+        };
+        let mut i = 0u64;
+        while !self.stop.load(Ordering::SeqCst) {
+            if catch_unwind(AssertUnwindSafe(|| iterate(i))).is_err() {
+                self.tally.lock().panics += 1;
+            }
+            i += 1;
+            if !client.session().state().is_connected() {
+                // Do not spin on a dead link: wait (bounded) for the session to come back.
+                client
+                    .session()
+                    .wait_until_connected(Some(Instant::now() + Duration::from_secs(1)));
+            }
+        }
+    }
+}
