@@ -50,7 +50,7 @@ pub enum Error {
     /// The server refused an operation on a node's ACL (`NoAuth`). With digest credentials
     /// the usual cause is a wrong password: ZooKeeper accepts any password when it is sent and
     /// only the node's ACL tells identities apart.
-    #[error("not allowed to {op} {path:?}: its ACL does not grant this client's identity (no credentials, a wrong password, or another user's lock)")]
+    #[error("not allowed to {op} {path:?}: the ACL of the node or of its parent does not grant this client's identity (no credentials, a wrong password, or another user's lock)")]
     NotAuthorized {
         /// The operation (`create`, `delete`, `get_children`, ...).
         op: &'static str,
