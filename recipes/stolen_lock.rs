@@ -91,14 +91,14 @@ fn scenario(hosts: &str) -> AnyResult<Outcome> {
         outcome.refusals.push(format!("{what}: NoAuth"));
         Ok(())
     };
-    refused("delete the holder's node", intruder.delete(&node, None))?;
+    refused("delete the holder's node", intruder.delete(node, None))?;
     refused(
         "overwrite the holder's node",
-        intruder.set_data(&node, b"mine", None).map(drop),
+        intruder.set_data(node, b"mine", None).map(drop),
     )?;
     refused(
         "read the holder's node",
-        intruder.get_data(&node, None).map(drop),
+        intruder.get_data(node, None).map(drop),
     )?;
     refused(
         "list the queue",
