@@ -16,6 +16,8 @@
 //! - `session`: connect, ping, dead-link and expiry clocks, reconnect, auth and SetWatches;
 //! - `watches`: the one-shot callback registry and the thread callbacks run on;
 //! - `options`: [`NativeOptions`] and the connect string;
+//! - `transport`: the byte stream, plain TCP or TLS; `tls` (feature `tls`): `TlsOptions`
+//!   and the rustls configuration;
 //! - this file: [`NativeClient`] and its [`ZkClient`] implementation.
 //!
 //! ```no_run
@@ -35,6 +37,9 @@ pub mod jute;
 mod options;
 pub mod records;
 mod session;
+#[cfg(feature = "tls")]
+mod tls;
+mod transport;
 mod watches;
 
 use std::sync::Arc;
@@ -47,6 +52,8 @@ pub use self::options::{NativeOptions, DEFAULT_PACKET_LIMIT};
 use self::records::{decode_all, read_create2, read_data, read_stat, WireRequest};
 pub use self::records::{MultiOp, MultiResult};
 use self::session::{SessionConfig, SessionCore};
+#[cfg(feature = "tls")]
+pub use self::tls::TlsOptions;
 use self::watches::{from_server, to_server, WatchKind, Watches};
 use crate::client::acl::{check_self_access, Acl, AclProvider};
 use crate::client::{CreateMode, Request, Response, Stat, Watcher, ZkClient, ZkError, ZkResult};
@@ -124,6 +131,11 @@ impl NativeClient {
                 session_timeout: options.session_timeout,
                 packet_limit: options.packet_limit.max(64),
                 auth: options.auth.clone(),
+                #[cfg(feature = "tls")]
+                tls: match &options.tls {
+                    Some(tls) => Some(tls.client_config()?),
+                    None => None,
+                },
             },
             watches,
         );

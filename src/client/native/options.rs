@@ -40,12 +40,15 @@ pub struct NativeOptions {
     pub auth: Vec<(String, Vec<u8>)>,
     /// The ACL of every node the client creates (default [`AclProvider::open`]).
     pub acl: AclProvider,
+    /// TLS on every connection (feature `tls`); `None`: plain TCP.
+    #[cfg(feature = "tls")]
+    pub tls: Option<super::TlsOptions>,
 }
 
 impl std::fmt::Debug for NativeOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("NativeOptions")
-            .field("connect_string", &self.connect_string)
+        let mut f = f.debug_struct("NativeOptions");
+        f.field("connect_string", &self.connect_string)
             .field("session_timeout", &self.session_timeout)
             .field("connect_timeout", &self.connect_timeout)
             .field("call_timeout", &self.call_timeout)
@@ -54,8 +57,10 @@ impl std::fmt::Debug for NativeOptions {
                 "auth_schemes",
                 &self.auth.iter().map(|a| &a.0).collect::<Vec<_>>(),
             )
-            .field("acl", &self.acl)
-            .finish()
+            .field("acl", &self.acl);
+        #[cfg(feature = "tls")]
+        f.field("tls", &self.tls);
+        f.finish()
     }
 }
 
@@ -70,6 +75,8 @@ impl NativeOptions {
             packet_limit: DEFAULT_PACKET_LIMIT,
             auth: Vec::new(),
             acl: AclProvider::open(),
+            #[cfg(feature = "tls")]
+            tls: None,
         }
     }
 
@@ -110,6 +117,14 @@ impl NativeOptions {
     /// anything is sent.
     pub fn acl_provider(mut self, provider: AclProvider) -> NativeOptions {
         self.acl = provider;
+        self
+    }
+
+    /// Connects with TLS (feature `tls`): the connect string names the servers'
+    /// `secureClientPort`s.
+    #[cfg(feature = "tls")]
+    pub fn tls(mut self, tls: super::TlsOptions) -> NativeOptions {
+        self.tls = Some(tls);
         self
     }
 
