@@ -120,3 +120,32 @@ fn plaintext_to_the_tls_port_and_tls_to_the_plain_port_fail_to_connect() {
         "{err}"
     );
 }
+
+#[test]
+fn zklock_runs_over_tls_and_a_wrong_ca_exits_69() {
+    let Some(server) = tls_server() else {
+        return;
+    };
+    let files = server.tls_files().unwrap();
+    let secure = server.secure_connect_string().unwrap();
+    let path = format!("/tls-zklock-{}", uuid::Uuid::new_v4());
+    let zklock = |ca: &std::path::Path| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_zklock"))
+            .env_remove("ZK_CONNECT")
+            .env_remove("ZK_AUTH")
+            .args(["--connect", &secure, "--session-timeout", "4s", "--tls-ca"])
+            .arg(ca)
+            .args(["--tls-cert"])
+            .arg(&files.client_cert)
+            .arg("--tls-key")
+            .arg(&files.client_key)
+            .args([&path, "--", "sh", "-c", "test -n \"$ZKLOCK_NODE\""])
+            .output()
+            .unwrap()
+    };
+    let ok = zklock(&files.ca);
+    assert_eq!(ok.status.code(), Some(0), "{ok:?}");
+    let wrong = zklock(&files.other_ca);
+    assert_eq!(wrong.status.code(), Some(69), "{wrong:?}");
+    assert!(String::from_utf8_lossy(&wrong.stderr).contains("certificate"));
+}

@@ -66,6 +66,9 @@ OPTIONS:
         --acl MODE             ACL of the nodes zklock creates: open (default), creator-all
                                (only the same user), read-only-for-world (others may look);
                                creator-all and read-only-for-world need credentials
+        --tls-ca FILE          connect with TLS (HOSTS name secureClientPorts), verifying the
+                               servers against the PEM CA certificates in FILE (feature `tls`)
+        --tls-cert FILE        with --tls-key FILE: present this PEM client certificate
     -h, --help                 this text
     -V, --version              the version
 
@@ -125,6 +128,10 @@ struct Security {
     credentials: Option<String>,
     /// `--acl`.
     acl: AclMode,
+    /// `--tls-ca`, `--tls-cert`, `--tls-key`: PEM files.
+    tls_ca: Option<String>,
+    tls_cert: Option<String>,
+    tls_key: Option<String>,
 }
 
 /// `--acl`.
@@ -299,6 +306,9 @@ fn parse_cli(args: Vec<OsString>, env_connect: Option<String>) -> Result<Cli, Us
             }
             "--grace" => grace = parse_duration(&value(&name)?).map_err(Usage)?,
             "--auth-file" => security.auth_file = Some(value(&name)?),
+            "--tls-ca" => security.tls_ca = Some(value(&name)?),
+            "--tls-cert" => security.tls_cert = Some(value(&name)?),
+            "--tls-key" => security.tls_key = Some(value(&name)?),
             "--acl" => {
                 security.acl = match value(&name)?.as_str() {
                     "open" => AclMode::Open,
@@ -352,7 +362,7 @@ fn parse_cli(args: Vec<OsString>, env_connect: Option<String>) -> Result<Cli, Us
         }
         if matches!(kind, Some(Kind::Read | Kind::Write)) || timeout.is_some() {
             return Err(Usage(
-                "holders takes only --connect, --session-timeout, --auth-file, --acl and --semaphore".into(),
+                "holders takes only --connect, --session-timeout, --auth-file, --acl, --tls-* and --semaphore".into(),
             ));
         }
         return Ok(Cli::Holders(HoldersArgs {
@@ -400,6 +410,17 @@ fn load_credentials(mut cli: Cli, env_auth: Option<String>) -> Result<Cli, Usage
             return Err(Usage("credentials must be `user:password` (digest)".into()));
         }
     }
+    if security.tls_ca.is_none() && (security.tls_cert.is_some() || security.tls_key.is_some()) {
+        return Err(Usage("--tls-cert and --tls-key need --tls-ca".into()));
+    }
+    if security.tls_cert.is_some() != security.tls_key.is_some() {
+        return Err(Usage("--tls-cert and --tls-key go together".into()));
+    }
+    if cfg!(not(feature = "tls")) && security.tls_ca.is_some() {
+        return Err(Usage(
+            "this zklock was built without TLS (cargo feature `tls`)".into(),
+        ));
+    }
     if security.acl != AclMode::Open && credentials.is_none() {
         return Err(Usage(
             "--acl creator-all and read-only-for-world need credentials: --auth-file FILE or $ZK_AUTH"
@@ -420,6 +441,14 @@ fn connect(
         .acl_provider(security.acl.provider());
     if let Some(credentials) = &security.credentials {
         options = options.auth("digest", credentials.as_bytes());
+    }
+    #[cfg(feature = "tls")]
+    if let Some(ca) = &security.tls_ca {
+        let mut tls = zk_locks::client::native::TlsOptions::from_ca_file(ca)?;
+        if let (Some(cert), Some(key)) = (&security.tls_cert, &security.tls_key) {
+            tls = tls.client_cert_files(cert, key)?;
+        }
+        options = options.tls(tls);
     }
     NativeClient::connect_with(options)
 }
