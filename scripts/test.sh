@@ -12,7 +12,10 @@ have_everything() {
     command -v java >/dev/null 2>&1 && command -v javac >/dev/null 2>&1 \
         && [ -f /usr/share/java/zookeeper.jar ] \
         && [ -f /usr/share/java/curator-recipes.jar ] \
-        && [ -f /usr/share/java/slf4j-nop.jar ]
+        && [ -f /usr/share/java/slf4j-nop.jar ] \
+        && [ -f /usr/share/java/netty-codec.jar ] \
+        && [ -f /usr/share/java/netty-resolver.jar ] \
+        && command -v openssl >/dev/null 2>&1
 }
 
 if ! have_everything; then
@@ -21,9 +24,12 @@ if ! have_everything; then
     export DEBIAN_FRONTEND=noninteractive
     "${SUDO[@]}" apt-get update
     # default-jdk-headless brings javac (the interop tests compile Java at test time);
-    # libslf4j-java (slf4j-nop) comes with Curator, named here because the tests need it.
+    # libslf4j-java (slf4j-nop) comes with Curator, named here because the tests need it;
+    # the TLS tests need libnetty-java (two jars zookeeper.jar's manifest omits) and openssl
+    # (certificates are made at test time).
     "${SUDO[@]}" apt-get install -y --no-install-recommends \
-        default-jdk-headless zookeeper libcurator-recipes-java libslf4j-java
+        default-jdk-headless zookeeper libcurator-recipes-java libslf4j-java \
+        libnetty-java openssl
 fi
 
 export ZK_LOCKS_REQUIRE_SERVER="${ZK_LOCKS_REQUIRE_SERVER:-1}"

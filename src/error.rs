@@ -47,6 +47,27 @@ pub enum Error {
         code: ZkError,
     },
 
+    /// The server refused an operation on a node's ACL (`NoAuth`). With digest credentials
+    /// the usual cause is a wrong password: ZooKeeper accepts any password when it is sent and
+    /// only the node's ACL tells identities apart.
+    #[error("not allowed to {op} {path:?}: the ACL of the node or of its parent does not grant this client's identity (no credentials, a wrong password, or another user's lock)")]
+    NotAuthorized {
+        /// The operation (`create`, `delete`, `get_children`, ...).
+        op: &'static str,
+        /// The path it was applied to.
+        path: String,
+    },
+
+    /// The ACL chosen for a new node is invalid or would lock this client out of it
+    /// (`InvalidAcl`): nothing was created.
+    #[error("refused to {op} {path:?}: its ACL is invalid or does not grant this client READ, CREATE and DELETE (the `auth` scheme needs credentials)")]
+    InvalidAcl {
+        /// The operation.
+        op: &'static str,
+        /// The path it was applied to.
+        path: String,
+    },
+
     /// An argument is out of range (a quantity of 0, a semaphore of 0 leases, ...).
     #[error("invalid argument {name}: {reason}")]
     InvalidArgument {
@@ -130,6 +151,14 @@ impl Error {
     pub fn zk(op: &'static str, path: impl Into<String>, code: ZkError) -> Error {
         match code {
             ZkError::Closed => Error::Closed,
+            ZkError::NoAuth => Error::NotAuthorized {
+                op,
+                path: path.into(),
+            },
+            ZkError::InvalidAcl => Error::InvalidAcl {
+                op,
+                path: path.into(),
+            },
             code => Error::Zk {
                 op,
                 path: path.into(),
@@ -142,6 +171,8 @@ impl Error {
     pub fn zk_code(&self) -> Option<ZkError> {
         match self {
             Error::Zk { code, .. } => Some(*code),
+            Error::NotAuthorized { .. } => Some(ZkError::NoAuth),
+            Error::InvalidAcl { .. } => Some(ZkError::InvalidAcl),
             Error::RetriesExhausted { last, .. } => Some(*last),
             _ => None,
         }

@@ -20,7 +20,8 @@ use std::sync::{Arc, Barrier, OnceLock};
 use std::time::Duration;
 
 use common::{eventually, unique_root};
-use zk_locks::client::native::NativeClient;
+use zk_locks::client::acl::AclProvider;
+use zk_locks::client::native::{NativeClient, NativeOptions};
 use zk_locks::client::zookeeper::ZookeeperClient;
 use zk_locks::locks::{
     sort_children, standard_sort_key, Decision, InterProcessLock, InterProcessMutex,
@@ -28,7 +29,7 @@ use zk_locks::locks::{
     WRITE_LOCK_NAME,
 };
 use zk_locks::testing::{curator, shared_server};
-use zk_locks::{SharedClient, ZkClient};
+use zk_locks::{SharedClient, ZkClient, ZkError};
 
 const PATIENCE: Duration = Duration::from_secs(60);
 /// Critical sections per contender in the contention scenarios.
@@ -91,9 +92,16 @@ struct Jvm {
 
 impl Jvm {
     fn spawn(classes: &Path, args: &[&str]) -> Jvm {
+        Jvm::spawn_with_env(classes, args, &[])
+    }
+
+    /// As [`Jvm::spawn`], with extra environment variables (`INTEROP_DIGEST=user:password`
+    /// turns on digest credentials and `CREATOR_ALL_ACL`).
+    fn spawn_with_env(classes: &Path, args: &[&str], env: &[(&str, &str)]) -> Jvm {
         let mut child = curator::java(classes, "Interop")
             .expect("java command")
             .args(args)
+            .envs(env.iter().copied())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
@@ -755,5 +763,65 @@ fn curator_revokes_a_rust_holder() {
         .expect("Curator's revocation reached the Rust holder");
     drop(guard);
     assert!(children(client.as_ref(), &root).is_empty());
+    jvm.finish();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Secured locks
+
+/// A Rust session with digest credentials and `creator_all` on everything it creates.
+fn secured_rust_client(connect: &str, user: Option<(&str, &str)>) -> Arc<NativeClient> {
+    let mut options = NativeOptions::new(connect)
+        .session_timeout(Duration::from_secs(10))
+        .acl_provider(AclProvider::creator_all());
+    if let Some((user, password)) = user {
+        options = options.digest_auth(user, password);
+    }
+    NativeClient::connect_with(options).expect("connect")
+}
+
+/// Curator 5.4 with the same digest credentials and `CREATOR_ALL_ACL` shares a lock with a
+/// Rust process: it creates the directory, the Rust peer queues in it and takes over, and a
+/// stranger can neither list the queue nor read Curator's node.
+#[test]
+fn a_secured_lock_is_shared_with_curator_and_refused_to_strangers() {
+    let Some((connect, classes)) = setup() else {
+        return;
+    };
+    let root = unique_root("interop-secured");
+    let mut jvm = Jvm::spawn_with_env(
+        classes,
+        &["hold", &connect, "mutex", &root],
+        &[("INTEROP_DIGEST", "app:secret")],
+    );
+    let curator_node = jvm.expect("HELD ")["HELD ".len()..].to_string();
+
+    let stranger = rust_client(&connect);
+    assert_eq!(stranger.get_children(&root, None), Err(ZkError::NoAuth));
+    assert_eq!(stranger.get_data(&curator_node, None), Err(ZkError::NoAuth));
+    assert_eq!(stranger.delete(&curator_node, None), Err(ZkError::NoAuth));
+
+    let peer: SharedClient = secured_rust_client(&connect, Some(("app", "secret")));
+    let waiter = Arc::new(InterProcessMutex::new(peer.clone(), &root).unwrap());
+    let waiting = {
+        let waiter = waiter.clone();
+        std::thread::spawn(move || {
+            let got = waiter.acquire_timeout(PATIENCE).unwrap();
+            let node = waiter.held_node().map(|n| n.path().to_string());
+            if got {
+                waiter.release().unwrap();
+            }
+            node
+        })
+    };
+    eventually(
+        PATIENCE,
+        "the Rust peer queues in Curator's directory",
+        || children(peer.as_ref(), &root).len() == 2,
+    );
+    jvm.send("RELEASE");
+    jvm.expect("RELEASED");
+    let rust_node = waiting.join().unwrap().expect("the Rust peer got the lock");
+    assert_ne!(rust_node, curator_node);
     jvm.finish();
 }

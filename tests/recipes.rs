@@ -5,7 +5,7 @@
 //! the tests check that story.
 
 // Each recipe is a stand-alone program that includes `recipes/support.rs` itself; here all
-// six are modules of one crate, so that file is compiled six times, on purpose.
+// seven are modules of one crate, so that file is compiled seven times, on purpose.
 #![allow(clippy::duplicate_mod)]
 
 #[path = "../recipes/fencing.rs"]
@@ -20,6 +20,8 @@ mod multi_lock;
 mod processes;
 #[path = "../recipes/quickstart.rs"]
 mod quickstart;
+#[path = "../recipes/stolen_lock.rs"]
+mod stolen_lock;
 
 use std::process::Command;
 
@@ -97,6 +99,18 @@ fn leader_election_fails_over_to_every_candidate() {
 }
 
 /// Where `processes_child` finds its arguments (one per line).
+/// ACLs need a real server: every way in is refused to strangers, the peer takes over.
+#[test]
+fn stolen_lock_attempts_are_refused() {
+    let Some(server) = zk_locks::testing::shared_server() else {
+        return;
+    };
+    let _ = env_logger::builder().is_test(true).try_init();
+    let outcome = stolen_lock::run(&["--connect".into(), server.connect_string()]).unwrap();
+    assert_eq!(outcome.refusals.len(), 6, "{:?}", outcome.refusals);
+    assert!(outcome.peer_took_over);
+}
+
 const CHILD_ARGS_ENV: &str = "ZK_LOCKS_RECIPE_CHILD_ARGS";
 
 #[test]

@@ -21,7 +21,9 @@ const PATIENCE: Duration = Duration::from_secs(30);
 /// zklock with a clean environment (no inherited `ZK_CONNECT`).
 fn zklock() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_zklock"));
-    cmd.env_remove("ZK_CONNECT").stdin(Stdio::null());
+    cmd.env_remove("ZK_CONNECT")
+        .env_remove("ZK_AUTH")
+        .stdin(Stdio::null());
     cmd
 }
 
@@ -504,4 +506,104 @@ fn a_cut_under_an_aged_holder_keeps_the_lock_and_the_command() {
     );
     assert!(!stderr.contains("lost"), "{stderr}");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A `creator_all` lock held by the library with `app:secret`.
+fn secured_holder(connect: &str, root: &str) -> (SharedClient, InterProcessMutex) {
+    use zk_locks::client::acl::AclProvider;
+    use zk_locks::client::native::{NativeClient, NativeOptions};
+    let options = NativeOptions::new(connect)
+        .digest_auth("app", "secret")
+        .acl_provider(AclProvider::creator_all());
+    let shared: SharedClient = NativeClient::connect_with(options).unwrap();
+    let mutex = InterProcessMutex::new(shared.clone(), root).unwrap();
+    mutex.acquire().unwrap();
+    (shared, mutex)
+}
+
+#[test]
+fn credentials_come_from_a_file_or_the_environment_and_strangers_exit_69() {
+    let Some(server) = shared_server() else {
+        return;
+    };
+    let connect = server.connect_string();
+    let root = unique_root("zklock-secured");
+    let (owner, mutex) = secured_holder(&connect, &root);
+
+    // Without credentials `holders` may not look: a clear error, exit 69.
+    let out = run(zklock().args(["holders", "--connect", &connect, &root]));
+    assert_eq!(out.status.code(), Some(69), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("not allowed to look"), "{stderr}");
+
+    // With them (environment) it lists the holder.
+    let out =
+        run(zklock()
+            .env("ZK_AUTH", "app:secret")
+            .args(["holders", "--connect", &connect, &root]));
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("holder"));
+
+    // A wrong password cannot queue: exit 69, the password never printed, nothing left.
+    let out = run(zklock().env("ZK_AUTH", "app:guessed-pw").args([
+        "--connect",
+        &connect,
+        "--acl",
+        "creator-all",
+        "--timeout",
+        "5s",
+        &root,
+        "--",
+        "true",
+    ]));
+    assert_eq!(out.status.code(), Some(69), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("wrong password"), "{stderr}");
+    assert!(!stderr.contains("guessed-pw"), "{stderr}");
+    assert_eq!(children(owner.as_ref(), &root).len(), 1);
+
+    // The right credentials from a file: queues behind the holder (it can list) and times out.
+    let dir = temp_dir("auth-file");
+    let file = dir.join("zk-auth");
+    std::fs::write(&file, "app:secret\n").unwrap();
+    let out = run(zklock().args([
+        "--connect",
+        &connect,
+        "--auth-file",
+        file.to_str().unwrap(),
+        "--acl",
+        "creator-all",
+        "--timeout",
+        "300ms",
+        &root,
+        "--",
+        "true",
+    ]));
+    assert_eq!(out.status.code(), Some(75), "{out:?}");
+    mutex.release().unwrap();
+    // Then takes it (credentials from the environment, which the command does not inherit).
+    let out = run(zklock().env("ZK_AUTH", "app:secret").args([
+        "--connect",
+        &connect,
+        "--acl",
+        "creator-all",
+        &root,
+        "--",
+        "sh",
+        "-c",
+        "test -z \"$ZK_AUTH\"",
+    ]));
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+
+    // An ACL mode that needs credentials without any is a usage error.
+    let out = run(zklock().args([
+        "--connect",
+        &connect,
+        "--acl",
+        "creator-all",
+        &root,
+        "--",
+        "true",
+    ]));
+    assert_eq!(out.status.code(), Some(64), "{out:?}");
 }

@@ -11,6 +11,7 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use zk_locks::client::acl::AclProvider;
 use zk_locks::client::native::{NativeClient, NativeOptions};
 use zk_locks::locks::{
     standard_sort_key, HeldNode, InterProcessLock, InterProcessMutex, InterProcessReadWriteLock,
@@ -22,7 +23,8 @@ use zk_locks::{Error, SharedClient, ZkError};
 mod exit {
     /// Bad arguments.
     pub const USAGE: i32 = 64;
-    /// No session with ZooKeeper (unreachable, bad connect string).
+    /// No session with ZooKeeper (unreachable, bad connect string), or not allowed: refused
+    /// credentials, a node whose ACL does not grant ours, an ACL that would lock us out.
     pub const UNAVAILABLE: i32 = 69;
     /// ZooKeeper failed while acquiring or listing (retries exhausted, session lost).
     pub const LOCK_ERROR: i32 = 70;
@@ -43,7 +45,7 @@ zklock - run a command while holding a ZooKeeper lock (Curator-compatible)
 
 USAGE:
     zklock [OPTIONS] PATH -- COMMAND [ARGS...]
-    zklock holders [--connect HOSTS] [--session-timeout DUR] [--semaphore N] PATH
+    zklock holders [--connect HOSTS] [--session-timeout DUR] [--auth-file FILE] [--semaphore N] PATH
 
 Acquires the lock at PATH (an InterProcessMutex by default), runs COMMAND, releases the lock
 and exits with COMMAND's status. JVM processes using Curator 5.4's recipes on the same PATH
@@ -58,6 +60,15 @@ OPTIONS:
         --semaphore N          take one lease of an InterProcessSemaphoreV2 with N leases
         --session-timeout DUR  ZooKeeper session timeout (default 10s)
         --grace DUR            after a lost lock, time between SIGTERM and SIGKILL (default 5s)
+        --auth-file FILE       digest credentials `user:password` from FILE (default: $ZK_AUTH);
+                               never on the command line, where `ps` shows them; the
+                               command does not inherit $ZK_AUTH
+        --acl MODE             ACL of the nodes zklock creates: open (default), creator-all
+                               (only the same user), read-only-for-world (others may look);
+                               creator-all and read-only-for-world need credentials
+        --tls-ca FILE          connect with TLS (HOSTS name secureClientPorts), verifying the
+                               servers against the PEM CA certificates in FILE (feature `tls`)
+        --tls-cert FILE        with --tls-key FILE: present this PEM client certificate
     -h, --help                 this text
     -V, --version              the version
 
@@ -79,7 +90,8 @@ every lease is listed as a holder.
 EXIT STATUS:
     0-255  the command's own status
     64     usage error
-    69     could not connect to ZooKeeper
+    69     could not connect to ZooKeeper, or not allowed (credentials refused, the lock's
+           ACL does not grant our user: a wrong password?)
     70     ZooKeeper error while acquiring or listing
     75     timed out waiting for the lock
     76     the lock was lost while the command ran (it was terminated)
@@ -94,6 +106,7 @@ EXAMPLES:
     zklock --semaphore 3 /pools/encoder -- ffmpeg -i in.mp4 out.webm
     zklock --read /locks/catalog -- ./export-catalog
     zklock holders /locks/nightly-report
+    ZK_AUTH=deploy:s3cret zklock --acl creator-all /locks/deploy -- ./deploy.sh
     RUST_LOG=debug zklock /locks/x -- true
 ";
 
@@ -106,8 +119,43 @@ enum Kind {
     Semaphore(usize),
 }
 
+/// Credentials and the ACL of what zklock creates.
+#[derive(Debug, Clone, Default)]
+struct Security {
+    /// `--auth-file`, read by [`load_credentials`].
+    auth_file: Option<String>,
+    /// Digest `user:password`, from the file or $ZK_AUTH.
+    credentials: Option<String>,
+    /// `--acl`.
+    acl: AclMode,
+    /// `--tls-ca`, `--tls-cert`, `--tls-key`: PEM files.
+    tls_ca: Option<String>,
+    tls_cert: Option<String>,
+    tls_key: Option<String>,
+}
+
+/// `--acl`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+enum AclMode {
+    #[default]
+    Open,
+    CreatorAll,
+    ReadOnlyForWorld,
+}
+
+impl AclMode {
+    fn provider(self) -> AclProvider {
+        match self {
+            AclMode::Open => AclProvider::open(),
+            AclMode::CreatorAll => AclProvider::creator_all(),
+            AclMode::ReadOnlyForWorld => AclProvider::read_only_for_world(),
+        }
+    }
+}
+
 #[derive(Debug)]
 struct RunArgs {
+    security: Security,
     connect: String,
     session_timeout: Duration,
     timeout: Option<Duration>,
@@ -119,6 +167,7 @@ struct RunArgs {
 
 #[derive(Debug)]
 struct HoldersArgs {
+    security: Security,
     connect: String,
     session_timeout: Duration,
     semaphore: Option<usize>,
@@ -143,7 +192,9 @@ fn main() {
         .format_timestamp_millis()
         .init();
     let args: Vec<OsString> = std::env::args_os().skip(1).collect();
-    let cli = match parse_cli(args, std::env::var("ZK_CONNECT").ok()) {
+    let cli = parse_cli(args, std::env::var("ZK_CONNECT").ok())
+        .and_then(|cli| load_credentials(cli, std::env::var("ZK_AUTH").ok()));
+    let cli = match cli {
         Ok(cli) => cli,
         Err(Usage(msg)) => {
             eprintln!("zklock: {msg}\nTry 'zklock --help' for more information.");
@@ -204,6 +255,7 @@ fn parse_cli(args: Vec<OsString>, env_connect: Option<String>) -> Result<Cli, Us
     let mut path = None;
     let mut command = Vec::new();
     let mut first = true;
+    let mut security = Security::default();
     while let Some(arg) = args.next() {
         let text = arg
             .to_str()
@@ -253,6 +305,22 @@ fn parse_cli(args: Vec<OsString>, env_connect: Option<String>) -> Result<Cli, Us
                 }
             }
             "--grace" => grace = parse_duration(&value(&name)?).map_err(Usage)?,
+            "--auth-file" => security.auth_file = Some(value(&name)?),
+            "--tls-ca" => security.tls_ca = Some(value(&name)?),
+            "--tls-cert" => security.tls_cert = Some(value(&name)?),
+            "--tls-key" => security.tls_key = Some(value(&name)?),
+            "--acl" => {
+                security.acl = match value(&name)?.as_str() {
+                    "open" => AclMode::Open,
+                    "creator-all" => AclMode::CreatorAll,
+                    "read-only-for-world" => AclMode::ReadOnlyForWorld,
+                    other => {
+                        return Err(Usage(format!(
+                            "--acl must be open, creator-all or read-only-for-world, not {other:?}"
+                        )))
+                    }
+                }
+            }
             "--read" => set_kind(Kind::Read)?,
             "--write" => set_kind(Kind::Write)?,
             "--semaphore" => {
@@ -294,10 +362,11 @@ fn parse_cli(args: Vec<OsString>, env_connect: Option<String>) -> Result<Cli, Us
         }
         if matches!(kind, Some(Kind::Read | Kind::Write)) || timeout.is_some() {
             return Err(Usage(
-                "holders takes only --connect, --session-timeout and --semaphore".into(),
+                "holders takes only --connect, --session-timeout, --auth-file, --acl, --tls-* and --semaphore".into(),
             ));
         }
         return Ok(Cli::Holders(HoldersArgs {
+            security,
             connect,
             session_timeout,
             semaphore,
@@ -308,6 +377,7 @@ fn parse_cli(args: Vec<OsString>, env_connect: Option<String>) -> Result<Cli, Us
         return Err(Usage("missing the COMMAND (after --)".into()));
     }
     Ok(Cli::Run(RunArgs {
+        security,
         connect,
         session_timeout,
         timeout,
@@ -318,8 +388,74 @@ fn parse_cli(args: Vec<OsString>, env_connect: Option<String>) -> Result<Cli, Us
     }))
 }
 
-fn connect(hosts: &str, session_timeout: Duration) -> Result<Arc<NativeClient>, Error> {
-    NativeClient::connect_with(NativeOptions::new(hosts).session_timeout(session_timeout))
+/// Reads the digest credentials (`--auth-file`, else `$ZK_AUTH`) and checks that an ACL mode
+/// that needs them has them. Never echoes the credentials.
+fn load_credentials(mut cli: Cli, env_auth: Option<String>) -> Result<Cli, Usage> {
+    let security = match &mut cli {
+        Cli::Run(args) => &mut args.security,
+        Cli::Holders(args) => &mut args.security,
+        Cli::Help | Cli::Version => return Ok(cli),
+    };
+    let credentials = match &security.auth_file {
+        Some(file) => Some(
+            std::fs::read_to_string(file)
+                .map_err(|e| Usage(format!("cannot read --auth-file {file:?}: {e}")))?
+                .trim_end_matches(['\r', '\n'])
+                .to_string(),
+        ),
+        None => env_auth.filter(|a| !a.is_empty()),
+    };
+    if let Some(c) = &credentials {
+        if c.split_once(':').is_none_or(|(user, _)| user.is_empty()) {
+            return Err(Usage("credentials must be `user:password` (digest)".into()));
+        }
+    }
+    if security.tls_ca.is_none() && (security.tls_cert.is_some() || security.tls_key.is_some()) {
+        return Err(Usage("--tls-cert and --tls-key need --tls-ca".into()));
+    }
+    if security.tls_cert.is_some() != security.tls_key.is_some() {
+        return Err(Usage("--tls-cert and --tls-key go together".into()));
+    }
+    if cfg!(not(feature = "tls")) && security.tls_ca.is_some() {
+        return Err(Usage(
+            "this zklock was built without TLS (cargo feature `tls`)".into(),
+        ));
+    }
+    if security.acl != AclMode::Open && credentials.is_none() {
+        return Err(Usage(
+            "--acl creator-all and read-only-for-world need credentials: --auth-file FILE or $ZK_AUTH"
+                .into(),
+        ));
+    }
+    security.credentials = credentials;
+    Ok(cli)
+}
+
+fn connect(
+    hosts: &str,
+    session_timeout: Duration,
+    security: &Security,
+) -> Result<Arc<NativeClient>, Error> {
+    let mut options = NativeOptions::new(hosts)
+        .session_timeout(session_timeout)
+        .acl_provider(security.acl.provider());
+    if let Some(credentials) = &security.credentials {
+        options = options.auth("digest", credentials.as_bytes());
+    }
+    #[cfg(feature = "tls")]
+    if let Some(ca) = &security.tls_ca {
+        let mut tls = zk_locks::client::native::TlsOptions::from_ca_file(ca)?;
+        if let (Some(cert), Some(key)) = (&security.tls_cert, &security.tls_key) {
+            tls = tls.client_cert_files(cert, key)?;
+        }
+        options = options.tls(tls);
+    }
+    NativeClient::connect_with(options)
+}
+
+/// Not allowed (rather than broken): our credentials or ACL do not fit the lock.
+fn not_allowed(e: &Error) -> bool {
+    matches!(e, Error::NotAuthorized { .. } | Error::InvalidAcl { .. })
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -380,6 +516,7 @@ fn run(args: RunArgs) -> i32 {
     let loss_tx = events_tx.clone();
     let (release_tx, release_rx) = mpsc::channel::<()>();
     let request = Request {
+        security: args.security.clone(),
         hosts: args.connect.clone(),
         session_timeout: args.session_timeout,
         kind: args.kind,
@@ -424,6 +561,11 @@ fn run(args: RunArgs) -> i32 {
                 eprintln!("zklock: {e}");
                 return exit::UNAVAILABLE;
             }
+            Ok(Event::Failed(e)) if not_allowed(&e) => {
+                eprintln!("zklock: cannot acquire {}: {e}", args.path);
+                close(&client);
+                return exit::UNAVAILABLE;
+            }
             Ok(Event::Failed(e)) => {
                 eprintln!("zklock: cannot acquire {}: {e}", args.path);
                 close(&client);
@@ -452,7 +594,9 @@ fn run(args: RunArgs) -> i32 {
         }
     };
     let mut cmd = Command::new(&args.command[0]);
+    // The credentials are zklock's, not the command's.
     cmd.args(&args.command[1..])
+        .env_remove("ZK_AUTH")
         .env("ZKLOCK_PATH", &args.path)
         .env("ZKLOCK_NODE", node.path())
         .env("ZKLOCK_FENCING_TOKEN", token.to_string());
@@ -603,6 +747,7 @@ fn watch_for_loss(node: Arc<HeldNode>, tx: Sender<Event>) {
 
 /// What the worker is to take.
 struct Request {
+    security: Security,
     hosts: String,
     session_timeout: Duration,
     kind: Kind,
@@ -613,7 +758,7 @@ struct Request {
 /// The worker: connects, acquires, reports, and releases when told to (on the same thread,
 /// as a reentrant mutex requires). Main may stop listening at any point (it then exits).
 fn hold(request: &Request, events: &Sender<Event>, release: &Receiver<()>) {
-    let client = match connect(&request.hosts, request.session_timeout) {
+    let client = match connect(&request.hosts, request.session_timeout, &request.security) {
         Ok(c) => c,
         Err(e) => {
             let _ = events.send(Event::Failed(e));
@@ -705,7 +850,7 @@ struct Participant {
 }
 
 fn holders(args: &HoldersArgs) -> i32 {
-    let client = match connect(&args.connect, args.session_timeout) {
+    let client = match connect(&args.connect, args.session_timeout, &args.security) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("zklock: {e}");
@@ -729,6 +874,10 @@ fn holders(args: &HoldersArgs) -> i32 {
                 println!("{state:<8} {:<9} {}  {}", p.kind, p.name, data.trim_end());
             }
             0
+        }
+        Err(e) if not_allowed(&e) => {
+            eprintln!("zklock: not allowed to look at {}: {e}", args.path);
+            exit::UNAVAILABLE
         }
         Err(e) => {
             eprintln!("zklock: cannot list {}: {e}", args.path);

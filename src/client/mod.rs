@@ -14,6 +14,7 @@
 //! they must only record and notify (set a flag, notify a `Condvar`), never call the client —
 //! a callback that calls the `zookeeper` crate deadlocks its IO thread.
 
+pub mod acl;
 pub mod counting;
 pub mod memory;
 pub mod native;

@@ -56,6 +56,7 @@ impl TestingCluster {
             nodes.push(Mutex::new(Node::create(NodeConfig {
                 client_port: *client,
                 quorum: Some((i as u32 + 1, servers.clone())),
+                secure_port: None,
             })?));
         }
         let cluster = TestingCluster { nodes };

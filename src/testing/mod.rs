@@ -1,7 +1,8 @@
 //! Test support (feature `testing`), like Curator's `curator-test`: real ZooKeeper servers and
 //! clusters on loopback ports, and a fault-injecting proxy.
 //!
-//! - [`TestingServer`]: one standalone ZooKeeper 3.8 (Debian's jars, plain `java`, no root);
+//! - [`TestingServer`]: one standalone ZooKeeper 3.8 (Debian's jars, plain `java`, no root),
+//!   optionally with a TLS port ([`TestingServer::start_tls`], certificates in [`TlsFiles`]);
 //! - [`TestingCluster`]: an n-member quorum on 127.0.0.1;
 //! - [`FaultProxy`]: cut / freeze / refuse connections, expire a session for real;
 //! - [`shared_server`]: one lazily started server per test process;
@@ -20,6 +21,7 @@ pub mod curator;
 mod process;
 mod proxy;
 mod server;
+mod tls;
 pub mod torture;
 pub mod watches;
 
@@ -28,6 +30,7 @@ use std::sync::OnceLock;
 pub use cluster::TestingCluster;
 pub use proxy::FaultProxy;
 pub use server::TestingServer;
+pub use tls::TlsFiles;
 
 /// The environment variable that turns a missing ZooKeeper into a test failure.
 pub const REQUIRE_SERVER_ENV: &str = "ZK_LOCKS_REQUIRE_SERVER";

@@ -166,12 +166,24 @@ pub(crate) struct NodeConfig {
     pub client_port: u16,
     /// `server.N=...` lines (empty for standalone) and this node's id.
     pub quorum: Option<(u32, Vec<String>)>,
+    /// A TLS `secureClientPort` on 127.0.0.1 (Netty connection factory, certificates made
+    /// with `openssl` in the node's dir, client certificates wanted but not required).
+    pub secure_port: Option<u16>,
 }
+
+/// Two Netty jars that `zookeeper.jar`'s manifest omits: without them the Netty connection
+/// factory (needed for TLS) fails every connection with `NoClassDefFoundError`.
+const DEBIAN_NETTY_JARS: [&str; 2] = [
+    "/usr/share/java/netty-codec.jar",
+    "/usr/share/java/netty-resolver.jar",
+];
 
 /// One ZooKeeper JVM with its own dir (config, data, log), restartable on the same port.
 pub(crate) struct Node {
     pub dir: PathBuf,
     pub client_port: u16,
+    /// The certificates, on a TLS node.
+    pub tls: Option<super::tls::TlsFiles>,
     main_class: &'static str,
     pid: Option<i32>,
     keeper: Option<JoinHandle<()>>,
@@ -208,6 +220,27 @@ impl Node {
             }
             fs::write(data.join("myid"), format!("{myid}\n")).map_err(io_err("writing myid"))?;
         }
+        let tls = match config.secure_port {
+            None => None,
+            Some(port) => {
+                let tls_dir = dir.join("tls");
+                fs::create_dir_all(&tls_dir).map_err(io_err("creating the tls dir"))?;
+                let files = super::tls::generate(&tls_dir)?;
+                cfg.push_str(&format!(
+                    "secureClientPort={port}\n\
+                     secureClientPortAddress=127.0.0.1\n\
+                     serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory\n\
+                     ssl.keyStore.location={}\n\
+                     ssl.keyStore.type=PEM\n\
+                     ssl.trustStore.location={}\n\
+                     ssl.trustStore.type=PEM\n\
+                     ssl.clientAuth=want\n",
+                    files.server_store.display(),
+                    files.ca.display()
+                ));
+                Some(files)
+            }
+        };
         fs::write(dir.join("zoo.cfg"), cfg).map_err(io_err("writing zoo.cfg"))?;
         // Everything to stdout, which goes to zookeeper.log in this dir (never the test output).
         fs::write(
@@ -221,6 +254,7 @@ impl Node {
         Ok(Node {
             dir,
             client_port: config.client_port,
+            tls,
             main_class: if config.quorum.is_some() {
                 "org.apache.zookeeper.server.quorum.QuorumPeerMain"
             } else {
@@ -262,6 +296,11 @@ impl Node {
             hosts: self.client_addr().to_string(),
             reason: missing_requirements().unwrap_or_default(),
         })?;
+        let netty = if self.tls.is_some() {
+            DEBIAN_NETTY_JARS.iter().map(|j| format!(":{j}")).collect()
+        } else {
+            String::new()
+        };
         let log = OpenOptions::new()
             .create(true)
             .append(true)
@@ -278,7 +317,7 @@ impl Node {
             // Containers emptied of their children are reaped within a second, not a minute.
             .arg("-Dznode.container.checkIntervalMs=500")
             .arg("-cp")
-            .arg(format!("{}:{}", self.dir.display(), classpath))
+            .arg(format!("{}:{}{}", self.dir.display(), classpath, netty))
             .arg(self.main_class)
             .arg(self.dir.join("zoo.cfg"))
             .current_dir(&self.dir)
@@ -369,6 +408,26 @@ impl Node {
                 return Err(self.startup_error(format!(
                     "not ready within {timeout:?} (last {cmd:?} reply: {last:?})"
                 )));
+            }
+            // Polling a child process for readiness: there is nothing to wait on instead.
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Waits until `port` on 127.0.0.1 accepts a TCP connection, the JVM dies, or the deadline
+    /// passes.
+    pub fn wait_for_port(&self, port: u16, timeout: Duration) -> Result<()> {
+        let deadline = Instant::now() + timeout;
+        let addr = SocketAddr::from(([127, 0, 0, 1], port));
+        loop {
+            if !self.is_running() {
+                return Err(self.startup_error("the server process exited".into()));
+            }
+            if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                return Err(self.startup_error(format!("port {port} not open within {timeout:?}")));
             }
             // Polling a child process for readiness: there is nothing to wait on instead.
             std::thread::sleep(Duration::from_millis(100));

@@ -21,6 +21,7 @@ const STARTUP_TIMEOUT: Duration = Duration::from_secs(60);
 pub struct TestingServer {
     node: Mutex<Node>,
     port: u16,
+    secure_port: Option<u16>,
 }
 
 impl std::fmt::Debug for TestingServer {
@@ -37,17 +38,48 @@ impl TestingServer {
     /// Fails with [`crate::Error::Connect`] (carrying the log tail) when Java or the jars are
     /// missing or the server does not come up in time.
     pub fn start() -> Result<TestingServer> {
+        Self::start_with(None)
+    }
+
+    /// Starts a server that also listens with TLS on a second port ([`secure_port`]), with
+    /// certificates made by the `openssl` command ([`tls_files`]); client certificates are
+    /// wanted, not required. Waits until the TLS port accepts connections too.
+    ///
+    /// [`secure_port`]: TestingServer::secure_port
+    /// [`tls_files`]: TestingServer::tls_files
+    pub fn start_tls() -> Result<TestingServer> {
+        Self::start_with(Some(free_port()?))
+    }
+
+    fn start_with(secure_port: Option<u16>) -> Result<TestingServer> {
         let port = free_port()?;
         let node = Node::create(NodeConfig {
             client_port: port,
             quorum: None,
+            secure_port,
         })?;
         let server = TestingServer {
             node: Mutex::new(node),
             port,
+            secure_port,
         };
         server.restart()?;
         Ok(server)
+    }
+
+    /// The TLS port, on a server started with [`TestingServer::start_tls`].
+    pub fn secure_port(&self) -> Option<u16> {
+        self.secure_port
+    }
+
+    /// `127.0.0.1:<secure port>`, on a TLS server.
+    pub fn secure_connect_string(&self) -> Option<String> {
+        self.secure_port.map(|p| format!("127.0.0.1:{p}"))
+    }
+
+    /// The certificates, on a TLS server.
+    pub fn tls_files(&self) -> Option<super::TlsFiles> {
+        self.node.lock().tls.clone()
     }
 
     /// `127.0.0.1:<port>`.
@@ -78,7 +110,12 @@ impl TestingServer {
         node.spawn()?;
         node.wait_until("ruok", |r| r.trim() == "imok", STARTUP_TIMEOUT)?;
         // `imok` only means the process runs; `srvr` reports a mode once requests are served.
-        node.wait_until("srvr", |r| r.contains("Mode: "), STARTUP_TIMEOUT)
+        node.wait_until("srvr", |r| r.contains("Mode: "), STARTUP_TIMEOUT)?;
+        // The secure port binds after the plain one.
+        match self.secure_port {
+            Some(port) => node.wait_for_port(port, STARTUP_TIMEOUT),
+            None => Ok(()),
+        }
     }
 
     /// True while the server process runs.
@@ -95,28 +132,11 @@ impl TestingServer {
     /// The number of watches the server holds (all sessions), from `wchs`'s "Total watches:".
     pub fn watch_count(&self) -> Result<usize> {
         let reply = self.four_letter("wchs")?;
-        Ok(parse_total_watches(&reply))
+        Ok(super::watches::total_watches(&reply))
     }
 
     /// The server's log so far (the last `max_bytes`), for assertions and failure messages.
     pub fn log_tail(&self, max_bytes: u64) -> String {
         super::process::log_tail(&self.node.lock().log_path(), max_bytes)
-    }
-}
-
-pub(crate) fn parse_total_watches(wchs: &str) -> usize {
-    wchs.lines()
-        .find_map(|l| l.trim().strip_prefix("Total watches:"))
-        .and_then(|n| n.trim().parse().ok())
-        .unwrap_or(0)
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn parses_wchs() {
-        let reply = "2 connections watching 3 paths\nTotal watches:4\n";
-        assert_eq!(super::parse_total_watches(reply), 4);
-        assert_eq!(super::parse_total_watches(""), 0);
     }
 }

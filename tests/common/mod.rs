@@ -270,18 +270,8 @@ impl Backend for Real {
     }
 
     fn watches_under(&self, prefix: &str) -> usize {
-        // `wchp`: watched paths, each followed by the sessions watching it.
-        let out = self.server.four_letter("wchp").unwrap_or_default();
-        let mut count = 0;
-        let mut counting = false;
-        for line in out.lines() {
-            if line.starts_with('/') {
-                counting = line.starts_with(prefix);
-            } else if counting && line.trim_start().starts_with("0x") {
-                count += 1;
-            }
-        }
-        count
+        let wchp = self.server.four_letter("wchp").unwrap_or_default();
+        zk_locks::testing::watches::watches_under(&wchp, prefix)
     }
 
     fn patience(&self) -> Duration {

@@ -18,6 +18,7 @@
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.lang.reflect.Constructor;
+import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Collection;
 import java.util.List;
@@ -25,6 +26,7 @@ import java.util.concurrent.CountDownLatch;
 
 import org.apache.curator.framework.CuratorFramework;
 import org.apache.curator.framework.CuratorFrameworkFactory;
+import org.apache.curator.framework.api.ACLProvider;
 import org.apache.curator.framework.recipes.locks.InterProcessLock;
 import org.apache.curator.framework.recipes.locks.InterProcessMutex;
 import org.apache.curator.framework.recipes.locks.InterProcessReadWriteLock;
@@ -34,6 +36,8 @@ import org.apache.curator.framework.recipes.locks.LockInternals;
 import org.apache.curator.framework.recipes.locks.LockInternalsSorter;
 import org.apache.curator.framework.recipes.locks.Revoker;
 import org.apache.curator.retry.ExponentialBackoffRetry;
+import org.apache.zookeeper.ZooDefs;
+import org.apache.zookeeper.data.ACL;
 
 public class Interop {
     private static final List<String> records = new ArrayList<>();
@@ -54,8 +58,22 @@ public class Interop {
 
     public static void main(String[] args) throws Exception {
         String mode = args[0];
-        CuratorFramework client = CuratorFrameworkFactory.newClient(
-                args[1], 10000, 10000, new ExponentialBackoffRetry(100, 10));
+        CuratorFrameworkFactory.Builder builder = CuratorFrameworkFactory.builder()
+                .connectString(args[1])
+                .sessionTimeoutMs(10000)
+                .connectionTimeoutMs(10000)
+                .retryPolicy(new ExponentialBackoffRetry(100, 10));
+        // With INTEROP_DIGEST=user:password: digest credentials and CREATOR_ALL_ACL on every
+        // node Curator creates (lock directories included), as a secured deployment would.
+        String digest = System.getenv("INTEROP_DIGEST");
+        if (digest != null) {
+            builder = builder.authorization("digest", digest.getBytes(StandardCharsets.UTF_8))
+                    .aclProvider(new ACLProvider() {
+                        @Override public List<ACL> getDefaultAcl() { return ZooDefs.Ids.CREATOR_ALL_ACL; }
+                        @Override public List<ACL> getAclForPath(String path) { return ZooDefs.Ids.CREATOR_ALL_ACL; }
+                    });
+        }
+        CuratorFramework client = builder.build();
         client.start();
         client.blockUntilConnected();
         BufferedReader in = new BufferedReader(new InputStreamReader(System.in));

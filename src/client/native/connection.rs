@@ -14,7 +14,6 @@
 
 use std::collections::VecDeque;
 use std::io::{Read, Write};
-use std::net::{Shutdown, TcpStream};
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -23,6 +22,7 @@ use parking_lot::{Condvar, Mutex};
 
 use super::jute::{frame_length, DecodeError, Reader};
 use super::records::{self, ReplyHeader, WireRequest};
+use super::transport::Transport;
 use super::watches::{WatchKind, Watches};
 use crate::client::{Watcher, ZkError, ZkResult};
 
@@ -88,7 +88,7 @@ struct Pending {
 }
 
 struct Outgoing {
-    stream: TcpStream,
+    stream: Transport,
     next_xid: i32,
 }
 
@@ -100,7 +100,7 @@ pub trait LinkObserver: Send + Sync {
 
 /// One connection. Shared by the callers, the reader thread and the session supervisor.
 pub struct Connection {
-    control: TcpStream,
+    control: Transport,
     reader_stopped: Mutex<bool>,
     reader_stopped_cv: Condvar,
     out: Mutex<Outgoing>,
@@ -113,7 +113,7 @@ pub struct Connection {
 
 impl Connection {
     /// Wraps a connected, handshaken socket (no reader yet: see [`Connection::start_reader`]).
-    pub fn new(stream: TcpStream, packet_limit: usize) -> std::io::Result<Arc<Connection>> {
+    pub fn new(stream: Transport, packet_limit: usize) -> std::io::Result<Arc<Connection>> {
         let control = stream.try_clone()?;
         let base = Instant::now();
         Ok(Arc::new(Connection {
@@ -252,10 +252,10 @@ impl Connection {
         for (_, slot) in drained {
             slot.fill(Err(ZkError::ConnectionLoss));
         }
-        let _ = self.control.shutdown(Shutdown::Both);
+        self.control.shutdown();
     }
 
-    fn read_loop(&self, mut stream: TcpStream, watches: &Watches, last_zxid: &AtomicI64) -> String {
+    fn read_loop(&self, mut stream: Transport, watches: &Watches, last_zxid: &AtomicI64) -> String {
         loop {
             let frame = match read_frame(&mut stream, self.packet_limit) {
                 Ok(frame) => frame,

@@ -16,6 +16,8 @@
 //! - `session`: connect, ping, dead-link and expiry clocks, reconnect, auth and SetWatches;
 //! - `watches`: the one-shot callback registry and the thread callbacks run on;
 //! - `options`: [`NativeOptions`] and the connect string;
+//! - `transport`: the byte stream, plain TCP or TLS; `tls` (feature `tls`): `TlsOptions`
+//!   and the rustls configuration;
 //! - this file: [`NativeClient`] and its [`ZkClient`] implementation.
 //!
 //! ```no_run
@@ -35,6 +37,9 @@ pub mod jute;
 mod options;
 pub mod records;
 mod session;
+#[cfg(feature = "tls")]
+mod tls;
+mod transport;
 mod watches;
 
 use std::sync::Arc;
@@ -47,7 +52,10 @@ pub use self::options::{NativeOptions, DEFAULT_PACKET_LIMIT};
 use self::records::{decode_all, read_create2, read_data, read_stat, WireRequest};
 pub use self::records::{MultiOp, MultiResult};
 use self::session::{SessionConfig, SessionCore};
+#[cfg(feature = "tls")]
+pub use self::tls::TlsOptions;
 use self::watches::{from_server, to_server, WatchKind, Watches};
+use crate::client::acl::{check_self_access, Acl, AclProvider};
 use crate::client::{CreateMode, Request, Response, Stat, Watcher, ZkClient, ZkError, ZkResult};
 use crate::error::{Error, Result};
 use crate::session::Session;
@@ -59,6 +67,8 @@ pub struct NativeClient {
     chroot: Option<String>,
     call_timeout: Duration,
     connect_string: String,
+    acl: AclProvider,
+    auth: Vec<(String, Vec<u8>)>,
 }
 
 impl std::fmt::Debug for NativeClient {
@@ -121,6 +131,11 @@ impl NativeClient {
                 session_timeout: options.session_timeout,
                 packet_limit: options.packet_limit.max(64),
                 auth: options.auth.clone(),
+                #[cfg(feature = "tls")]
+                tls: match &options.tls {
+                    Some(tls) => Some(tls.client_config()?),
+                    None => None,
+                },
             },
             watches,
         );
@@ -136,6 +151,8 @@ impl NativeClient {
             chroot,
             call_timeout: options.effective_call_timeout(),
             connect_string: options.connect_string.clone(),
+            acl: options.acl.clone(),
+            auth: options.auth.clone(),
         });
         if let Some(chroot) = client.chroot.clone() {
             client.create_chroot(&chroot).map_err(|e| {
@@ -152,6 +169,7 @@ impl NativeClient {
             path.push('/');
             path.push_str(part);
             let request = WireRequest::Create {
+                acl: self.acl_for(&path)?,
                 path: path.clone(),
                 data: Vec::new(),
                 mode: CreateMode::Persistent,
@@ -162,6 +180,17 @@ impl NativeClient {
             }
         }
         Ok(())
+    }
+
+    /// The ACL for a node created at the client path `path`, refused when it would lock this
+    /// client out (see [`check_self_access`]). Empty for the open ACL.
+    fn acl_for(&self, path: &str) -> ZkResult<Vec<Acl>> {
+        if self.acl.is_open() {
+            return Ok(Vec::new());
+        }
+        let acl = self.acl.acl_for_path(path);
+        check_self_access(&acl, &self.auth)?;
+        Ok(acl)
     }
 
     /// The chroot applied to every path, if the connect string had one.
@@ -225,11 +254,13 @@ impl NativeClient {
     /// client paths, as everywhere else.
     pub fn multi(&self, ops: Vec<MultiOp>) -> ZkResult<Vec<MultiResult>> {
         let mut server_ops = Vec::with_capacity(ops.len());
+        let mut create_acls = Vec::new();
         for op in ops {
             server_ops.push(match op {
                 MultiOp::Create { path, data, mode } => {
                     crate::paths::validate_create_path(&path, mode.is_sequential())
                         .map_err(|_| ZkError::BadArguments)?;
+                    create_acls.push(self.acl_for(&path)?);
                     MultiOp::Create {
                         path: self.server_path(&path),
                         data,
@@ -264,7 +295,14 @@ impl NativeClient {
                 }
             });
         }
-        let results = self.call(WireRequest::Multi(server_ops), None, records::read_multi)?;
+        let results = self.call(
+            WireRequest::Multi {
+                ops: server_ops,
+                create_acls,
+            },
+            None,
+            records::read_multi,
+        )?;
         Ok(results
             .into_iter()
             .map(|r| match r {
@@ -282,6 +320,7 @@ impl NativeClient {
                 crate::paths::validate_create_path(path, mode.is_sequential())
                     .map_err(|_| ZkError::BadArguments)?;
                 WireRequest::Create {
+                    acl: self.acl_for(path)?,
                     path: self.server_path(path),
                     data: data.clone(),
                     mode: *mode,
@@ -359,6 +398,7 @@ impl ZkClient for NativeClient {
         crate::paths::validate_create_path(path, mode.is_sequential())
             .map_err(|_| ZkError::BadArguments)?;
         let request = WireRequest::Create {
+            acl: self.acl_for(path)?,
             path: self.server_path(path),
             data: data.to_vec(),
             mode,

@@ -3,6 +3,7 @@
 use std::net::ToSocketAddrs;
 use std::time::Duration;
 
+use crate::client::acl::AclProvider;
 use crate::error::{Error, Result};
 
 /// ZooKeeper's default packet limit (`jute.maxbuffer`): frames this long or longer are refused.
@@ -15,7 +16,8 @@ pub const DEFAULT_PACKET_LIMIT: usize = 0xfffff;
 /// use zk_locks::client::native::NativeOptions;
 /// let options = NativeOptions::new("127.0.0.1:2181,127.0.0.1:2182/app")
 ///     .session_timeout(Duration::from_secs(6))
-///     .digest_auth("app", "secret");
+///     .digest_auth("app", "secret")
+///     .acl_provider(zk_locks::client::acl::AclProvider::creator_all());
 /// assert_eq!(options.effective_call_timeout(), Duration::from_secs(6));
 /// ```
 #[derive(Clone, PartialEq, Eq)]
@@ -36,12 +38,17 @@ pub struct NativeOptions {
     pub packet_limit: usize,
     /// `(scheme, credentials)` pairs sent after every connect.
     pub auth: Vec<(String, Vec<u8>)>,
+    /// The ACL of every node the client creates (default [`AclProvider::open`]).
+    pub acl: AclProvider,
+    /// TLS on every connection (feature `tls`); `None`: plain TCP.
+    #[cfg(feature = "tls")]
+    pub tls: Option<super::TlsOptions>,
 }
 
 impl std::fmt::Debug for NativeOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("NativeOptions")
-            .field("connect_string", &self.connect_string)
+        let mut f = f.debug_struct("NativeOptions");
+        f.field("connect_string", &self.connect_string)
             .field("session_timeout", &self.session_timeout)
             .field("connect_timeout", &self.connect_timeout)
             .field("call_timeout", &self.call_timeout)
@@ -50,7 +57,10 @@ impl std::fmt::Debug for NativeOptions {
                 "auth_schemes",
                 &self.auth.iter().map(|a| &a.0).collect::<Vec<_>>(),
             )
-            .finish()
+            .field("acl", &self.acl);
+        #[cfg(feature = "tls")]
+        f.field("tls", &self.tls);
+        f.finish()
     }
 }
 
@@ -64,6 +74,9 @@ impl NativeOptions {
             call_timeout: None,
             packet_limit: DEFAULT_PACKET_LIMIT,
             auth: Vec::new(),
+            acl: AclProvider::open(),
+            #[cfg(feature = "tls")]
+            tls: None,
         }
     }
 
@@ -95,6 +108,23 @@ impl NativeOptions {
     /// Adds credentials of any scheme, sent after every connect.
     pub fn auth(mut self, scheme: &str, credentials: &[u8]) -> NativeOptions {
         self.auth.push((scheme.into(), credentials.to_vec()));
+        self
+    }
+
+    /// Sets the ACL provider applied to every node the client creates (lock directories,
+    /// lock nodes, the chroot). An ACL that would not grant this client `READ`, `CREATE` and
+    /// `DELETE` is refused with [`ZkError::InvalidAcl`](crate::ZkError::InvalidAcl) before
+    /// anything is sent.
+    pub fn acl_provider(mut self, provider: AclProvider) -> NativeOptions {
+        self.acl = provider;
+        self
+    }
+
+    /// Connects with TLS (feature `tls`): the connect string names the servers'
+    /// `secureClientPort`s.
+    #[cfg(feature = "tls")]
+    pub fn tls(mut self, tls: super::TlsOptions) -> NativeOptions {
+        self.tls = Some(tls);
         self
     }
 

@@ -3,6 +3,7 @@
 //! watch notifications, and the error codes.
 
 use super::jute::{DecodeError, DecodeResult, Reader, Writer};
+use crate::client::acl::{perms, Acl};
 use crate::client::{CreateMode, EventType, Stat, ZkError};
 
 /// Operation codes (`ZooDefs.OpCode`).
@@ -197,6 +198,8 @@ pub enum WireRequest {
         data: Vec<u8>,
         /// Mode.
         mode: CreateMode,
+        /// ACL (empty: open).
+        acl: Vec<Acl>,
     },
     /// delete.
     Delete {
@@ -241,7 +244,12 @@ pub enum WireRequest {
         path: String,
     },
     /// multi.
-    Multi(Vec<MultiOp>),
+    Multi {
+        /// The operations (server paths).
+        ops: Vec<MultiOp>,
+        /// The ACL of each create among `ops`, in order (empty: open).
+        create_acls: Vec<Vec<Acl>>,
+    },
     /// ping (xid -2).
     Ping,
     /// closeSession.
@@ -285,10 +293,17 @@ fn create_opcode(mode: CreateMode) -> i32 {
     }
 }
 
-/// `CreateRequest` with the open ACL (`world:anyone`, all permissions).
-fn write_create(w: &mut Writer, path: &str, data: &[u8], mode: CreateMode) {
+/// `CreateRequest`; an empty `acl` stands for the open ACL (`world:anyone`, all permissions).
+fn write_create(w: &mut Writer, path: &str, data: &[u8], mode: CreateMode, acl: &[Acl]) {
     w.string(path).buffer(data);
-    w.i32(1).i32(31).string("world").string("anyone");
+    if acl.is_empty() {
+        w.i32(1).i32(perms::ALL).string("world").string("anyone");
+    } else {
+        w.i32(i32::try_from(acl.len()).unwrap_or(i32::MAX));
+        for entry in acl {
+            w.i32(entry.perms).string(&entry.scheme).string(&entry.id);
+        }
+    }
     w.i32(create_flags(mode));
 }
 
@@ -303,7 +318,7 @@ impl WireRequest {
             WireRequest::SetData { .. } => opcode::SET_DATA,
             WireRequest::GetChildren { .. } => opcode::GET_CHILDREN,
             WireRequest::Sync { .. } => opcode::SYNC,
-            WireRequest::Multi(_) => opcode::MULTI,
+            WireRequest::Multi { .. } => opcode::MULTI,
             WireRequest::Ping => opcode::PING,
             WireRequest::CloseSession => opcode::CLOSE_SESSION,
             WireRequest::Auth { .. } => opcode::AUTH,
@@ -326,7 +341,12 @@ impl WireRequest {
         let mut w = Writer::new();
         w.i32(xid).i32(self.opcode());
         match self {
-            WireRequest::Create { path, data, mode } => write_create(&mut w, path, data, *mode),
+            WireRequest::Create {
+                path,
+                data,
+                mode,
+                acl,
+            } => write_create(&mut w, path, data, *mode, acl),
             WireRequest::Delete { path, version } => {
                 w.string(path).i32(*version);
             }
@@ -345,7 +365,7 @@ impl WireRequest {
             WireRequest::Sync { path } => {
                 w.string(path);
             }
-            WireRequest::Multi(ops) => write_multi(&mut w, ops),
+            WireRequest::Multi { ops, create_acls } => write_multi(&mut w, ops, create_acls),
             WireRequest::Ping | WireRequest::CloseSession => {}
             WireRequest::Auth { scheme, auth } => {
                 w.i32(0).string(scheme).buffer(auth);
@@ -366,12 +386,14 @@ impl WireRequest {
     }
 }
 
-fn write_multi(w: &mut Writer, ops: &[MultiOp]) {
+fn write_multi(w: &mut Writer, ops: &[MultiOp], create_acls: &[Vec<Acl>]) {
+    let mut acls = create_acls.iter();
     for op in ops {
         match op {
             MultiOp::Create { path, data, mode } => {
                 w.i32(create_opcode(*mode)).bool(false).i32(-1);
-                write_create(w, path, data, *mode);
+                let acl = acls.next().map(Vec::as_slice).unwrap_or(&[]);
+                write_create(w, path, data, *mode, acl);
             }
             MultiOp::Delete { path, version } => {
                 w.i32(opcode::DELETE).bool(false).i32(-1);
@@ -541,6 +563,31 @@ mod tests {
     }
 
     #[test]
+    fn create_carries_its_acl_and_an_empty_one_is_open() {
+        let create = |acl| {
+            WireRequest::Create {
+                path: "/a".into(),
+                data: vec![7],
+                mode: CreateMode::Ephemeral,
+                acl,
+            }
+            .encode(1)
+        };
+        let tail = |acl: &[(i32, &str, &str)]| {
+            let mut w = Writer::new();
+            w.i32(acl.len() as i32);
+            for (perms, scheme, id) in acl {
+                w.i32(*perms).string(scheme).string(id);
+            }
+            w.i32(1);
+            w.finish()[4..].to_vec()
+        };
+        assert!(create(vec![]).ends_with(&tail(&[(31, "world", "anyone")])));
+        let creator_read = vec![Acl::creator(perms::ALL), Acl::world(perms::READ)];
+        assert!(create(creator_read).ends_with(&tail(&[(31, "auth", ""), (1, "world", "anyone")])));
+    }
+
+    #[test]
     fn multi_results() {
         let mut w = Writer::new();
         w.i32(opcode::CHECK).bool(false).i32(0);
@@ -560,6 +607,7 @@ mod tests {
             path: "/a".into(),
             data: vec![],
             mode,
+            acl: vec![],
         };
         assert_eq!(create(CreateMode::Container).opcode(), 19);
         assert_eq!(create(CreateMode::EphemeralSequential).opcode(), 15);

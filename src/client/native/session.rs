@@ -18,6 +18,8 @@
 //! (last zxid seen, in batches under the packet limit); only then do callers' requests flow.
 
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+
+use super::transport::Transport;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -45,6 +47,9 @@ pub struct SessionConfig {
     pub packet_limit: usize,
     /// `(scheme, credentials)` sent after every connect.
     pub auth: Vec<(String, Vec<u8>)>,
+    /// TLS on every connection, when set.
+    #[cfg(feature = "tls")]
+    pub tls: Option<Arc<rustls::ClientConfig>>,
 }
 
 struct Link {
@@ -309,7 +314,12 @@ impl SessionCore {
                 match self.handshake(&host, connect_timeout, session_id, password) {
                     Ok(done) => done,
                     Err(e) => {
-                        last_error = format!("{host}: {e}");
+                        log::debug!("zk-locks native: {host}: {e}");
+                        // A certificate that does not verify explains the failure better than
+                        // the time-out of a later attempt cut short by the deadline.
+                        if e.contains("certificate") || !last_error.contains("certificate") {
+                            last_error = format!("{host}: {e}");
+                        }
                         continue;
                     }
                 };
@@ -332,16 +342,26 @@ impl SessionCore {
         timeout: Duration,
         session_id: i64,
         password: Vec<u8>,
-    ) -> Result<(TcpStream, ConnectResponse), String> {
+    ) -> Result<(Transport, ConnectResponse), String> {
         let addr = resolve(host)?;
         let timeout = timeout.max(Duration::from_millis(1));
-        let mut stream =
+        let tcp =
             TcpStream::connect_timeout(&addr, timeout).map_err(|e| format!("connect: {e}"))?;
-        let _ = stream.set_nodelay(true);
-        stream
-            .set_read_timeout(Some(timeout))
-            .and_then(|()| stream.set_write_timeout(Some(timeout)))
+        let _ = tcp.set_nodelay(true);
+        tcp.set_read_timeout(Some(timeout))
+            .and_then(|()| tcp.set_write_timeout(Some(timeout)))
             .map_err(|e| format!("socket options: {e}"))?;
+        #[cfg(feature = "tls")]
+        let mut stream = match &self.config.tls {
+            Some(config) => {
+                let name = host.rsplit_once(':').map_or(host, |(name, _)| name);
+                let name = name.trim_start_matches('[').trim_end_matches(']');
+                Transport::tls(tcp, config.clone(), name)?
+            }
+            None => Transport::plain(tcp),
+        };
+        #[cfg(not(feature = "tls"))]
+        let mut stream = Transport::plain(tcp);
         let request = ConnectRequest {
             last_zxid_seen: self.last_zxid.load(Ordering::SeqCst),
             timeout_ms: i32::try_from(self.config.session_timeout.as_millis()).unwrap_or(i32::MAX),
@@ -366,7 +386,7 @@ impl SessionCore {
     /// re-sends auth and watches, then lets requests flow.
     fn establish(
         self: &Arc<Self>,
-        stream: TcpStream,
+        stream: Transport,
         response: ConnectResponse,
         asked: i64,
     ) -> Result<Arc<Connection>, String> {

@@ -1,0 +1,257 @@
+//! ACLs for the nodes a client creates, and the per-client [`AclProvider`] that picks them.
+//!
+//! A client applies its provider to every node it creates — lock directories (containers),
+//! lock nodes, a chroot — so the recipes need no change, as with Curator's
+//! `CuratorFrameworkFactory.builder().aclProvider(...)`.
+//!
+//! ZooKeeper checks a delete against the **parent's** ACL and a create against the parent's
+//! `CREATE` permission: a lock is only protected when its directory is too. A provider
+//! therefore gives the directories the same ACL as the nodes (the built-in ones do), and
+//! waiters of the same identity keep `READ` on the directory to list the queue.
+//!
+//! ```
+//! use zk_locks::client::acl::{perms, Acl, AclProvider};
+//! let creator_all = AclProvider::creator_all();
+//! assert_eq!(creator_all.acl_for_path("/locks/a"), vec![Acl::creator(perms::ALL)]);
+//! let custom = AclProvider::per_path(|path: &str| {
+//!     if path.starts_with("/public") {
+//!         vec![Acl::world(perms::ALL)]
+//!     } else {
+//!         vec![Acl::creator(perms::ALL), Acl::world(perms::READ)]
+//!     }
+//! });
+//! assert_eq!(custom.acl_for_path("/public/x"), vec![Acl::world(perms::ALL)]);
+//! ```
+
+use std::fmt;
+use std::sync::Arc;
+
+use crate::client::ZkError;
+
+/// ZooKeeper's permission bits (`ZooDefs.Perms`).
+pub mod perms {
+    /// getData, getChildren, exists.
+    pub const READ: i32 = 1;
+    /// setData.
+    pub const WRITE: i32 = 2;
+    /// Create children.
+    pub const CREATE: i32 = 4;
+    /// Delete children.
+    pub const DELETE: i32 = 8;
+    /// setACL.
+    pub const ADMIN: i32 = 16;
+    /// Every permission.
+    pub const ALL: i32 = READ | WRITE | CREATE | DELETE | ADMIN;
+}
+
+/// One ACL entry: permissions granted to an identity (`scheme:id`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Acl {
+    /// Bitwise or of [`perms`].
+    pub perms: i32,
+    /// `world`, `auth`, `digest`, `ip`, `x509`, `sasl`, ...
+    pub scheme: String,
+    /// The identity within the scheme (`anyone` for `world`, `user:base64(sha1)` for digest).
+    pub id: String,
+}
+
+impl Acl {
+    /// An entry of any scheme.
+    pub fn new(perms: i32, scheme: impl Into<String>, id: impl Into<String>) -> Acl {
+        Acl {
+            perms,
+            scheme: scheme.into(),
+            id: id.into(),
+        }
+    }
+
+    /// `world:anyone`: everybody, authenticated or not.
+    pub fn world(perms: i32) -> Acl {
+        Acl::new(perms, "world", "anyone")
+    }
+
+    /// `auth:`: every identity the creating session authenticated with (Curator's
+    /// `CREATOR_ALL_ACL` is this with [`perms::ALL`]). A session without credentials cannot
+    /// create a node with it (`InvalidAcl`).
+    pub fn creator(perms: i32) -> Acl {
+        Acl::new(perms, "auth", "")
+    }
+}
+
+/// The permissions a client needs on every node it creates: `READ` to list and read the
+/// queue, `CREATE` to queue in a directory, `DELETE` to release from it.
+pub const SELF_REQUIRED: i32 = perms::READ | perms::CREATE | perms::DELETE;
+
+type AclFn = dyn Fn(&str) -> Vec<Acl> + Send + Sync;
+
+/// Chooses the ACL of each node a client creates (by the node's client path, before any
+/// sequence suffix). Cheap to clone.
+#[derive(Clone)]
+pub struct AclProvider {
+    name: &'static str,
+    acl_for: Arc<AclFn>,
+}
+
+impl AclProvider {
+    /// Everybody may do everything (`world:anyone:cdrwa`, ZooKeeper's `OPEN_ACL_UNSAFE`): the
+    /// default, compatible with peers that use no credentials.
+    pub fn open() -> AclProvider {
+        AclProvider {
+            name: "open",
+            acl_for: Arc::new(|_| vec![Acl::world(perms::ALL)]),
+        }
+    }
+
+    /// Only the creator's identities may do anything (Curator's `CREATOR_ALL_ACL`). Needs
+    /// credentials; peers sharing the lock must authenticate as the same user.
+    pub fn creator_all() -> AclProvider {
+        AclProvider {
+            name: "creator_all",
+            acl_for: Arc::new(|_| vec![Acl::creator(perms::ALL)]),
+        }
+    }
+
+    /// The creator may do everything, everybody else may only read (list the queue, read
+    /// holders' data): strangers can watch but neither queue, delete nor overwrite.
+    pub fn read_only_for_world() -> AclProvider {
+        AclProvider {
+            name: "read_only_for_world",
+            acl_for: Arc::new(|_| vec![Acl::creator(perms::ALL), Acl::world(perms::READ)]),
+        }
+    }
+
+    /// A custom list per path.
+    pub fn per_path(acl_for: impl Fn(&str) -> Vec<Acl> + Send + Sync + 'static) -> AclProvider {
+        AclProvider {
+            name: "custom",
+            acl_for: Arc::new(acl_for),
+        }
+    }
+
+    /// The ACL for a node about to be created at `path`.
+    pub fn acl_for_path(&self, path: &str) -> Vec<Acl> {
+        (self.acl_for)(path)
+    }
+
+    /// True for [`AclProvider::open`].
+    pub fn is_open(&self) -> bool {
+        self.name == "open"
+    }
+}
+
+impl Default for AclProvider {
+    fn default() -> AclProvider {
+        AclProvider::open()
+    }
+}
+
+impl fmt::Debug for AclProvider {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "AclProvider({})", self.name)
+    }
+}
+
+impl PartialEq for AclProvider {
+    fn eq(&self, other: &AclProvider) -> bool {
+        self.name == other.name
+            && (self.name != "custom" || Arc::ptr_eq(&self.acl_for, &other.acl_for))
+    }
+}
+
+impl Eq for AclProvider {}
+
+/// Refuses, before anything is sent, an ACL that would lock its creator out: one that is empty,
+/// uses `auth` without credentials, or grants none of this client's identities
+/// [`SELF_REQUIRED`]. `auth` is the client's `(scheme, credentials)` list.
+///
+/// Entries of schemes the client cannot evaluate (`ip`, `x509`, `sasl`, a digest of another
+/// user) are left to the server: the check only refuses what it knows to be a lock-out.
+pub fn check_self_access(acl: &[Acl], auth: &[(String, Vec<u8>)]) -> Result<(), ZkError> {
+    let digest_users: Vec<&[u8]> = auth
+        .iter()
+        .filter(|(scheme, _)| scheme == "digest")
+        .filter_map(|(_, cred)| cred.split(|b| *b == b':').next())
+        .collect();
+    let mut granted = 0;
+    let mut undecidable = false;
+    for entry in acl {
+        match (entry.scheme.as_str(), entry.id.as_str()) {
+            ("world", "anyone") => granted |= entry.perms,
+            ("auth", _) if auth.is_empty() => return Err(ZkError::InvalidAcl),
+            ("auth", _) => granted |= entry.perms,
+            ("digest", id)
+                if digest_users
+                    .iter()
+                    .any(|user| id.as_bytes().split(|b| *b == b':').next() == Some(user)) =>
+            {
+                granted |= entry.perms
+            }
+            _ => undecidable = true,
+        }
+    }
+    if acl.is_empty() || (granted & SELF_REQUIRED != SELF_REQUIRED && !undecidable) {
+        return Err(ZkError::InvalidAcl);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn digest(user: &str) -> Vec<(String, Vec<u8>)> {
+        vec![("digest".into(), format!("{user}:pw").into_bytes())]
+    }
+
+    #[test]
+    fn lock_outs_are_refused_and_workable_acls_pass() {
+        let none: Vec<(String, Vec<u8>)> = Vec::new();
+        assert_eq!(
+            check_self_access(&[], &digest("a")),
+            Err(ZkError::InvalidAcl)
+        );
+        assert_eq!(
+            check_self_access(&[Acl::creator(perms::ALL)], &none),
+            Err(ZkError::InvalidAcl)
+        );
+        assert_eq!(
+            check_self_access(&[Acl::world(perms::READ)], &none),
+            Err(ZkError::InvalidAcl)
+        );
+        assert_eq!(
+            check_self_access(&[Acl::creator(perms::READ | perms::WRITE)], &digest("a")),
+            Err(ZkError::InvalidAcl)
+        );
+        assert_eq!(
+            check_self_access(&[Acl::new(perms::ALL, "digest", "b:xyz=")], &digest("a")),
+            Ok(()),
+            "another user's digest cannot be evaluated without the hash: left to the server"
+        );
+        assert_eq!(
+            check_self_access(&[Acl::new(perms::READ, "digest", "a:xyz=")], &digest("a")),
+            Err(ZkError::InvalidAcl)
+        );
+        assert_eq!(check_self_access(&[Acl::world(perms::ALL)], &none), Ok(()));
+        for provider in [
+            AclProvider::creator_all(),
+            AclProvider::read_only_for_world(),
+        ] {
+            assert_eq!(
+                check_self_access(&provider.acl_for_path("/x"), &digest("a")),
+                Ok(())
+            );
+        }
+    }
+
+    #[test]
+    fn providers_compare_by_kind_and_custom_by_identity() {
+        assert_eq!(AclProvider::default(), AclProvider::open());
+        assert_ne!(AclProvider::open(), AclProvider::creator_all());
+        let custom = AclProvider::per_path(|_| vec![Acl::world(perms::ALL)]);
+        assert_eq!(custom, custom.clone());
+        assert_ne!(
+            custom,
+            AclProvider::per_path(|_| vec![Acl::world(perms::ALL)])
+        );
+    }
+}

@@ -1,0 +1,151 @@
+//! TLS (feature `tls`) on a real ZooKeeper 3.8 with a `secureClientPort`
+//! (`TestingServer::start_tls`, certificates made by `openssl`): the conformance suite and
+//! the mutex over TLS, a client certificate, and the failures — a CA that did not sign the
+//! server, plaintext to the TLS port, TLS to the plain port — as connect errors within the
+//! connect timeout.
+
+mod conformance;
+
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use zk_locks::client::native::{NativeClient, NativeOptions, TlsOptions};
+use zk_locks::testing::{require_server, TestingServer};
+use zk_locks::{CreateMode, Error, InterProcessLock, InterProcessMutex, SharedClient, ZkClient};
+
+const SESSION: Duration = Duration::from_secs(4);
+
+/// One TLS server per test process.
+fn tls_server() -> Option<&'static TestingServer> {
+    static SERVER: OnceLock<Option<TestingServer>> = OnceLock::new();
+    SERVER
+        .get_or_init(|| {
+            require_server().then(|| TestingServer::start_tls().expect("start a TLS server"))
+        })
+        .as_ref()
+}
+
+fn options(server: &TestingServer, ca: &std::path::Path) -> NativeOptions {
+    NativeOptions::new(server.secure_connect_string().unwrap())
+        .session_timeout(SESSION)
+        .connect_timeout(SESSION)
+        .tls(TlsOptions::from_ca_file(ca).unwrap())
+}
+
+fn connect(server: &TestingServer) -> Arc<NativeClient> {
+    let files = server.tls_files().unwrap();
+    NativeClient::connect_with(options(server, &files.ca)).expect("connect over TLS")
+}
+
+struct TlsFactory {
+    server: &'static TestingServer,
+}
+
+impl conformance::ClientFactory for TlsFactory {
+    fn connect(&self) -> Arc<dyn ZkClient> {
+        connect(self.server)
+    }
+
+    fn root(&self) -> String {
+        conformance::unique_root("tls")
+    }
+}
+
+conformance_tests!(tls_server().map(|server| TlsFactory { server }));
+
+#[test]
+fn the_mutex_excludes_and_hands_over_over_tls() {
+    let Some(server) = tls_server() else {
+        return;
+    };
+    let path = conformance::unique_root("tls-mutex");
+    let a: SharedClient = connect(server);
+    let b: SharedClient = connect(server);
+    let first = InterProcessMutex::new(a, &path).unwrap();
+    let second = InterProcessMutex::new(b, &path).unwrap();
+    first.acquire().unwrap();
+    assert!(!second.acquire_timeout(Duration::from_millis(200)).unwrap());
+    first.release().unwrap();
+    assert!(second.acquire_timeout(SESSION * 5).unwrap());
+    second.release().unwrap();
+}
+
+#[test]
+fn a_client_certificate_is_presented_and_accepted() {
+    let Some(server) = tls_server() else {
+        return;
+    };
+    let files = server.tls_files().unwrap();
+    let tls = TlsOptions::from_ca_file(&files.ca)
+        .unwrap()
+        .client_cert_files(&files.client_cert, &files.client_key)
+        .unwrap();
+    let client = NativeClient::connect_with(options(server, &files.ca).tls(tls)).unwrap();
+    let path = format!("/tls-cert-{}", uuid::Uuid::new_v4());
+    client.create(&path, b"x", CreateMode::Ephemeral).unwrap();
+    assert_eq!(client.get_data(&path, None).unwrap().0, b"x");
+}
+
+#[test]
+fn a_wrong_ca_is_a_connect_error_naming_the_certificate() {
+    let Some(server) = tls_server() else {
+        return;
+    };
+    let files = server.tls_files().unwrap();
+    let err = NativeClient::connect_with(options(server, &files.other_ca)).unwrap_err();
+    assert!(
+        matches!(&err, Error::Connect { reason, .. } if reason.contains("certificate")),
+        "{err}"
+    );
+}
+
+#[test]
+fn plaintext_to_the_tls_port_and_tls_to_the_plain_port_fail_to_connect() {
+    let Some(server) = tls_server() else {
+        return;
+    };
+    let plain_to_tls = NativeOptions::new(server.secure_connect_string().unwrap())
+        .session_timeout(SESSION)
+        .connect_timeout(SESSION);
+    let err = NativeClient::connect_with(plain_to_tls).unwrap_err();
+    assert!(matches!(err, Error::Connect { .. }), "{err}");
+    let files = server.tls_files().unwrap();
+    let tls_to_plain = NativeOptions::new(server.connect_string())
+        .session_timeout(SESSION)
+        .connect_timeout(SESSION)
+        .tls(TlsOptions::from_ca_file(&files.ca).unwrap());
+    let err = NativeClient::connect_with(tls_to_plain).unwrap_err();
+    assert!(
+        matches!(&err, Error::Connect { reason, .. } if reason.contains("TLS")),
+        "{err}"
+    );
+}
+
+#[test]
+fn zklock_runs_over_tls_and_a_wrong_ca_exits_69() {
+    let Some(server) = tls_server() else {
+        return;
+    };
+    let files = server.tls_files().unwrap();
+    let secure = server.secure_connect_string().unwrap();
+    let path = format!("/tls-zklock-{}", uuid::Uuid::new_v4());
+    let zklock = |ca: &std::path::Path| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_zklock"))
+            .env_remove("ZK_CONNECT")
+            .env_remove("ZK_AUTH")
+            .args(["--connect", &secure, "--session-timeout", "4s", "--tls-ca"])
+            .arg(ca)
+            .args(["--tls-cert"])
+            .arg(&files.client_cert)
+            .arg("--tls-key")
+            .arg(&files.client_key)
+            .args([&path, "--", "sh", "-c", "test -n \"$ZKLOCK_NODE\""])
+            .output()
+            .unwrap()
+    };
+    let ok = zklock(&files.ca);
+    assert_eq!(ok.status.code(), Some(0), "{ok:?}");
+    let wrong = zklock(&files.other_ca);
+    assert_eq!(wrong.status.code(), Some(69), "{wrong:?}");
+    assert!(String::from_utf8_lossy(&wrong.stderr).contains("certificate"));
+}
