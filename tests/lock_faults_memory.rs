@@ -596,3 +596,27 @@ fn reentering_a_lost_hold_is_a_typed_error() {
     rw.write_lock().release().unwrap();
     rw_other.write_lock().release().unwrap();
 }
+
+#[test]
+fn uncontended_cycle_is_two_round_trips_on_a_pipelining_backend() {
+    use zk_locks::client::CountingClient;
+    let e = MemoryEnsemble::new();
+    let counting = Arc::new(CountingClient::new(e.connect()));
+    let m = InterProcessMutex::new(counting.clone(), "/locks/rt").unwrap();
+    m.acquire().unwrap(); // creates the parents
+    m.release().unwrap();
+    counting.reset_counters();
+    for _ in 0..10 {
+        let g = m.lock().unwrap();
+        g.fencing_token().unwrap();
+        drop(g);
+    }
+    let c = counting.counters();
+    // One pipeline (create + listing), one delete; the fencing token comes with the create.
+    assert_eq!(c.round_trips, 2 * 10, "{c:?}");
+    assert_eq!(
+        (c.create, c.get_children, c.delete, c.requests()),
+        (10, 10, 10, 30),
+        "{c:?}"
+    );
+}

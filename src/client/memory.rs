@@ -1160,6 +1160,15 @@ impl ZkClient for MemoryClient {
         })
     }
 
+    /// One request, as ZooKeeper's create2: the node's `Stat` comes with the create.
+    fn create2(&self, path: &str, data: &[u8], mode: CreateMode) -> ZkResult<(String, Stat)> {
+        self.request(Op::Create, path, |inner, session| {
+            let actual = inner.create(session, path, data, mode)?;
+            let stat = inner.exists(&actual)?.ok_or(ZkError::SystemError)?;
+            Ok((actual, stat))
+        })
+    }
+
     fn delete(&self, path: &str, version: Option<i32>) -> ZkResult<()> {
         self.request(Op::Delete, path, |inner, _| inner.delete(path, version))
     }

@@ -318,9 +318,26 @@ pub trait ZkClient: Send + Sync {
     /// Sends several requests back to back and then collects every reply, in order: one
     /// round trip on a backend that pipelines (ZooKeeper serves one session's requests in
     /// order, so a listing after a create sees the created node). Each request succeeds or
-    /// fails on its own; this is not a transaction. The default runs them one after another.
+    /// fails on its own; this is not a transaction. The default runs them one after another,
+    /// as a pipelining backend would: once one request failed with an unknown outcome or a lost
+    /// session (its connection is gone), the ones behind it fail with the same error unsent.
     fn pipeline(&self, requests: &[Request]) -> Vec<ZkResult<Response>> {
-        requests.iter().map(|r| run_one(self, r)).collect()
+        let mut link_failure = None;
+        requests
+            .iter()
+            .map(|r| {
+                if let Some(code) = link_failure {
+                    return Err(code);
+                }
+                let result = run_one(self, r);
+                if let Err(code) = result {
+                    if code.is_retryable() || code.is_session_loss() || code == ZkError::Closed {
+                        link_failure = Some(code);
+                    }
+                }
+                result
+            })
+            .collect()
     }
 
     /// The connection-state machine of this client: state, epoch, session id, listeners.

@@ -29,7 +29,7 @@ use std::time::Instant;
 
 use parking_lot::{Condvar, Mutex};
 
-use crate::client::{CreateMode, EventType, SharedClient, ZkError};
+use crate::client::{CreateMode, EventType, Request, Response, SharedClient, ZkError};
 use crate::error::{Error, Result};
 use crate::paths;
 use crate::retry::{Retries, RetryPolicy, RetryStep};
@@ -64,6 +64,21 @@ pub enum NodeKind {
     /// EPHEMERAL with this sequence written by us: the read node of a write→read downgrade
     /// takes its write node's sequence, so a writer queued behind stays behind (CURATOR-621).
     WithSequence(i32),
+}
+
+/// Our freshly created node, as [`LockInternals::create_protected`] returns it.
+#[derive(Debug)]
+pub(crate) struct Created {
+    /// The node's actual path.
+    pub(crate) path: String,
+    /// The session as it was just before the create that made the node.
+    pub(crate) before: SessionSnapshot,
+    /// The node's `czxid` (the fencing token), from the create's own reply or the look-up.
+    pub(crate) czxid: i64,
+    /// The lock directory's children (unsorted) as listed right behind the create, in the same
+    /// session: ZooKeeper serves one session's requests in order, so the listing includes our
+    /// node. `None` when the listing failed or the node was found by the recovery look-up.
+    pub(crate) listing: Option<Vec<String>>,
 }
 
 /// How a pause before a retry ended.
@@ -206,14 +221,21 @@ impl LockInternals {
                 return Err(Error::Closed);
             }
             let created = self.create_protected(data, kind, deadline, start)?;
-            let Some((our_path, before)) = created else {
+            let Some(Created {
+                path: our_path,
+                before,
+                czxid,
+                listing,
+            }) = created
+            else {
                 return Ok(None); // the deadline passed while the connection was down
             };
             let mut cleanup = NodeCleanup::new(self, &our_path, deadline);
-            match self.wait_loop(&our_path, before, deadline)? {
+            match self.wait_loop(&our_path, before, deadline, listing)? {
                 LoopEnd::Acquired => {
                     cleanup.disarm();
-                    return Ok(Some(HeldNode::new(self.client.clone(), our_path, before)));
+                    let held = HeldNode::new(self.client.clone(), our_path, before);
+                    return Ok(Some(held.with_czxid(czxid)));
                 }
                 LoopEnd::TimedOut { link_trouble } => {
                     cleanup.set_wait(Wait::after_timeout(&self.client, deadline, link_trouble));
@@ -240,17 +262,19 @@ impl LockInternals {
         }
     }
 
-    /// Creates our node under a fresh protection prefix; handles a missing parent and a
-    /// connection loss with an unknown outcome. Returns the node's path and the session as it
-    /// was just before the create that made it (a later session loss means the node may not be
-    /// ours any more); `Ok(None)` when the deadline passed.
+    /// Creates our node under a fresh protection prefix, with the listing of the lock directory
+    /// sent right behind it ([`crate::client::ZkClient::pipeline`]: one round trip on a
+    /// pipelining backend); handles a missing parent and a connection loss with an unknown
+    /// outcome. Returns the node, the session as it was just before the create that made it (a
+    /// later session loss means the node may not be ours any more) and the listing when it
+    /// succeeded; `Ok(None)` when the deadline passed.
     pub(crate) fn create_protected(
         &self,
         data: &[u8],
         kind: NodeKind,
         deadline: Option<Instant>,
         start: Instant,
-    ) -> Result<Option<(String, SessionSnapshot)>> {
+    ) -> Result<Option<Created>> {
         let mut retries = Retries::new(self.retry.as_ref(), start, deadline);
         let mut prefix = protected_prefix();
         // A container parent can be reaped between our creates: recreate it a few times.
@@ -258,8 +282,15 @@ impl LockInternals {
         loop {
             let (path, mode) = self.node_path(&prefix, kind);
             let before = self.client.session().snapshot();
-            let mut code = match self.client.create(&path, data, mode) {
-                Ok(actual) => return Ok(Some((actual, before))),
+            let mut code = match self.create_and_list(&path, data, mode) {
+                Ok((actual, czxid, listing)) => {
+                    return Ok(Some(Created {
+                        path: actual,
+                        before,
+                        czxid,
+                        listing,
+                    }))
+                }
                 Err(code) => code,
             };
             match code {
@@ -312,7 +343,14 @@ impl LockInternals {
                 let at = self.client.session().snapshot();
                 match self.find_ours(&prefix, at.session_id) {
                     // Owned by the session `at` saw, so `at` is the snapshot "before" it.
-                    Ok(Found::Ours(actual)) => return Ok(Some((actual, at))),
+                    Ok(Found::Ours(actual, czxid)) => {
+                        return Ok(Some(Created {
+                            path: actual,
+                            before: at,
+                            czxid,
+                            listing: None,
+                        }))
+                    }
                     Ok(Found::None) => break, // not applied: create again (same prefix is safe)
                     Ok(Found::Foreign(stale)) => {
                         // Created by a session of ours that is gone: delete and start over.
@@ -340,6 +378,40 @@ impl LockInternals {
                 }
             }
         }
+    }
+
+    /// The create (with its `Stat`) and, behind it in the same pipeline, the listing of the
+    /// lock directory. The create's error is the result; a failed listing is only `None` (the
+    /// wait loop lists again).
+    fn create_and_list(
+        &self,
+        path: &str,
+        data: &[u8],
+        mode: CreateMode,
+    ) -> std::result::Result<(String, i64, Option<Vec<String>>), ZkError> {
+        let requests = [
+            Request::Create {
+                path: path.to_string(),
+                data: data.to_vec(),
+                mode,
+            },
+            Request::GetChildren {
+                path: self.base_path.clone(),
+            },
+        ];
+        let mut replies = self.client.pipeline(&requests).into_iter();
+        // A backend that answers with the wrong shape is treated as an undecodable reply:
+        // outcome unknown, so the create goes through the look-up, never a blind retry.
+        let (actual, stat) = match replies.next() {
+            Some(Ok(Response::Create(actual, stat))) => (actual, stat),
+            Some(Err(code)) => return Err(code),
+            _ => return Err(ZkError::MarshallingError),
+        };
+        let listing = match replies.next() {
+            Some(Ok(Response::GetChildren(children))) => Some(children),
+            _ => None,
+        };
+        Ok((actual, stat.czxid, listing))
     }
 
     /// Sleeps as the retry policy says (never past the deadline), then waits for a connection.
@@ -419,7 +491,7 @@ impl LockInternals {
         match self.client.exists(&path)? {
             None => Ok(Found::None),
             Some(stat) if session.is_none_or(|id| id == stat.ephemeral_owner) => {
-                Ok(Found::Ours(path))
+                Ok(Found::Ours(path, stat.czxid))
             }
             Some(_) => Ok(Found::Foreign(path)),
         }
@@ -428,11 +500,14 @@ impl LockInternals {
     /// The wait loop: list, decide, watch, wait — until acquired, timed out or our node gone.
     /// `before` is the session as it was before our node was created: once a session was lost
     /// since, our node no longer counts as ours, even while a listing still shows it.
+    /// `listing`, when given, is the listing sent right behind our create: the first round
+    /// decides from it instead of listing again.
     fn wait_loop(
         &self,
         our_path: &str,
         before: SessionSnapshot,
         deadline: Option<Instant>,
+        mut listing: Option<Vec<String>>,
     ) -> Result<LoopEnd> {
         let our_name = paths::node_name(our_path);
         let waiter = Arc::new(Waiter::default());
@@ -444,8 +519,16 @@ impl LockInternals {
             // A new round starts before the listing, so a signal that arrives at any time
             // after the listing is kept.
             let round = waiter.next_round();
-            let epoch = self.client.session().epoch();
-            let children = match self.sorted_children() {
+            // The epoch as it was before the listing: for the listing sent behind our create,
+            // the epoch before the create.
+            let (epoch, listed) = match listing.take() {
+                Some(mut children) => {
+                    sort_children(self.driver.as_ref(), &mut children);
+                    (before.epoch, Ok(children))
+                }
+                None => (self.client.session().epoch(), self.sorted_children()),
+            };
+            let children = match listed {
                 Ok(c) => c,
                 Err(code) if code.is_retryable() => match self.retry_when_connected(&mut retries) {
                     Resume::Ready => continue,
@@ -614,7 +697,7 @@ impl LockInternals {
             );
             match this.find_ours(&prefix, client.session().session_id()) {
                 Ok(Found::None) => true,
-                Ok(Found::Ours(p)) | Ok(Found::Foreign(p)) => {
+                Ok(Found::Ours(p, _)) | Ok(Found::Foreign(p)) => {
                     !matches!(try_delete(client, &p), Ok(Some(_)))
                 }
                 Err(code) => !code.is_retryable(),
@@ -625,7 +708,8 @@ impl LockInternals {
 
 enum Found {
     None,
-    Ours(String),
+    /// Our node and its `czxid`.
+    Ours(String, i64),
     Foreign(String),
 }
 
