@@ -620,3 +620,58 @@ fn uncontended_cycle_is_two_round_trips_on_a_pipelining_backend() {
         "{c:?}"
     );
 }
+
+/// On a backend that restores watches, a waiter whose predecessor went away while its link was
+/// down takes the lock from its restored watch: no second listing.
+#[test]
+fn a_restored_watch_hands_over_without_a_second_listing() {
+    let e = MemoryEnsemble::new();
+    let (c1, c2) = (e.connect(), e.connect());
+    c2.set_watches_survive_reconnect(true);
+    let m1 = mutex(&c1, "/l");
+    m1.acquire().unwrap();
+    c2.reset_counters();
+    let waiter = Worker::start(mutex(&c2, "/l"));
+    let acquired = waiter.start_cmd(true);
+    eventually(PATIENCE, "the waiter watches the holder", || {
+        e.watch_count() == 1
+    });
+    c2.suspend();
+    m1.release().unwrap();
+    c2.resume();
+    acquired.recv().unwrap();
+    let c = c2.counters();
+    assert_eq!(
+        (c.create, c.get_children, c.get_data),
+        (1, 1, 1),
+        "queued once, listed once, watched once: {c:?}"
+    );
+    waiter.start_cmd(false).recv().unwrap();
+    assert_eq!(e.children("/l").unwrap(), Vec::<String>::new());
+}
+
+/// Without restored watches the waiter lists again after the reconnect (and still gets the
+/// lock): its watch may be gone.
+#[test]
+fn without_restored_watches_a_reconnect_lists_again() {
+    let e = MemoryEnsemble::new();
+    let (c1, c2) = (e.connect(), e.connect());
+    let m1 = mutex(&c1, "/l");
+    m1.acquire().unwrap();
+    c2.reset_counters();
+    let waiter = Worker::start(mutex(&c2, "/l"));
+    let acquired = waiter.start_cmd(true);
+    eventually(PATIENCE, "the waiter watches the holder", || {
+        e.watch_count() == 1
+    });
+    c2.suspend();
+    m1.release().unwrap();
+    c2.resume();
+    acquired.recv().unwrap();
+    let c = c2.counters();
+    assert!(
+        c.get_children >= 2,
+        "listed again after the reconnect: {c:?}"
+    );
+    waiter.start_cmd(false).recv().unwrap();
+}

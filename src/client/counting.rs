@@ -253,6 +253,10 @@ impl<C: ZkClient> ZkClient for CountingClient<C> {
         self.inner.pipeline(requests)
     }
 
+    fn restores_watches(&self) -> bool {
+        self.inner.restores_watches()
+    }
+
     fn session(&self) -> &Session {
         self.inner.session()
     }

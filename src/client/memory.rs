@@ -1195,6 +1195,16 @@ impl ZkClient for MemoryClient {
         })
     }
 
+    /// As set by [`MemoryClient::set_watches_survive_reconnect`].
+    fn restores_watches(&self) -> bool {
+        self.ensemble.with_inner(|inner| {
+            inner
+                .clients
+                .get(&self.id)
+                .is_some_and(|cs| cs.keep_watches)
+        })
+    }
+
     fn session(&self) -> &Session {
         &self.session
     }

@@ -340,6 +340,14 @@ pub trait ZkClient: Send + Sync {
             .collect()
     }
 
+    /// True when a reconnect with the same session re-registers every outstanding watch (and
+    /// the server then fires those whose node changed while the link was down), as ZooKeeper's
+    /// own clients do with SetWatches. Waiters then keep their watch across a reconnect
+    /// instead of listing again. The default is false: watches are assumed dropped.
+    fn restores_watches(&self) -> bool {
+        false
+    }
+
     /// The connection-state machine of this client: state, epoch, session id, listeners.
     fn session(&self) -> &Session;
 
@@ -392,6 +400,10 @@ impl<T: ZkClient + ?Sized> ZkClient for Arc<T> {
 
     fn pipeline(&self, requests: &[Request]) -> Vec<ZkResult<Response>> {
         (**self).pipeline(requests)
+    }
+
+    fn restores_watches(&self) -> bool {
+        (**self).restores_watches()
     }
 
     fn session(&self) -> &Session {

@@ -22,7 +22,13 @@
 //!   watch on a node deleted in between would never fire and would leak, CURATOR-107), and
 //!   only its own `Condvar` is notified.
 //! - **No lost wake-up.** Watches vanish on reconnect (the `zookeeper` crate does not re-arm
-//!   them), so a waiter also wakes on every change of the session epoch and re-lists.
+//!   them), so a waiter also wakes on every change of the session epoch and re-lists. On a
+//!   backend that restores watches (`ZkClient::restores_watches`), a waiter whose session is
+//!   unchanged (no loss since its create) keeps waiting on its restored watch instead.
+//! - **One round trip to queue.** The create and the listing of the lock directory go out
+//!   back to back (`ZkClient::pipeline`); the server applies one session's requests in order,
+//!   so the listing includes our node. Only a listing whose create was answered is used; a
+//!   create with an unknown outcome goes through the look-up above.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -122,6 +128,8 @@ struct WakeState {
     round: u64,
     /// The node watched in this round was deleted.
     deleted: bool,
+    /// The watch of this round fired (any event): it is spent.
+    fired: bool,
     /// Anything happened (data change, deletion, session transition): re-check.
     signalled: bool,
 }
@@ -142,13 +150,36 @@ impl Waiter {
         self.cond.notify_one();
     }
 
+    /// Wakes the waiter for the watch set in `round`, which saw `event`.
+    fn watch_fired(&self, round: u64, event: EventType) {
+        let mut s = self.state.lock();
+        s.signalled = true;
+        if s.round == round {
+            s.fired = true;
+            s.deleted |= event == EventType::NodeDeleted;
+        }
+        self.cond.notify_one();
+    }
+
     /// Starts a new round (before the listing it acts on) and returns its number.
     pub(crate) fn next_round(&self) -> u64 {
         let mut s = self.state.lock();
         s.round += 1;
         s.deleted = false;
+        s.fired = false;
         s.signalled = false;
         s.round
+    }
+
+    /// Goes back to waiting in the same round, unless this round's watch fired: true when
+    /// the watch is still armed (a later signal wakes [`Self::wait`] again).
+    fn keep_waiting(&self) -> bool {
+        let mut s = self.state.lock();
+        if s.fired {
+            return false;
+        }
+        s.signalled = false;
+        true
     }
 
     /// Blocks until signalled in this round or the deadline passes; true when the watched
@@ -575,7 +606,7 @@ impl LockInternals {
             let w = Arc::downgrade(&waiter);
             let watcher = Box::new(move |event: crate::client::WatchedEvent| {
                 if let Some(w) = w.upgrade() {
-                    w.signal((event.event_type == EventType::NodeDeleted).then_some(round));
+                    w.watch_fired(round, event.event_type);
                 }
             });
             let pred_path = paths::join(&self.base_path, &predecessor);
@@ -598,11 +629,12 @@ impl LockInternals {
                 Err(ZkError::SessionExpired) => break Ok(LoopEnd::OurNodeGone),
                 Err(code) => break Err(Error::zk("get_data", pred_path, code)),
             }
-            let deleted = waiter.wait(deadline);
+            let deleted = self.wait_for_watch(&waiter, before.losses, deadline);
             // Hand-off without a re-list: the node that was the last one ahead of ours is
             // deleted, and no reconnect happened since our listing (an event from before a
-            // reconnect, or a stale watch of an old session, must not count).
-            if deleted && last_ahead && self.client.session().epoch() == epoch {
+            // reconnect, or a stale watch of an old session, must not count) — or, on a
+            // backend that restores watches, the watch of this round saw it in our session.
+            if deleted && last_ahead && self.same_link(epoch, before.losses, deadline) {
                 break Ok(LoopEnd::Acquired);
             }
             if past(deadline, Instant::now()) {
@@ -615,6 +647,51 @@ impl LockInternals {
             self.client.session().unsubscribe(id);
         }
         result
+    }
+
+    /// Waits until this round's watch fires, the deadline passes or the session changes; true
+    /// when the watched node was deleted. On a backend that restores watches, a reconnect of
+    /// the session our node lives in (no loss since `losses`) does not end the wait: the
+    /// watch is still armed and fires for a deletion made while the link was down.
+    fn wait_for_watch(&self, waiter: &Waiter, losses: u64, deadline: Option<Instant>) -> bool {
+        let restores = self.client.restores_watches();
+        loop {
+            let deleted = waiter.wait(deadline);
+            if deleted || !restores || past(deadline, Instant::now()) {
+                return deleted;
+            }
+            // Re-armed before the session is read: a transition after the read signals again.
+            if !waiter.keep_waiting() {
+                return false; // the watch is spent (a data change): list and watch again
+            }
+            let s = self.client.session().snapshot();
+            let same_session = s.losses == losses
+                && matches!(
+                    s.state,
+                    ConnectionState::Suspended
+                        | ConnectionState::Reconnected
+                        | ConnectionState::Connected
+                );
+            if !same_session {
+                return false;
+            }
+        }
+    }
+
+    /// True when a watch set at `epoch` still speaks for the session our node lives in: no
+    /// transition since (any backend), or, on a backend that restores watches, the link is up
+    /// (waited for until `deadline`: a restored watch can fire before the reconnect is
+    /// reported) and no session was lost since `losses`.
+    fn same_link(&self, epoch: u64, losses: u64, deadline: Option<Instant>) -> bool {
+        let session = self.client.session();
+        if session.epoch() == epoch {
+            return true;
+        }
+        if !self.client.restores_watches() || session.snapshot().losses != losses {
+            return false;
+        }
+        let s = session.wait_until_connected(deadline);
+        s.state.is_connected() && s.losses == losses
     }
 
     /// Deletes every child other than `our_name` that carries our protection prefix: a copy made

@@ -478,6 +478,11 @@ impl ZkClient for NativeClient {
             .collect()
     }
 
+    /// SetWatches re-registers every outstanding watch on a reconnect of the same session.
+    fn restores_watches(&self) -> bool {
+        true
+    }
+
     fn session(&self) -> &Session {
         &self.core.session
     }
