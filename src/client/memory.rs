@@ -1195,6 +1195,11 @@ impl ZkClient for MemoryClient {
         })
     }
 
+    /// Create2 is one request here, as on ZooKeeper.
+    fn has_create2(&self) -> bool {
+        true
+    }
+
     /// As set by [`MemoryClient::set_watches_survive_reconnect`].
     fn restores_watches(&self) -> bool {
         self.ensemble.with_inner(|inner| {

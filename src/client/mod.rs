@@ -340,6 +340,14 @@ pub trait ZkClient: Send + Sync {
             .collect()
     }
 
+    /// True when [`Self::create2`] is one request (ZooKeeper's create2). The lock engine then
+    /// sends it in a pipeline with the listing of the lock directory and takes the fencing
+    /// token from its `Stat`; otherwise it creates with [`Self::create`] and reads the token
+    /// only when asked. The default is false.
+    fn has_create2(&self) -> bool {
+        false
+    }
+
     /// True when a reconnect with the same session re-registers every outstanding watch (and
     /// the server then fires those whose node changed while the link was down), as ZooKeeper's
     /// own clients do with SetWatches. Waiters then keep their watch across a reconnect
@@ -400,6 +408,10 @@ impl<T: ZkClient + ?Sized> ZkClient for Arc<T> {
 
     fn pipeline(&self, requests: &[Request]) -> Vec<ZkResult<Response>> {
         (**self).pipeline(requests)
+    }
+
+    fn has_create2(&self) -> bool {
+        (**self).has_create2()
     }
 
     fn restores_watches(&self) -> bool {

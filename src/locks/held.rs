@@ -68,8 +68,10 @@ impl HeldNode {
 
     /// Records the node's `czxid` as read from the create's own reply (or a look-up of the
     /// node in our session), so [`Self::fencing_token`] makes no request.
-    pub(crate) fn with_czxid(self, czxid: i64) -> HeldNode {
-        let _ = self.czxid.set(czxid);
+    pub(crate) fn with_czxid(self, czxid: Option<i64>) -> HeldNode {
+        if let Some(czxid) = czxid {
+            let _ = self.czxid.set(czxid);
+        }
         self
     }
 

@@ -79,8 +79,9 @@ pub(crate) struct Created {
     pub(crate) path: String,
     /// The session as it was just before the create that made the node.
     pub(crate) before: SessionSnapshot,
-    /// The node's `czxid` (the fencing token), from the create's own reply or the look-up.
-    pub(crate) czxid: i64,
+    /// The node's `czxid` (the fencing token), from the create's own reply or the look-up;
+    /// `None` on a backend without create2 (it is then read when asked for).
+    pub(crate) czxid: Option<i64>,
     /// The lock directory's children (unsorted) as listed right behind the create, in the same
     /// session: ZooKeeper serves one session's requests in order, so the listing includes our
     /// node. `None` when the listing failed or the node was found by the recovery look-up.
@@ -378,7 +379,7 @@ impl LockInternals {
                         return Ok(Some(Created {
                             path: actual,
                             before: at,
-                            czxid,
+                            czxid: Some(czxid),
                             listing: None,
                         }))
                     }
@@ -413,13 +414,16 @@ impl LockInternals {
 
     /// The create (with its `Stat`) and, behind it in the same pipeline, the listing of the
     /// lock directory. The create's error is the result; a failed listing is only `None` (the
-    /// wait loop lists again).
+    /// wait loop lists again). A backend without create2 gets the plain create alone.
     fn create_and_list(
         &self,
         path: &str,
         data: &[u8],
         mode: CreateMode,
-    ) -> std::result::Result<(String, i64, Option<Vec<String>>), ZkError> {
+    ) -> std::result::Result<(String, Option<i64>, Option<Vec<String>>), ZkError> {
+        if !self.client.has_create2() {
+            return Ok((self.client.create(path, data, mode)?, None, None));
+        }
         let requests = [
             Request::Create {
                 path: path.to_string(),
@@ -442,7 +446,7 @@ impl LockInternals {
             Some(Ok(Response::GetChildren(children))) => Some(children),
             _ => None,
         };
-        Ok((actual, stat.czxid, listing))
+        Ok((actual, Some(stat.czxid), listing))
     }
 
     /// Sleeps as the retry policy says (never past the deadline), then waits for a connection.
