@@ -88,6 +88,10 @@ pub(crate) struct Created {
     pub(crate) listing: Option<Vec<String>>,
 }
 
+/// A create's reply as [`LockInternals::create_and_list`] returns it: the node's path, its
+/// `czxid` when the backend has create2, and the listing sent behind it when it succeeded.
+type CreatedReply = (String, Option<i64>, Option<Vec<String>>);
+
 /// How a pause before a retry ended.
 enum Resume {
     /// Connected again: retry now.
@@ -420,7 +424,7 @@ impl LockInternals {
         path: &str,
         data: &[u8],
         mode: CreateMode,
-    ) -> std::result::Result<(String, Option<i64>, Option<Vec<String>>), ZkError> {
+    ) -> std::result::Result<CreatedReply, ZkError> {
         if !self.client.has_create2() {
             return Ok((self.client.create(path, data, mode)?, None, None));
         }
