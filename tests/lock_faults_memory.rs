@@ -675,3 +675,24 @@ fn without_restored_watches_a_reconnect_lists_again() {
     );
     waiter.start_cmd(false).recv().unwrap();
 }
+
+#[test]
+fn uncontended_semaphore_mutex_cycle_is_four_round_trips_on_a_pipelining_backend() {
+    use zk_locks::client::CountingClient;
+    use zk_locks::locks::InterProcessSemaphoreMutex;
+    let e = MemoryEnsemble::new();
+    let counting = Arc::new(CountingClient::new(e.connect()));
+    let s = InterProcessSemaphoreMutex::new(counting.clone(), "/sem").unwrap();
+    s.acquire().unwrap(); // creates the parents
+    s.release().unwrap();
+    counting.reset_counters();
+    for _ in 0..10 {
+        let g = s.lock().unwrap();
+        g.fencing_token().unwrap();
+        drop(g);
+    }
+    let c = counting.counters();
+    // Admission create + listing, lease create + listing, admission delete, lease delete.
+    assert_eq!(c.round_trips, 4 * 10, "{c:?}");
+    assert_eq!(c.requests(), 6 * 10, "{c:?}");
+}
