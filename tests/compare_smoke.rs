@@ -38,6 +38,14 @@ fn comparison_produces_every_row_for_every_client() {
                 row.scenario
             );
         }
+        // Our client counts its own round trips; the others wait for every request.
+        let ours = row
+            .ours
+            .round_trips
+            .expect("our client's round trips are counted");
+        assert!(ours > 0, "no round trip counted in {:?}", row.scenario);
+        assert_eq!(row.ours_crate.round_trips, None);
+        assert_eq!(row.curator.round_trips, None);
     }
 
     let table = bench::render(&report);
@@ -45,6 +53,8 @@ fn comparison_produces_every_row_for_every_client() {
         "| scenario | metric | zk-locks | crate backend | Curator 5.4 | zk-locks / Curator |"
     ));
     for needle in [
+        "round trips/op",
+        "round trips/acquisition",
         "request round trip",
         "uncontended mutex",
         "uncontended semaphore-mutex",
@@ -61,7 +71,7 @@ fn comparison_produces_every_row_for_every_client() {
         .lines()
         .filter(|l| l.starts_with("| ") && !l.starts_with("| scenario"))
         .collect();
-    assert_eq!(data_lines.len(), expected * 4, "{table}");
+    assert_eq!(data_lines.len(), expected * 5, "{table}");
     for line in data_lines {
         let cells: Vec<_> = line.trim_matches('|').split('|').map(str::trim).collect();
         assert_eq!(cells.len(), 6, "{line}");

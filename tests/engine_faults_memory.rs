@@ -419,3 +419,63 @@ fn a_background_delete_ends_when_the_client_closes() {
         threads_named("zk-locks-delete") == 0
     });
 }
+
+/// The create of the pipelined pair is applied and answered, the listing behind it is lost:
+/// the node is ours (no look-up, no second create) and the wait loop lists again.
+#[test]
+fn a_listing_lost_behind_an_answered_create_lists_again_and_creates_once() {
+    let e = MemoryEnsemble::new();
+    let c = e.connect();
+    let m = ready_mutex(&c, "/locks/a");
+    c.reset_counters();
+    c.inject(Fault::before(Op::GetChildren));
+    let g = m.lock().unwrap();
+    let counters = c.counters();
+    assert_eq!(counters.create, 1, "{counters:?}");
+    assert_eq!(counters.get_children, 2, "the lost listing, then one more");
+    assert_eq!(e.children("/locks/a").unwrap().len(), 1);
+    assert_eq!(g.state(), LockState::Held);
+    drop(g);
+    assert_eq!(e.children("/locks/a").unwrap(), Vec::<String>::new());
+}
+
+/// The create's reply is lost: the listing sent behind it on the same connection is lost with
+/// it (never counted as a view that includes our node), and the protected-name look-up adopts
+/// the node instead of creating again.
+#[test]
+fn a_create_lost_in_the_pipeline_goes_through_the_look_up() {
+    let e = MemoryEnsemble::new();
+    let c = e.connect();
+    let m = ready_mutex(&c, "/locks/a");
+    c.reset_counters();
+    c.inject(Fault::after(Op::Create));
+    let g = m.lock().unwrap();
+    let counters = c.counters();
+    assert_eq!(counters.create, 1, "never a blind re-create: {counters:?}");
+    assert_eq!(e.children("/locks/a").unwrap().len(), 1);
+    assert_eq!(g.state(), LockState::Held);
+    drop(g);
+    assert_eq!(e.children("/locks/a").unwrap(), Vec::<String>::new());
+}
+
+/// The session expires between the create and the listing behind it: the node died with the
+/// session, so the engine queues again with a new node in the new session.
+#[test]
+fn a_session_lost_between_create_and_listing_queues_again() {
+    let e = MemoryEnsemble::new();
+    let c = e.connect();
+    let m = ready_mutex(&c, "/locks/a");
+    let first_session = c.session_id();
+    let expirer = c.clone();
+    once_on(&c, Op::GetChildren, "/locks/a", move || expirer.expire());
+    let g = m.lock().unwrap();
+    assert_ne!(c.session_id(), first_session);
+    assert_eq!(g.state(), LockState::Held);
+    let kids = e.children("/locks/a").unwrap();
+    assert_eq!(kids.len(), 1, "only the node of the new session: {kids:?}");
+    let (_, stat) = e.node(&format!("/locks/a/{}", kids[0])).unwrap();
+    assert_eq!(stat.ephemeral_owner, c.session_id());
+    assert_eq!(g.fencing_token().unwrap(), stat.czxid);
+    drop(g);
+    assert_eq!(e.children("/locks/a").unwrap(), Vec::<String>::new());
+}

@@ -596,3 +596,103 @@ fn reentering_a_lost_hold_is_a_typed_error() {
     rw.write_lock().release().unwrap();
     rw_other.write_lock().release().unwrap();
 }
+
+#[test]
+fn uncontended_cycle_is_two_round_trips_on_a_pipelining_backend() {
+    use zk_locks::client::CountingClient;
+    let e = MemoryEnsemble::new();
+    let counting = Arc::new(CountingClient::new(e.connect()));
+    let m = InterProcessMutex::new(counting.clone(), "/locks/rt").unwrap();
+    m.acquire().unwrap(); // creates the parents
+    m.release().unwrap();
+    counting.reset_counters();
+    for _ in 0..10 {
+        let g = m.lock().unwrap();
+        g.fencing_token().unwrap();
+        drop(g);
+    }
+    let c = counting.counters();
+    // One pipeline (create + listing), one delete; the fencing token comes with the create.
+    assert_eq!(c.round_trips, 2 * 10, "{c:?}");
+    assert_eq!(
+        (c.create, c.get_children, c.delete, c.requests()),
+        (10, 10, 10, 30),
+        "{c:?}"
+    );
+}
+
+/// On a backend that restores watches, a waiter whose predecessor went away while its link was
+/// down takes the lock from its restored watch: no second listing.
+#[test]
+fn a_restored_watch_hands_over_without_a_second_listing() {
+    let e = MemoryEnsemble::new();
+    let (c1, c2) = (e.connect(), e.connect());
+    c2.set_watches_survive_reconnect(true);
+    let m1 = mutex(&c1, "/l");
+    m1.acquire().unwrap();
+    c2.reset_counters();
+    let waiter = Worker::start(mutex(&c2, "/l"));
+    let acquired = waiter.start_cmd(true);
+    eventually(PATIENCE, "the waiter watches the holder", || {
+        e.watch_count() == 1
+    });
+    c2.suspend();
+    m1.release().unwrap();
+    c2.resume();
+    acquired.recv().unwrap();
+    let c = c2.counters();
+    assert_eq!(
+        (c.create, c.get_children, c.get_data),
+        (1, 1, 1),
+        "queued once, listed once, watched once: {c:?}"
+    );
+    waiter.start_cmd(false).recv().unwrap();
+    assert_eq!(e.children("/l").unwrap(), Vec::<String>::new());
+}
+
+/// Without restored watches the waiter lists again after the reconnect (and still gets the
+/// lock): its watch may be gone.
+#[test]
+fn without_restored_watches_a_reconnect_lists_again() {
+    let e = MemoryEnsemble::new();
+    let (c1, c2) = (e.connect(), e.connect());
+    let m1 = mutex(&c1, "/l");
+    m1.acquire().unwrap();
+    c2.reset_counters();
+    let waiter = Worker::start(mutex(&c2, "/l"));
+    let acquired = waiter.start_cmd(true);
+    eventually(PATIENCE, "the waiter watches the holder", || {
+        e.watch_count() == 1
+    });
+    c2.suspend();
+    m1.release().unwrap();
+    c2.resume();
+    acquired.recv().unwrap();
+    let c = c2.counters();
+    assert!(
+        c.get_children >= 2,
+        "listed again after the reconnect: {c:?}"
+    );
+    waiter.start_cmd(false).recv().unwrap();
+}
+
+#[test]
+fn uncontended_semaphore_mutex_cycle_is_four_round_trips_on_a_pipelining_backend() {
+    use zk_locks::client::CountingClient;
+    use zk_locks::locks::InterProcessSemaphoreMutex;
+    let e = MemoryEnsemble::new();
+    let counting = Arc::new(CountingClient::new(e.connect()));
+    let s = InterProcessSemaphoreMutex::new(counting.clone(), "/sem").unwrap();
+    s.acquire().unwrap(); // creates the parents
+    s.release().unwrap();
+    counting.reset_counters();
+    for _ in 0..10 {
+        let g = s.lock().unwrap();
+        g.fencing_token().unwrap();
+        drop(g);
+    }
+    let c = counting.counters();
+    // Admission create + listing, lease create + listing, admission delete, lease delete.
+    assert_eq!(c.round_trips, 4 * 10, "{c:?}");
+    assert_eq!(c.requests(), 6 * 10, "{c:?}");
+}

@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use zk_locks::client::native::NativeClient;
 use zk_locks::client::zookeeper::ZookeeperClient;
+use zk_locks::client::CountingClient;
 use zk_locks::locks::{InterProcessReadWriteLock, InterProcessSemaphoreMutex};
 use zk_locks::testing::curator;
 use zk_locks::{InterProcessLock, InterProcessMutex, SharedClient, ZkClient};
@@ -100,6 +101,9 @@ pub struct Run {
     pub elapsed_ns: u64,
     /// Requests the server received during the run (`zk_packets_received` delta).
     pub packets: u64,
+    /// Times the clients waited for the server, as counted by our client (`None`: the side
+    /// waits for every request, so its round trips are its requests).
+    pub round_trips: Option<u64>,
 }
 
 impl Run {
@@ -109,6 +113,10 @@ impl Run {
 
     fn requests_per_op(&self) -> f64 {
         self.packets as f64 / self.n.max(1) as f64
+    }
+
+    fn round_trips_per_op(&self) -> f64 {
+        self.round_trips.unwrap_or(self.packets) as f64 / self.n.max(1) as f64
     }
 }
 
@@ -296,6 +304,7 @@ fn combine(runs: &[Run]) -> Run {
         p99_ns: median(|r| r.p99_ns),
         elapsed_ns: runs.iter().map(|r| r.elapsed_ns).sum(),
         packets: runs.iter().map(|r| r.packets).sum(),
+        round_trips: runs.iter().map(|r| r.round_trips).sum(),
     }
 }
 
@@ -341,6 +350,13 @@ pub fn render(report: &Report) -> String {
                     c.requests_per_op(),
                     2,
                 );
+                line(
+                    "round trips/op",
+                    o.round_trips_per_op(),
+                    k.round_trips_per_op(),
+                    c.round_trips_per_op(),
+                    2,
+                );
             }
             Scenario::Contended(_) => {
                 line(
@@ -371,6 +387,13 @@ pub fn render(report: &Report) -> String {
                     c.requests_per_op(),
                     2,
                 );
+                line(
+                    "round trips/acquisition",
+                    o.round_trips_per_op(),
+                    k.round_trips_per_op(),
+                    c.round_trips_per_op(),
+                    2,
+                );
             }
         }
     }
@@ -388,6 +411,7 @@ fn summary(mut samples: Vec<u64>, elapsed: Duration) -> Run {
         p99_ns: pick((n * 99 / 100).min(n.saturating_sub(1))),
         elapsed_ns: elapsed.as_nanos() as u64,
         packets: 0,
+        round_trips: None,
     }
 }
 
@@ -403,6 +427,9 @@ enum Backend {
 /// zk-locks, in this process: one client (one session) per contender.
 struct OurSide {
     clients: Vec<SharedClient>,
+    /// The same clients, for their round-trip counts (native client only: the crate backend
+    /// waits for every request, so its round trips are its requests).
+    counting: Vec<Arc<CountingClient<SharedClient>>>,
 }
 
 impl OurSide {
@@ -418,8 +445,34 @@ impl OurSide {
                 };
                 client.map_err(|e| format!("connecting to {connect}: {e}"))
             })
-            .collect::<Result<_, _>>()?;
-        Ok(OurSide { clients })
+            .collect::<Result<Vec<_>, _>>()?;
+        if backend == Backend::Crate {
+            return Ok(OurSide {
+                clients,
+                counting: Vec::new(),
+            });
+        }
+        let counting: Vec<_> = clients
+            .into_iter()
+            .map(|c| Arc::new(CountingClient::new(c)))
+            .collect();
+        let clients = counting.iter().map(|c| c.clone() as SharedClient).collect();
+        Ok(OurSide { clients, counting })
+    }
+
+    /// Round trips counted so far on every client (`None` when not counted).
+    fn round_trips(&self) -> Option<u64> {
+        (!self.counting.is_empty())
+            .then(|| self.counting.iter().map(|c| c.counters().round_trips).sum())
+    }
+
+    /// `run` with the round trips made since `before`.
+    fn with_round_trips(&self, mut run: Run, before: Option<u64>) -> Run {
+        run.round_trips = self
+            .round_trips()
+            .zip(before)
+            .map(|(after, before)| after - before);
+        run
     }
 }
 
@@ -457,19 +510,21 @@ impl Side for OurSide {
     fn roundtrip(&mut self, path: &str, n: usize) -> Result<Run, String> {
         let client = &self.clients[0];
         let mut samples = Vec::with_capacity(n);
+        let before = self.round_trips();
         let start = Instant::now();
         for _ in 0..n {
             let t = Instant::now();
             client.exists(path).map_err(|e| format!("exists: {e}"))?;
             samples.push(t.elapsed().as_nanos() as u64);
         }
-        Ok(summary(samples, start.elapsed()))
+        Ok(self.with_round_trips(summary(samples, start.elapsed()), before))
     }
 
     fn uncontended(&mut self, recipe: &str, path: &str, n: usize) -> Result<Run, String> {
         let lock = OurLock::new(self.clients[0].clone(), recipe, path)?;
         let lock = lock.get();
         let mut samples = Vec::with_capacity(n);
+        let before = self.round_trips();
         let start = Instant::now();
         for _ in 0..n {
             let t = Instant::now();
@@ -479,7 +534,7 @@ impl Side for OurSide {
                 .map_err(|e| format!("release {recipe}: {e}"))?;
             samples.push(t.elapsed().as_nanos() as u64);
         }
-        Ok(summary(samples, start.elapsed()))
+        Ok(self.with_round_trips(summary(samples, start.elapsed()), before))
     }
 
     /// Mirrors `CuratorBench.contended`: the hand-off runs from the moment a holder calls
@@ -519,13 +574,14 @@ impl Side for OurSide {
                 })
             })
             .collect();
+        let before = self.round_trips();
         go.wait();
         let start = Instant::now();
         let mut all = Vec::new();
         for t in threads {
             all.extend(t.join().map_err(|_| "a contender panicked".to_string())??);
         }
-        let mut run = summary(all, start.elapsed());
+        let mut run = self.with_round_trips(summary(all, start.elapsed()), before);
         run.n = taken.load(Ordering::SeqCst);
         Ok(run)
     }
@@ -624,6 +680,7 @@ fn parse_result(line: &str) -> Option<Run> {
         p99_ns: field("p99_ns")?,
         elapsed_ns: field("elapsed_ns")?,
         packets: 0,
+        round_trips: None,
     })
 }
 

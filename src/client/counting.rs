@@ -253,6 +253,14 @@ impl<C: ZkClient> ZkClient for CountingClient<C> {
         self.inner.pipeline(requests)
     }
 
+    fn has_create2(&self) -> bool {
+        self.inner.has_create2()
+    }
+
+    fn restores_watches(&self) -> bool {
+        self.inner.restores_watches()
+    }
+
     fn session(&self) -> &Session {
         self.inner.session()
     }

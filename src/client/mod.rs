@@ -319,9 +319,42 @@ pub trait ZkClient: Send + Sync {
     /// Sends several requests back to back and then collects every reply, in order: one
     /// round trip on a backend that pipelines (ZooKeeper serves one session's requests in
     /// order, so a listing after a create sees the created node). Each request succeeds or
-    /// fails on its own; this is not a transaction. The default runs them one after another.
+    /// fails on its own; this is not a transaction. The default runs them one after another,
+    /// as a pipelining backend would: once one request failed with an unknown outcome or a lost
+    /// session (its connection is gone), the ones behind it fail with the same error unsent.
     fn pipeline(&self, requests: &[Request]) -> Vec<ZkResult<Response>> {
-        requests.iter().map(|r| run_one(self, r)).collect()
+        let mut link_failure = None;
+        requests
+            .iter()
+            .map(|r| {
+                if let Some(code) = link_failure {
+                    return Err(code);
+                }
+                let result = run_one(self, r);
+                if let Err(code) = result {
+                    if code.is_retryable() || code.is_session_loss() || code == ZkError::Closed {
+                        link_failure = Some(code);
+                    }
+                }
+                result
+            })
+            .collect()
+    }
+
+    /// True when [`Self::create2`] is one request (ZooKeeper's create2). The lock engine then
+    /// sends it in a pipeline with the listing of the lock directory and takes the fencing
+    /// token from its `Stat`; otherwise it creates with [`Self::create`] and reads the token
+    /// only when asked. The default is false.
+    fn has_create2(&self) -> bool {
+        false
+    }
+
+    /// True when a reconnect with the same session re-registers every outstanding watch (and
+    /// the server then fires those whose node changed while the link was down), as ZooKeeper's
+    /// own clients do with SetWatches. Waiters then keep their watch across a reconnect
+    /// instead of listing again. The default is false: watches are assumed dropped.
+    fn restores_watches(&self) -> bool {
+        false
     }
 
     /// The connection-state machine of this client: state, epoch, session id, listeners.
@@ -376,6 +409,14 @@ impl<T: ZkClient + ?Sized> ZkClient for Arc<T> {
 
     fn pipeline(&self, requests: &[Request]) -> Vec<ZkResult<Response>> {
         (**self).pipeline(requests)
+    }
+
+    fn has_create2(&self) -> bool {
+        (**self).has_create2()
+    }
+
+    fn restores_watches(&self) -> bool {
+        (**self).restores_watches()
     }
 
     fn session(&self) -> &Session {

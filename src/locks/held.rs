@@ -66,6 +66,15 @@ impl HeldNode {
         }
     }
 
+    /// Records the node's `czxid` as read from the create's own reply (or a look-up of the
+    /// node in our session), so [`Self::fencing_token`] makes no request.
+    pub(crate) fn with_czxid(self, czxid: Option<i64>) -> HeldNode {
+        if let Some(czxid) = czxid {
+            let _ = self.czxid.set(czxid);
+        }
+        self
+    }
+
     /// The full path of the node.
     pub fn path(&self) -> &str {
         &self.path
@@ -180,7 +189,8 @@ impl HeldNode {
         }
     }
 
-    /// The fencing token: the node's creation zxid, read once (one `exists` request) and cached.
+    /// The fencing token: the node's creation zxid, from the create's reply (or read once with
+    /// one `exists` request, and cached).
     /// Fails when the node is gone.
     pub fn fencing_token(&self) -> Result<i64> {
         if let Some(z) = self.czxid.get() {

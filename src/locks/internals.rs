@@ -22,14 +22,20 @@
 //!   watch on a node deleted in between would never fire and would leak, CURATOR-107), and
 //!   only its own `Condvar` is notified.
 //! - **No lost wake-up.** Watches vanish on reconnect (the `zookeeper` crate does not re-arm
-//!   them), so a waiter also wakes on every change of the session epoch and re-lists.
+//!   them), so a waiter also wakes on every change of the session epoch and re-lists. On a
+//!   backend that restores watches (`ZkClient::restores_watches`), a waiter whose session is
+//!   unchanged (no loss since its create) keeps waiting on its restored watch instead.
+//! - **One round trip to queue.** The create and the listing of the lock directory go out
+//!   back to back (`ZkClient::pipeline`); the server applies one session's requests in order,
+//!   so the listing includes our node. Only a listing whose create was answered is used; a
+//!   create with an unknown outcome goes through the look-up above.
 
 use std::sync::Arc;
 use std::time::Instant;
 
 use parking_lot::{Condvar, Mutex};
 
-use crate::client::{CreateMode, EventType, SharedClient, ZkError};
+use crate::client::{CreateMode, EventType, Request, Response, SharedClient, ZkError};
 use crate::error::{Error, Result};
 use crate::paths;
 use crate::retry::{Retries, RetryPolicy, RetryStep};
@@ -65,6 +71,26 @@ pub enum NodeKind {
     /// takes its write node's sequence, so a writer queued behind stays behind (CURATOR-621).
     WithSequence(i32),
 }
+
+/// Our freshly created node, as [`LockInternals::create_protected`] returns it.
+#[derive(Debug)]
+pub(crate) struct Created {
+    /// The node's actual path.
+    pub(crate) path: String,
+    /// The session as it was just before the create that made the node.
+    pub(crate) before: SessionSnapshot,
+    /// The node's `czxid` (the fencing token), from the create's own reply or the look-up;
+    /// `None` on a backend without create2 (it is then read when asked for).
+    pub(crate) czxid: Option<i64>,
+    /// The lock directory's children (unsorted) as listed right behind the create, in the same
+    /// session: ZooKeeper serves one session's requests in order, so the listing includes our
+    /// node. `None` when the listing failed or the node was found by the recovery look-up.
+    pub(crate) listing: Option<Vec<String>>,
+}
+
+/// A create's reply as [`LockInternals::create_and_list`] returns it: the node's path, its
+/// `czxid` when the backend has create2, and the listing sent behind it when it succeeded.
+type CreatedReply = (String, Option<i64>, Option<Vec<String>>);
 
 /// How a pause before a retry ended.
 enum Resume {
@@ -107,6 +133,8 @@ struct WakeState {
     round: u64,
     /// The node watched in this round was deleted.
     deleted: bool,
+    /// The watch of this round fired (any event): it is spent.
+    fired: bool,
     /// Anything happened (data change, deletion, session transition): re-check.
     signalled: bool,
 }
@@ -127,13 +155,36 @@ impl Waiter {
         self.cond.notify_one();
     }
 
+    /// Wakes the waiter for the watch set in `round`, which saw `event`.
+    fn watch_fired(&self, round: u64, event: EventType) {
+        let mut s = self.state.lock();
+        s.signalled = true;
+        if s.round == round {
+            s.fired = true;
+            s.deleted |= event == EventType::NodeDeleted;
+        }
+        self.cond.notify_one();
+    }
+
     /// Starts a new round (before the listing it acts on) and returns its number.
     pub(crate) fn next_round(&self) -> u64 {
         let mut s = self.state.lock();
         s.round += 1;
         s.deleted = false;
+        s.fired = false;
         s.signalled = false;
         s.round
+    }
+
+    /// Goes back to waiting in the same round, unless this round's watch fired: true when
+    /// the watch is still armed (a later signal wakes [`Self::wait`] again).
+    fn keep_waiting(&self) -> bool {
+        let mut s = self.state.lock();
+        if s.fired {
+            return false;
+        }
+        s.signalled = false;
+        true
     }
 
     /// Blocks until signalled in this round or the deadline passes; true when the watched
@@ -206,14 +257,21 @@ impl LockInternals {
                 return Err(Error::Closed);
             }
             let created = self.create_protected(data, kind, deadline, start)?;
-            let Some((our_path, before)) = created else {
+            let Some(Created {
+                path: our_path,
+                before,
+                czxid,
+                listing,
+            }) = created
+            else {
                 return Ok(None); // the deadline passed while the connection was down
             };
             let mut cleanup = NodeCleanup::new(self, &our_path, deadline);
-            match self.wait_loop(&our_path, before, deadline)? {
+            match self.wait_loop(&our_path, before, deadline, listing)? {
                 LoopEnd::Acquired => {
                     cleanup.disarm();
-                    return Ok(Some(HeldNode::new(self.client.clone(), our_path, before)));
+                    let held = HeldNode::new(self.client.clone(), our_path, before);
+                    return Ok(Some(held.with_czxid(czxid)));
                 }
                 LoopEnd::TimedOut { link_trouble } => {
                     cleanup.set_wait(Wait::after_timeout(&self.client, deadline, link_trouble));
@@ -240,17 +298,19 @@ impl LockInternals {
         }
     }
 
-    /// Creates our node under a fresh protection prefix; handles a missing parent and a
-    /// connection loss with an unknown outcome. Returns the node's path and the session as it
-    /// was just before the create that made it (a later session loss means the node may not be
-    /// ours any more); `Ok(None)` when the deadline passed.
+    /// Creates our node under a fresh protection prefix, with the listing of the lock directory
+    /// sent right behind it ([`crate::client::ZkClient::pipeline`]: one round trip on a
+    /// pipelining backend); handles a missing parent and a connection loss with an unknown
+    /// outcome. Returns the node, the session as it was just before the create that made it (a
+    /// later session loss means the node may not be ours any more) and the listing when it
+    /// succeeded; `Ok(None)` when the deadline passed.
     pub(crate) fn create_protected(
         &self,
         data: &[u8],
         kind: NodeKind,
         deadline: Option<Instant>,
         start: Instant,
-    ) -> Result<Option<(String, SessionSnapshot)>> {
+    ) -> Result<Option<Created>> {
         let mut retries = Retries::new(self.retry.as_ref(), start, deadline);
         let mut prefix = protected_prefix();
         // A container parent can be reaped between our creates: recreate it a few times.
@@ -258,8 +318,15 @@ impl LockInternals {
         loop {
             let (path, mode) = self.node_path(&prefix, kind);
             let before = self.client.session().snapshot();
-            let mut code = match self.client.create(&path, data, mode) {
-                Ok(actual) => return Ok(Some((actual, before))),
+            let mut code = match self.create_and_list(&path, data, mode) {
+                Ok((actual, czxid, listing)) => {
+                    return Ok(Some(Created {
+                        path: actual,
+                        before,
+                        czxid,
+                        listing,
+                    }))
+                }
                 Err(code) => code,
             };
             match code {
@@ -312,7 +379,14 @@ impl LockInternals {
                 let at = self.client.session().snapshot();
                 match self.find_ours(&prefix, at.session_id) {
                     // Owned by the session `at` saw, so `at` is the snapshot "before" it.
-                    Ok(Found::Ours(actual)) => return Ok(Some((actual, at))),
+                    Ok(Found::Ours(actual, czxid)) => {
+                        return Ok(Some(Created {
+                            path: actual,
+                            before: at,
+                            czxid: Some(czxid),
+                            listing: None,
+                        }))
+                    }
                     Ok(Found::None) => break, // not applied: create again (same prefix is safe)
                     Ok(Found::Foreign(stale)) => {
                         // Created by a session of ours that is gone: delete and start over.
@@ -340,6 +414,43 @@ impl LockInternals {
                 }
             }
         }
+    }
+
+    /// The create (with its `Stat`) and, behind it in the same pipeline, the listing of the
+    /// lock directory. The create's error is the result; a failed listing is only `None` (the
+    /// wait loop lists again). A backend without create2 gets the plain create alone.
+    fn create_and_list(
+        &self,
+        path: &str,
+        data: &[u8],
+        mode: CreateMode,
+    ) -> std::result::Result<CreatedReply, ZkError> {
+        if !self.client.has_create2() {
+            return Ok((self.client.create(path, data, mode)?, None, None));
+        }
+        let requests = [
+            Request::Create {
+                path: path.to_string(),
+                data: data.to_vec(),
+                mode,
+            },
+            Request::GetChildren {
+                path: self.base_path.clone(),
+            },
+        ];
+        let mut replies = self.client.pipeline(&requests).into_iter();
+        // A backend that answers with the wrong shape is treated as an undecodable reply:
+        // outcome unknown, so the create goes through the look-up, never a blind retry.
+        let (actual, stat) = match replies.next() {
+            Some(Ok(Response::Create(actual, stat))) => (actual, stat),
+            Some(Err(code)) => return Err(code),
+            _ => return Err(ZkError::MarshallingError),
+        };
+        let listing = match replies.next() {
+            Some(Ok(Response::GetChildren(children))) => Some(children),
+            _ => None,
+        };
+        Ok((actual, Some(stat.czxid), listing))
     }
 
     /// Sleeps as the retry policy says (never past the deadline), then waits for a connection.
@@ -419,7 +530,7 @@ impl LockInternals {
         match self.client.exists(&path)? {
             None => Ok(Found::None),
             Some(stat) if session.is_none_or(|id| id == stat.ephemeral_owner) => {
-                Ok(Found::Ours(path))
+                Ok(Found::Ours(path, stat.czxid))
             }
             Some(_) => Ok(Found::Foreign(path)),
         }
@@ -428,11 +539,14 @@ impl LockInternals {
     /// The wait loop: list, decide, watch, wait — until acquired, timed out or our node gone.
     /// `before` is the session as it was before our node was created: once a session was lost
     /// since, our node no longer counts as ours, even while a listing still shows it.
+    /// `listing`, when given, is the listing sent right behind our create: the first round
+    /// decides from it instead of listing again.
     fn wait_loop(
         &self,
         our_path: &str,
         before: SessionSnapshot,
         deadline: Option<Instant>,
+        mut listing: Option<Vec<String>>,
     ) -> Result<LoopEnd> {
         let our_name = paths::node_name(our_path);
         let waiter = Arc::new(Waiter::default());
@@ -444,8 +558,16 @@ impl LockInternals {
             // A new round starts before the listing, so a signal that arrives at any time
             // after the listing is kept.
             let round = waiter.next_round();
-            let epoch = self.client.session().epoch();
-            let children = match self.sorted_children() {
+            // The epoch as it was before the listing: for the listing sent behind our create,
+            // the epoch before the create.
+            let (epoch, listed) = match listing.take() {
+                Some(mut children) => {
+                    sort_children(self.driver.as_ref(), &mut children);
+                    (before.epoch, Ok(children))
+                }
+                None => (self.client.session().epoch(), self.sorted_children()),
+            };
+            let children = match listed {
                 Ok(c) => c,
                 Err(code) if code.is_retryable() => match self.retry_when_connected(&mut retries) {
                     Resume::Ready => continue,
@@ -492,7 +614,7 @@ impl LockInternals {
             let w = Arc::downgrade(&waiter);
             let watcher = Box::new(move |event: crate::client::WatchedEvent| {
                 if let Some(w) = w.upgrade() {
-                    w.signal((event.event_type == EventType::NodeDeleted).then_some(round));
+                    w.watch_fired(round, event.event_type);
                 }
             });
             let pred_path = paths::join(&self.base_path, &predecessor);
@@ -515,11 +637,12 @@ impl LockInternals {
                 Err(ZkError::SessionExpired) => break Ok(LoopEnd::OurNodeGone),
                 Err(code) => break Err(Error::zk("get_data", pred_path, code)),
             }
-            let deleted = waiter.wait(deadline);
+            let deleted = self.wait_for_watch(&waiter, before.losses, deadline);
             // Hand-off without a re-list: the node that was the last one ahead of ours is
             // deleted, and no reconnect happened since our listing (an event from before a
-            // reconnect, or a stale watch of an old session, must not count).
-            if deleted && last_ahead && self.client.session().epoch() == epoch {
+            // reconnect, or a stale watch of an old session, must not count) — or, on a
+            // backend that restores watches, the watch of this round saw it in our session.
+            if deleted && last_ahead && self.same_link(epoch, before.losses, deadline) {
                 break Ok(LoopEnd::Acquired);
             }
             if past(deadline, Instant::now()) {
@@ -532,6 +655,51 @@ impl LockInternals {
             self.client.session().unsubscribe(id);
         }
         result
+    }
+
+    /// Waits until this round's watch fires, the deadline passes or the session changes; true
+    /// when the watched node was deleted. On a backend that restores watches, a reconnect of
+    /// the session our node lives in (no loss since `losses`) does not end the wait: the
+    /// watch is still armed and fires for a deletion made while the link was down.
+    fn wait_for_watch(&self, waiter: &Waiter, losses: u64, deadline: Option<Instant>) -> bool {
+        let restores = self.client.restores_watches();
+        loop {
+            let deleted = waiter.wait(deadline);
+            if deleted || !restores || past(deadline, Instant::now()) {
+                return deleted;
+            }
+            // Re-armed before the session is read: a transition after the read signals again.
+            if !waiter.keep_waiting() {
+                return false; // the watch is spent (a data change): list and watch again
+            }
+            let s = self.client.session().snapshot();
+            let same_session = s.losses == losses
+                && matches!(
+                    s.state,
+                    ConnectionState::Suspended
+                        | ConnectionState::Reconnected
+                        | ConnectionState::Connected
+                );
+            if !same_session {
+                return false;
+            }
+        }
+    }
+
+    /// True when a watch set at `epoch` still speaks for the session our node lives in: no
+    /// transition since (any backend), or, on a backend that restores watches, the link is up
+    /// (waited for until `deadline`: a restored watch can fire before the reconnect is
+    /// reported) and no session was lost since `losses`.
+    fn same_link(&self, epoch: u64, losses: u64, deadline: Option<Instant>) -> bool {
+        let session = self.client.session();
+        if session.epoch() == epoch {
+            return true;
+        }
+        if !self.client.restores_watches() || session.snapshot().losses != losses {
+            return false;
+        }
+        let s = session.wait_until_connected(deadline);
+        s.state.is_connected() && s.losses == losses
     }
 
     /// Deletes every child other than `our_name` that carries our protection prefix: a copy made
@@ -614,7 +782,7 @@ impl LockInternals {
             );
             match this.find_ours(&prefix, client.session().session_id()) {
                 Ok(Found::None) => true,
-                Ok(Found::Ours(p)) | Ok(Found::Foreign(p)) => {
+                Ok(Found::Ours(p, _)) | Ok(Found::Foreign(p)) => {
                     !matches!(try_delete(client, &p), Ok(Some(_)))
                 }
                 Err(code) => !code.is_retryable(),
@@ -625,7 +793,8 @@ impl LockInternals {
 
 enum Found {
     None,
-    Ours(String),
+    /// Our node and its `czxid`.
+    Ours(String, i64),
     Foreign(String),
 }
 

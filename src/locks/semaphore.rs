@@ -18,7 +18,7 @@ use crate::session::ConnectionState;
 use super::driver::StandardDriver;
 use super::held::{HeldNode, LockState};
 use super::internals::{
-    past, wake_on_session_change, LockInternals, NodeCleanup, NodeKind, Wait, Waiter,
+    past, wake_on_session_change, Created, LockInternals, NodeCleanup, NodeKind, Wait, Waiter,
 };
 use super::mutex::InterProcessMutex;
 use super::shared_count::SharedCount;
@@ -238,9 +238,14 @@ impl InterProcessSemaphoreV2 {
         start: Instant,
     ) -> Result<Granted> {
         let client = self.leases.client();
-        let Some((our_path, before)) =
-            self.leases
-                .create_protected(data, NodeKind::Sequential, deadline, start)?
+        let Some(Created {
+            path: our_path,
+            before,
+            czxid,
+            mut listing,
+        }) = self
+            .leases
+            .create_protected(data, NodeKind::Sequential, deadline, start)?
         else {
             // The deadline passed with the link down.
             return Ok(Granted::TimedOut { link_trouble: true });
@@ -287,7 +292,12 @@ impl InterProcessSemaphoreV2 {
                     }
                 }) as crate::client::Watcher
             });
-            let children = match client.get_children(&leases_path, watcher) {
+            // The first round decides from the listing sent behind our create (no watch).
+            let listed = match listing.take() {
+                Some(children) if watcher.is_none() => Ok(children),
+                _ => client.get_children(&leases_path, watcher),
+            };
+            let children = match listed {
                 Ok(c) => c,
                 Err(ZkError::NoNode) => break Ok(Granted::NodeGone),
                 // Our lease node died with the session: retry under the policy, as the mutex's
@@ -323,7 +333,8 @@ impl InterProcessSemaphoreV2 {
                 Err(e) => break Err(e),
             }
             if children.len() <= self.max_leases() {
-                let node = HeldNode::new(client.clone(), our_path.clone(), before);
+                let node =
+                    HeldNode::new(client.clone(), our_path.clone(), before).with_czxid(czxid);
                 break Ok(Granted::Yes(Lease {
                     node: Arc::new(node),
                     retry: self.leases.retry_policy().clone(),

@@ -129,6 +129,15 @@ impl ZkClient for MemoryClient {
         })
     }
 
+    /// One request, as ZooKeeper's create2: the node's `Stat` comes with the create.
+    fn create2(&self, path: &str, data: &[u8], mode: CreateMode) -> ZkResult<(String, Stat)> {
+        self.request(Op::Create, path, |inner, session| {
+            let actual = inner.create(session, path, data, mode)?;
+            let stat = inner.exists(&actual)?.ok_or(ZkError::SystemError)?;
+            Ok((actual, stat))
+        })
+    }
+
     fn delete(&self, path: &str, version: Option<i32>) -> ZkResult<()> {
         self.request(Op::Delete, path, |inner, _| inner.delete(path, version))
     }
@@ -152,6 +161,21 @@ impl ZkClient for MemoryClient {
     fn set_data(&self, path: &str, data: &[u8], version: Option<i32>) -> ZkResult<Stat> {
         self.request(Op::SetData, path, |inner, _| {
             inner.set_data(path, data, version)
+        })
+    }
+
+    /// Create2 is one request here, as on ZooKeeper.
+    fn has_create2(&self) -> bool {
+        true
+    }
+
+    /// As set by [`MemoryClient::set_watches_survive_reconnect`].
+    fn restores_watches(&self) -> bool {
+        self.ensemble.with_inner(|inner| {
+            inner
+                .clients
+                .get(&self.id)
+                .is_some_and(|cs| cs.keep_watches)
         })
     }
 

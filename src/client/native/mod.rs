@@ -518,6 +518,16 @@ impl ZkClient for NativeClient {
             .collect()
     }
 
+    /// Create2 is one request.
+    fn has_create2(&self) -> bool {
+        true
+    }
+
+    /// SetWatches re-registers every outstanding watch on a reconnect of the same session.
+    fn restores_watches(&self) -> bool {
+        true
+    }
+
     fn session(&self) -> &Session {
         &self.core.session
     }
