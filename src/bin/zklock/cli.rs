@@ -1,0 +1,367 @@
+//! The command line: options, the usage text, durations and digest credentials.
+//!
+//! Parsing never touches the network; a bad argument is a [`Usage`] error, printed with a
+//! pointer to `--help` (exit status 64).
+
+use std::ffi::OsString;
+use std::time::Duration;
+
+use zk_locks::client::acl::AclProvider;
+
+pub(crate) const HELP: &str = "\
+zklock - run a command while holding a ZooKeeper lock (Curator-compatible)
+
+USAGE:
+    zklock [OPTIONS] PATH -- COMMAND [ARGS...]
+    zklock holders [--connect HOSTS] [--session-timeout DUR] [--auth-file FILE] [--semaphore N] PATH
+
+Acquires the lock at PATH (an InterProcessMutex by default), runs COMMAND, releases the lock
+and exits with COMMAND's status. JVM processes using Curator 5.4's recipes on the same PATH
+contend for the same lock.
+
+OPTIONS:
+    -c, --connect HOSTS        ZooKeeper connect string, e.g. zk1:2181,zk2:2181/chroot
+                               (default: $ZK_CONNECT)
+    -t, --timeout DUR          give up waiting for the lock after DUR (default: wait forever)
+        --read                 take the read side of an InterProcessReadWriteLock
+        --write                take the write side of an InterProcessReadWriteLock
+        --semaphore N          take one lease of an InterProcessSemaphoreV2 with N leases
+        --session-timeout DUR  ZooKeeper session timeout (default 10s)
+        --grace DUR            after a lost lock, time between SIGTERM and SIGKILL (default 5s)
+        --auth-file FILE       digest credentials `user:password` from FILE (default: $ZK_AUTH);
+                               never on the command line, where `ps` shows them; the
+                               command does not inherit $ZK_AUTH
+        --acl MODE             ACL of the nodes zklock creates: open (default), creator-all
+                               (only the same user), read-only-for-world (others may look);
+                               creator-all and read-only-for-world need credentials
+        --tls-ca FILE          connect with TLS (HOSTS name secureClientPorts), verifying the
+                               servers against the PEM CA certificates in FILE (feature `tls`)
+        --tls-cert FILE        with --tls-key FILE: present this PEM client certificate
+    -h, --help                 this text
+    -V, --version              the version
+
+DUR is a number with a unit: 500ms, 10s, 2m, 1h (a bare number means seconds).
+
+The command sees ZKLOCK_PATH (the lock path), ZKLOCK_NODE (our lock node's full path) and
+ZKLOCK_FENCING_TOKEN (the node's czxid: pass it to resources that reject stale writers).
+
+If the session is lost while the command runs (the lock may now be held by someone else), the
+command gets SIGTERM, then SIGKILL after the grace period. A suspended connection alone does
+not count as lost. SIGINT/SIGTERM while waiting for the lock withdraw from the queue; while
+the command runs they are forwarded to it.
+
+`holders` prints the lock's participants in queue order: state (holder/waiting), kind, node
+name and node data (zklock and zk-locks store `<host> <pid>`, Curator its IP address). For a
+semaphore, --semaphore N tells the holders from the one lease waiting for room; without it
+every lease is listed as a holder.
+
+EXIT STATUS:
+    0-255  the command's own status
+    64     usage error
+    69     could not connect to ZooKeeper, or not allowed (credentials refused, the lock's
+           ACL does not grant our user: a wrong password?)
+    70     ZooKeeper error while acquiring or listing
+    75     timed out waiting for the lock
+    76     the lock was lost while the command ran (it was terminated)
+    126    the command could not be executed
+    127    the command was not found
+    128+N  zklock was interrupted by signal N while waiting, or the command died of signal N
+
+EXAMPLES:
+    export ZK_CONNECT=zk1:2181,zk2:2181,zk3:2181
+    zklock /locks/nightly-report -- ./make-report.sh
+    zklock --timeout 30s /locks/db-migration -- ./migrate up
+    zklock --semaphore 3 /pools/encoder -- ffmpeg -i in.mp4 out.webm
+    zklock --read /locks/catalog -- ./export-catalog
+    zklock holders /locks/nightly-report
+    ZK_AUTH=deploy:s3cret zklock --acl creator-all /locks/deploy -- ./deploy.sh
+    RUST_LOG=debug zklock /locks/x -- true
+";
+
+/// Which recipe to take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Mutex,
+    Read,
+    Write,
+    Semaphore(usize),
+}
+
+/// Credentials and the ACL of what zklock creates.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Security {
+    /// `--auth-file`, read by [`load_credentials`].
+    pub(crate) auth_file: Option<String>,
+    /// Digest `user:password`, from the file or $ZK_AUTH.
+    pub(crate) credentials: Option<String>,
+    /// `--acl`.
+    pub(crate) acl: AclMode,
+    /// `--tls-ca`, `--tls-cert`, `--tls-key`: PEM files.
+    pub(crate) tls_ca: Option<String>,
+    pub(crate) tls_cert: Option<String>,
+    pub(crate) tls_key: Option<String>,
+}
+
+/// `--acl`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) enum AclMode {
+    #[default]
+    Open,
+    CreatorAll,
+    ReadOnlyForWorld,
+}
+
+impl AclMode {
+    pub(crate) fn provider(self) -> AclProvider {
+        match self {
+            AclMode::Open => AclProvider::open(),
+            AclMode::CreatorAll => AclProvider::creator_all(),
+            AclMode::ReadOnlyForWorld => AclProvider::read_only_for_world(),
+        }
+    }
+}
+
+#[derive(Debug)]
+pub(crate) struct RunArgs {
+    pub(crate) security: Security,
+    pub(crate) connect: String,
+    pub(crate) session_timeout: Duration,
+    pub(crate) timeout: Option<Duration>,
+    pub(crate) grace: Duration,
+    pub(crate) kind: Kind,
+    pub(crate) path: String,
+    pub(crate) command: Vec<OsString>,
+}
+
+#[derive(Debug)]
+pub(crate) struct HoldersArgs {
+    pub(crate) security: Security,
+    pub(crate) connect: String,
+    pub(crate) session_timeout: Duration,
+    pub(crate) semaphore: Option<usize>,
+    pub(crate) path: String,
+}
+
+#[derive(Debug)]
+pub(crate) enum Cli {
+    Help,
+    Version,
+    Run(RunArgs),
+    Holders(HoldersArgs),
+}
+
+/// A usage error: the message is printed with a pointer to `--help`.
+#[derive(Debug)]
+pub(crate) struct Usage(pub(crate) String);
+
+/// Parses a duration: `500ms`, `10s`, `2m`, `1h`, or a bare number of seconds.
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    let split = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("invalid duration {text:?} (expected e.g. 500ms, 10s, 2m)"))?;
+    let scale = match unit {
+        "ms" => 0.001,
+        "" | "s" => 1.0,
+        "m" => 60.0,
+        "h" => 3600.0,
+        _ => {
+            return Err(format!(
+                "invalid duration unit in {text:?} (use ms, s, m or h)"
+            ))
+        }
+    };
+    Duration::try_from_secs_f64(value * scale)
+        .map_err(|_| format!("duration {text:?} is out of range"))
+}
+
+pub(crate) fn parse_cli(args: Vec<OsString>, env_connect: Option<String>) -> Result<Cli, Usage> {
+    let mut args = args.into_iter();
+    let mut connect = None;
+    let mut session_timeout = Duration::from_secs(10);
+    let mut timeout = None;
+    let mut grace = Duration::from_secs(5);
+    let mut kind = None;
+    let mut semaphore = None;
+    let mut holders_mode = false;
+    let mut path = None;
+    let mut command = Vec::new();
+    let mut first = true;
+    let mut security = Security::default();
+    while let Some(arg) = args.next() {
+        let text = arg
+            .to_str()
+            .ok_or_else(|| Usage(format!("argument {arg:?} is not valid UTF-8")))?
+            .to_string();
+        if first && text == "holders" {
+            first = false;
+            holders_mode = true;
+            continue;
+        }
+        first = false;
+        if text == "--" {
+            command.extend(args.by_ref());
+            break;
+        }
+        // `--name=value` or `--name value`.
+        let (name, inline) = match text.split_once('=') {
+            Some((n, v)) if n.starts_with("--") => (n.to_string(), Some(v.to_string())),
+            _ => (text.clone(), None),
+        };
+        let mut value = |name: &str| -> Result<String, Usage> {
+            match inline.clone() {
+                Some(v) => Ok(v),
+                None => args
+                    .next()
+                    .and_then(|v| v.into_string().ok())
+                    .ok_or_else(|| Usage(format!("{name} needs a value"))),
+            }
+        };
+        let mut set_kind = |k: Kind| -> Result<(), Usage> {
+            if kind.replace(k).is_some_and(|old| old != k) {
+                return Err(Usage(
+                    "--read, --write and --semaphore exclude each other".into(),
+                ));
+            }
+            Ok(())
+        };
+        match name.as_str() {
+            "-h" | "--help" => return Ok(Cli::Help),
+            "-V" | "--version" => return Ok(Cli::Version),
+            "-c" | "--connect" => connect = Some(value(&name)?),
+            "-t" | "--timeout" => timeout = Some(parse_duration(&value(&name)?).map_err(Usage)?),
+            "--session-timeout" => {
+                session_timeout = parse_duration(&value(&name)?).map_err(Usage)?;
+                if session_timeout.is_zero() {
+                    return Err(Usage("--session-timeout must be more than 0".into()));
+                }
+            }
+            "--grace" => grace = parse_duration(&value(&name)?).map_err(Usage)?,
+            "--auth-file" => security.auth_file = Some(value(&name)?),
+            "--tls-ca" => security.tls_ca = Some(value(&name)?),
+            "--tls-cert" => security.tls_cert = Some(value(&name)?),
+            "--tls-key" => security.tls_key = Some(value(&name)?),
+            "--acl" => {
+                security.acl = match value(&name)?.as_str() {
+                    "open" => AclMode::Open,
+                    "creator-all" => AclMode::CreatorAll,
+                    "read-only-for-world" => AclMode::ReadOnlyForWorld,
+                    other => {
+                        return Err(Usage(format!(
+                            "--acl must be open, creator-all or read-only-for-world, not {other:?}"
+                        )))
+                    }
+                }
+            }
+            "--read" => set_kind(Kind::Read)?,
+            "--write" => set_kind(Kind::Write)?,
+            "--semaphore" => {
+                let v = value(&name)?;
+                let n: usize = v.parse().ok().filter(|&n| n > 0).ok_or_else(|| {
+                    Usage(format!(
+                        "--semaphore needs a number of leases > 0, not {v:?}"
+                    ))
+                })?;
+                semaphore = Some(n);
+                set_kind(Kind::Semaphore(n))?;
+            }
+            _ if name.starts_with('-') && name.len() > 1 => {
+                return Err(Usage(format!("unknown option {name}")))
+            }
+            _ => {
+                if path.replace(text.clone()).is_some() {
+                    return Err(Usage(format!(
+                        "unexpected argument {text:?} (put the command after --)"
+                    )));
+                }
+            }
+        }
+    }
+    let connect = connect
+        .or(env_connect)
+        .filter(|c| !c.is_empty())
+        .ok_or_else(|| {
+            Usage("no ZooKeeper connect string: use --connect HOSTS or set ZK_CONNECT".into())
+        })?;
+    let path = path.ok_or_else(|| Usage("missing the lock PATH".into()))?;
+    zk_locks::paths::validate_path(&path).map_err(|e| Usage(e.to_string()))?;
+    if path == "/" {
+        return Err(Usage("the lock PATH needs its own directory, not /".into()));
+    }
+    if holders_mode {
+        if !command.is_empty() {
+            return Err(Usage("holders takes no command".into()));
+        }
+        if matches!(kind, Some(Kind::Read | Kind::Write)) || timeout.is_some() {
+            return Err(Usage(
+                "holders takes only --connect, --session-timeout, --auth-file, --acl, --tls-* and --semaphore".into(),
+            ));
+        }
+        return Ok(Cli::Holders(HoldersArgs {
+            security,
+            connect,
+            session_timeout,
+            semaphore,
+            path,
+        }));
+    }
+    if command.is_empty() {
+        return Err(Usage("missing the COMMAND (after --)".into()));
+    }
+    Ok(Cli::Run(RunArgs {
+        security,
+        connect,
+        session_timeout,
+        timeout,
+        grace,
+        kind: kind.unwrap_or(Kind::Mutex),
+        path,
+        command,
+    }))
+}
+
+/// Reads the digest credentials (`--auth-file`, else `$ZK_AUTH`) and checks that an ACL mode
+/// that needs them has them. Never echoes the credentials.
+pub(crate) fn load_credentials(mut cli: Cli, env_auth: Option<String>) -> Result<Cli, Usage> {
+    let security = match &mut cli {
+        Cli::Run(args) => &mut args.security,
+        Cli::Holders(args) => &mut args.security,
+        Cli::Help | Cli::Version => return Ok(cli),
+    };
+    let credentials = match &security.auth_file {
+        Some(file) => Some(
+            std::fs::read_to_string(file)
+                .map_err(|e| Usage(format!("cannot read --auth-file {file:?}: {e}")))?
+                .trim_end_matches(['\r', '\n'])
+                .to_string(),
+        ),
+        None => env_auth.filter(|a| !a.is_empty()),
+    };
+    if let Some(c) = &credentials {
+        if c.split_once(':').is_none_or(|(user, _)| user.is_empty()) {
+            return Err(Usage("credentials must be `user:password` (digest)".into()));
+        }
+    }
+    if security.tls_ca.is_none() && (security.tls_cert.is_some() || security.tls_key.is_some()) {
+        return Err(Usage("--tls-cert and --tls-key need --tls-ca".into()));
+    }
+    if security.tls_cert.is_some() != security.tls_key.is_some() {
+        return Err(Usage("--tls-cert and --tls-key go together".into()));
+    }
+    if cfg!(not(feature = "tls")) && security.tls_ca.is_some() {
+        return Err(Usage(
+            "this zklock was built without TLS (cargo feature `tls`)".into(),
+        ));
+    }
+    if security.acl != AclMode::Open && credentials.is_none() {
+        return Err(Usage(
+            "--acl creator-all and read-only-for-world need credentials: --auth-file FILE or $ZK_AUTH"
+                .into(),
+        ));
+    }
+    security.credentials = credentials;
+    Ok(cli)
+}

@@ -1,0 +1,73 @@
+//! `zklock`: run a command while holding a ZooKeeper lock that Curator clients share.
+//!
+//! The lock is taken on a worker thread (a mutex and the read/write sides are released by the
+//! thread that took them), so the main thread stays free to notice signals, a lost lock and
+//! the child's exit. See `--help` for usage and the exit codes.
+//!
+//! The parts, in the order a run goes through them:
+//! - [`cli`]: the options, the usage text and the credentials;
+//! - [`connecting`]: the ZooKeeper session (credentials, ACL, TLS);
+//! - [`waiting`]: acquiring on a worker thread, with `--timeout` and signals;
+//! - [`supervising`]: running the command, a lost lock, the exit status;
+//! - [`holders`]: the `holders` subcommand.
+
+mod cli;
+mod connecting;
+mod holders;
+mod supervising;
+mod waiting;
+
+use std::ffi::OsString;
+
+use cli::{load_credentials, parse_cli, Cli, Usage, HELP};
+
+/// Exit codes of zklock itself (sysexits.h where one fits); any other status is the child's.
+pub(crate) mod exit {
+    /// Bad arguments.
+    pub const USAGE: i32 = 64;
+    /// No session with ZooKeeper (unreachable, bad connect string), or not allowed: refused
+    /// credentials, a node whose ACL does not grant ours, an ACL that would lock us out.
+    pub const UNAVAILABLE: i32 = 69;
+    /// ZooKeeper failed while acquiring or listing (retries exhausted, session lost).
+    pub const LOCK_ERROR: i32 = 70;
+    /// `--timeout` passed before the lock was acquired.
+    pub const TIMED_OUT: i32 = 75;
+    /// The lock was lost while the command ran; the command was terminated.
+    pub const LOCK_LOST: i32 = 76;
+    /// The command could not be started.
+    pub const CANNOT_EXECUTE: i32 = 126;
+    /// The command was not found.
+    pub const NOT_FOUND: i32 = 127;
+    /// Killed by (or interrupted with) signal `n`: `128 + n`, as shells report it.
+    pub const SIGNAL_BASE: i32 = 128;
+}
+
+fn main() {
+    // Warnings (a lost session, a dead link) reach the operator unless RUST_LOG says otherwise.
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn"))
+        .format_timestamp_millis()
+        .init();
+    let args: Vec<OsString> = std::env::args_os().skip(1).collect();
+    let cli = parse_cli(args, std::env::var("ZK_CONNECT").ok())
+        .and_then(|cli| load_credentials(cli, std::env::var("ZK_AUTH").ok()));
+    let cli = match cli {
+        Ok(cli) => cli,
+        Err(Usage(msg)) => {
+            eprintln!("zklock: {msg}\nTry 'zklock --help' for more information.");
+            std::process::exit(exit::USAGE);
+        }
+    };
+    let code = match cli {
+        Cli::Help => {
+            print!("{HELP}");
+            0
+        }
+        Cli::Version => {
+            println!("zklock {}", env!("CARGO_PKG_VERSION"));
+            0
+        }
+        Cli::Holders(args) => holders::holders(&args),
+        Cli::Run(args) => supervising::run(args),
+    };
+    std::process::exit(code);
+}
