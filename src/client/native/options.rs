@@ -1,10 +1,9 @@
 //! [`NativeOptions`] (what a client is told) and the connect string (hosts and chroot).
 
-use std::net::ToSocketAddrs;
 use std::time::Duration;
 
 use crate::client::acl::AclProvider;
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 /// ZooKeeper's default packet limit (`jute.maxbuffer`): frames this long or longer are refused.
 pub const DEFAULT_PACKET_LIMIT: usize = 0xfffff;
@@ -136,43 +135,7 @@ impl NativeOptions {
 
 /// Hosts (shuffled) and the chroot of a connect string.
 pub(super) fn parse_connect_string(connect_string: &str) -> Result<(Vec<String>, Option<String>)> {
-    let connect_error = |reason: String| Error::Connect {
-        hosts: connect_string.to_string(),
-        reason,
-    };
-    let (hosts, chroot) = match connect_string.find('/') {
-        Some(i) => connect_string.split_at(i),
-        None => (connect_string, ""),
-    };
-    let chroot = match chroot {
-        "" | "/" => None,
-        c => {
-            crate::paths::validate_path(c).map_err(|e| Error::InvalidArgument {
-                name: "connect_string",
-                reason: format!("bad chroot in {connect_string:?}: {e}"),
-            })?;
-            Some(c.to_string())
-        }
-    };
-    let mut out = Vec::new();
-    for host in hosts.split(',').map(str::trim) {
-        if host.is_empty() {
-            return Err(connect_error("empty host in the connect string".into()));
-        }
-        let with_port = if host.contains(':') && !host.ends_with(']') {
-            host.to_string()
-        } else {
-            format!("{host}:2181")
-        };
-        let resolves = with_port
-            .to_socket_addrs()
-            .map(|mut a| a.next().is_some())
-            .unwrap_or(false);
-        if !resolves {
-            return Err(connect_error(format!("cannot resolve {host:?}")));
-        }
-        out.push(with_port);
-    }
+    let (mut out, chroot) = crate::client::connect_string::parse(connect_string)?;
     // Fisher-Yates, so that clients spread over the ensemble.
     for i in (1..out.len()).rev() {
         let j = (uuid::Uuid::new_v4().as_u64_pair().0 % (i as u64 + 1)) as usize;

@@ -1,9 +1,8 @@
 //! Options and the connect string.
 
-use std::net::ToSocketAddrs;
 use std::time::Duration;
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 /// Options for [`ZookeeperClient::connect_with`](super::ZookeeperClient::connect_with).
 ///
@@ -80,41 +79,13 @@ pub(super) struct Target {
 }
 
 pub(super) fn parse_connect_string(connect_string: &str) -> Result<Target> {
-    let connect_error = |reason: String| Error::Connect {
-        hosts: connect_string.to_string(),
-        reason,
-    };
-    let (hosts, chroot) = match connect_string.find('/') {
-        Some(i) => (&connect_string[..i], &connect_string[i..]),
-        None => (connect_string, ""),
-    };
-    let chroot = match chroot {
-        "" | "/" => None,
-        c => {
-            crate::paths::validate_path(c).map_err(|e| Error::InvalidArgument {
-                name: "connect_string",
-                reason: format!("bad chroot in {connect_string:?}: {e}"),
-            })?;
-            Some(c.to_string())
-        }
-    };
-    let mut resolved = Vec::new();
-    for host in hosts.split(',').map(str::trim) {
-        if host.is_empty() {
-            return Err(connect_error("empty host in the connect string".into()));
-        }
-        let with_port = if host.contains(':') && !host.ends_with(']') {
-            host.to_string()
-        } else {
-            format!("{host}:2181")
-        };
-        let addr = with_port
-            .to_socket_addrs()
-            .ok()
-            .and_then(|mut a| a.next())
-            .ok_or_else(|| connect_error(format!("cannot resolve {host:?}")))?;
-        resolved.push(addr.to_string());
-    }
+    let (hosts, chroot) = crate::client::connect_string::parse(connect_string)?;
+    // Parsing resolved every host once already; the crate wants the addresses.
+    let resolved = hosts
+        .iter()
+        .map(|host| crate::client::connect_string::resolve(connect_string, host))
+        .map(|addr| addr.map(|a| a.to_string()))
+        .collect::<Result<Vec<_>>>()?;
     Ok(Target {
         crate_hosts: resolved.join(","),
         chroot,
@@ -124,6 +95,7 @@ pub(super) fn parse_connect_string(connect_string: &str) -> Result<Target> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::Error;
 
     #[test]
     fn parses_connect_strings() {

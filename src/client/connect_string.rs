@@ -1,0 +1,53 @@
+//! Connect strings, as every ZooKeeper client reads them: `host[:port],...[/chroot]`.
+
+use std::net::{SocketAddr, ToSocketAddrs};
+
+use crate::error::{Error, Result};
+
+/// The hosts (`host:port`, port 2181 when omitted; each must resolve) and the chroot of a
+/// connect string `host[:port][,host[:port]...][/chroot]`, hosts in the order given.
+pub(crate) fn parse(connect_string: &str) -> Result<(Vec<String>, Option<String>)> {
+    let connect_error = |reason: String| Error::Connect {
+        hosts: connect_string.to_string(),
+        reason,
+    };
+    let (hosts, chroot) = match connect_string.find('/') {
+        Some(i) => connect_string.split_at(i),
+        None => (connect_string, ""),
+    };
+    let chroot = match chroot {
+        "" | "/" => None,
+        c => {
+            crate::paths::validate_path(c).map_err(|e| Error::InvalidArgument {
+                name: "connect_string",
+                reason: format!("bad chroot in {connect_string:?}: {e}"),
+            })?;
+            Some(c.to_string())
+        }
+    };
+    let mut out = Vec::new();
+    for host in hosts.split(',').map(str::trim) {
+        if host.is_empty() {
+            return Err(connect_error("empty host in the connect string".into()));
+        }
+        let with_port = if host.contains(':') && !host.ends_with(']') {
+            host.to_string()
+        } else {
+            format!("{host}:2181")
+        };
+        resolve(connect_string, &with_port)?;
+        out.push(with_port);
+    }
+    Ok((out, chroot))
+}
+
+/// The first address `host` (a `host:port` of `connect_string`) resolves to.
+pub(crate) fn resolve(connect_string: &str, host: &str) -> Result<SocketAddr> {
+    host.to_socket_addrs()
+        .ok()
+        .and_then(|mut a| a.next())
+        .ok_or_else(|| Error::Connect {
+            hosts: connect_string.to_string(),
+            reason: format!("cannot resolve {host:?}"),
+        })
+}
