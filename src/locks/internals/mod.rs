@@ -33,64 +33,22 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use parking_lot::{Condvar, Mutex};
-
-use crate::client::{CreateMode, EventType, Request, Response, SharedClient, ZkError};
+use crate::client::{SharedClient, ZkError};
 use crate::error::{Error, Result};
 use crate::paths;
 use crate::retry::{Retries, RetryPolicy, RetryStep};
 use crate::session::{ConnectionState, ListenerId, SessionSnapshot};
 
+mod create;
+mod waiter;
+
+pub(crate) use create::Created;
+pub use create::{is_protected, protected_prefix, NodeKind, PROTECTED_PREFIX_LEN};
+pub(crate) use waiter::Waiter;
+
 pub(crate) use super::cleanup::{delete_guaranteed, NodeCleanup, Wait};
-use super::cleanup::{retry_in_background, try_delete};
 use super::driver::{sort_children, Decision, LockDriver};
 use super::held::HeldNode;
-
-/// Length of Curator's protection prefix `_c_<36-char uuid>-`.
-pub const PROTECTED_PREFIX_LEN: usize = 40;
-
-/// A fresh Curator protection prefix: `_c_<uuid v4, lowercase, hyphenated>-`.
-pub fn protected_prefix() -> String {
-    format!("_c_{}-", uuid::Uuid::new_v4())
-}
-
-/// True for a name made by a protected create (Curator's `isProtectedZNode`).
-pub fn is_protected(name: &str) -> bool {
-    name.len() > PROTECTED_PREFIX_LEN
-        && name.starts_with("_c_")
-        && name.as_bytes()[39] == b'-'
-        && uuid::Uuid::try_parse(&name[3..39]).is_ok()
-}
-
-/// How the lock node is created.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum NodeKind {
-    /// EPHEMERAL_SEQUENTIAL: the server appends the next sequence number (every recipe).
-    Sequential,
-    /// EPHEMERAL with this sequence written by us: the read node of a write→read downgrade
-    /// takes its write node's sequence, so a writer queued behind stays behind (CURATOR-621).
-    WithSequence(i32),
-}
-
-/// Our freshly created node, as [`LockInternals::create_protected`] returns it.
-#[derive(Debug)]
-pub(crate) struct Created {
-    /// The node's actual path.
-    pub(crate) path: String,
-    /// The session as it was just before the create that made the node.
-    pub(crate) before: SessionSnapshot,
-    /// The node's `czxid` (the fencing token), from the create's own reply or the look-up;
-    /// `None` on a backend without create2 (it is then read when asked for).
-    pub(crate) czxid: Option<i64>,
-    /// The lock directory's children (unsorted) as listed right behind the create, in the same
-    /// session: ZooKeeper serves one session's requests in order, so the listing includes our
-    /// node. `None` when the listing failed or the node was found by the recovery look-up.
-    pub(crate) listing: Option<Vec<String>>,
-}
-
-/// A create's reply as [`LockInternals::create_and_list`] returns it: the node's path, its
-/// `czxid` when the backend has create2, and the listing sent behind it when it succeeded.
-type CreatedReply = (String, Option<i64>, Option<Vec<String>>);
 
 /// How a pause before a retry ended.
 enum Resume {
@@ -123,86 +81,6 @@ pub struct LockInternals {
     base_path: String,
     driver: Arc<dyn LockDriver>,
     retry: Arc<dyn RetryPolicy>,
-}
-
-/// What one waiter is told by its watch and by session changes.
-#[derive(Default)]
-struct WakeState {
-    /// Which watch is current: a watch left armed by an earlier round (after a reconnect that
-    /// kept watches) must not pass for the deletion of the node we watch now.
-    round: u64,
-    /// The node watched in this round was deleted.
-    deleted: bool,
-    /// The watch of this round fired (any event): it is spent.
-    fired: bool,
-    /// Anything happened (data change, deletion, session transition): re-check.
-    signalled: bool,
-}
-
-/// One waiter's private wake-up: only this waiter's thread ever waits on it (no herd).
-#[derive(Default)]
-pub(crate) struct Waiter {
-    state: Mutex<WakeState>,
-    cond: Condvar,
-}
-
-impl Waiter {
-    /// Wakes the waiter; `deleted_in_round` is the round of a watch that saw its node deleted.
-    pub(crate) fn signal(&self, deleted_in_round: Option<u64>) {
-        let mut s = self.state.lock();
-        s.signalled = true;
-        s.deleted |= deleted_in_round == Some(s.round);
-        self.cond.notify_one();
-    }
-
-    /// Wakes the waiter for the watch set in `round`, which saw `event`.
-    fn watch_fired(&self, round: u64, event: EventType) {
-        let mut s = self.state.lock();
-        s.signalled = true;
-        if s.round == round {
-            s.fired = true;
-            s.deleted |= event == EventType::NodeDeleted;
-        }
-        self.cond.notify_one();
-    }
-
-    /// Starts a new round (before the listing it acts on) and returns its number.
-    pub(crate) fn next_round(&self) -> u64 {
-        let mut s = self.state.lock();
-        s.round += 1;
-        s.deleted = false;
-        s.fired = false;
-        s.signalled = false;
-        s.round
-    }
-
-    /// Goes back to waiting in the same round, unless this round's watch fired: true when
-    /// the watch is still armed (a later signal wakes [`Self::wait`] again).
-    fn keep_waiting(&self) -> bool {
-        let mut s = self.state.lock();
-        if s.fired {
-            return false;
-        }
-        s.signalled = false;
-        true
-    }
-
-    /// Blocks until signalled in this round or the deadline passes; true when the watched
-    /// node was deleted in this round.
-    pub(crate) fn wait(&self, deadline: Option<Instant>) -> bool {
-        let mut wake = self.state.lock();
-        while !wake.signalled {
-            match deadline {
-                Some(d) => {
-                    if self.cond.wait_until(&mut wake, d).timed_out() {
-                        break;
-                    }
-                }
-                None => self.cond.wait(&mut wake),
-            }
-        }
-        wake.deleted
-    }
 }
 
 impl LockInternals {
@@ -298,161 +176,6 @@ impl LockInternals {
         }
     }
 
-    /// Creates our node under a fresh protection prefix, with the listing of the lock directory
-    /// sent right behind it ([`crate::client::ZkClient::pipeline`]: one round trip on a
-    /// pipelining backend); handles a missing parent and a connection loss with an unknown
-    /// outcome. Returns the node, the session as it was just before the create that made it (a
-    /// later session loss means the node may not be ours any more) and the listing when it
-    /// succeeded; `Ok(None)` when the deadline passed.
-    pub(crate) fn create_protected(
-        &self,
-        data: &[u8],
-        kind: NodeKind,
-        deadline: Option<Instant>,
-        start: Instant,
-    ) -> Result<Option<Created>> {
-        let mut retries = Retries::new(self.retry.as_ref(), start, deadline);
-        let mut prefix = protected_prefix();
-        // A container parent can be reaped between our creates: recreate it a few times.
-        let mut parent_creations = 0;
-        loop {
-            let (path, mode) = self.node_path(&prefix, kind);
-            let before = self.client.session().snapshot();
-            let mut code = match self.create_and_list(&path, data, mode) {
-                Ok((actual, czxid, listing)) => {
-                    return Ok(Some(Created {
-                        path: actual,
-                        before,
-                        czxid,
-                        listing,
-                    }))
-                }
-                Err(code) => code,
-            };
-            match code {
-                // Parents are created only when missing, as Curator does (one create when the
-                // directory exists, which is the common case).
-                ZkError::NoNode if parent_creations < 3 => {
-                    self.create_parents()?;
-                    parent_creations += 1;
-                    continue;
-                }
-                code if code.is_retryable() => {}
-                // The session ended before the create was applied in it: nothing of ours
-                // can exist. Create again on the next session (under the retry policy).
-                ZkError::SessionExpired => match self.retry_when_connected(&mut retries) {
-                    Resume::Ready => {
-                        prefix = protected_prefix();
-                        continue;
-                    }
-                    Resume::Deadline => return Ok(None),
-                    Resume::Closed => return Err(Error::Closed),
-                    Resume::Exhausted => {
-                        return Err(Error::SessionLost {
-                            path: self.base_path.clone(),
-                        })
-                    }
-                },
-                code => return Err(Error::zk("create", path, code)),
-            }
-            // The create may or may not have been applied. Look it up, and repeat the look-up,
-            // never the create, while the outcome stays unknown: a second node of ours would
-            // sit in the queue behind the first and wait on it (CURATOR-45).
-            loop {
-                match self.retry_when_connected(&mut retries) {
-                    Resume::Ready => {}
-                    Resume::Deadline => {
-                        self.delete_by_prefix_in_background(prefix);
-                        return Ok(None);
-                    }
-                    Resume::Closed => return Err(Error::Closed),
-                    Resume::Exhausted => {
-                        self.delete_by_prefix_in_background(prefix);
-                        return Err(Error::RetriesExhausted {
-                            path,
-                            attempts: retries.attempts() + 1,
-                            elapsed: retries.elapsed(),
-                            last: code,
-                        });
-                    }
-                }
-                let at = self.client.session().snapshot();
-                match self.find_ours(&prefix, at.session_id) {
-                    // Owned by the session `at` saw, so `at` is the snapshot "before" it.
-                    Ok(Found::Ours(actual, czxid)) => {
-                        return Ok(Some(Created {
-                            path: actual,
-                            before: at,
-                            czxid: Some(czxid),
-                            listing: None,
-                        }))
-                    }
-                    Ok(Found::None) => break, // not applied: create again (same prefix is safe)
-                    Ok(Found::Foreign(stale)) => {
-                        // Created by a session of ours that is gone: delete and start over.
-                        if let Err(e) = delete_guaranteed(
-                            &self.client,
-                            &stale,
-                            &*self.retry,
-                            Wait::Until(deadline),
-                        ) {
-                            log::warn!("deleting {stale}, left by a lost session: {e}");
-                        }
-                        prefix = protected_prefix();
-                        break;
-                    }
-                    Err(again) if again.is_retryable() => code = again, // still unknown
-                    Err(ZkError::SessionExpired) => {
-                        // The session that may have created it is gone, and the node with it.
-                        prefix = protected_prefix();
-                        break;
-                    }
-                    Err(other) => {
-                        self.delete_by_prefix_in_background(prefix);
-                        return Err(Error::zk("get_children", self.base_path.clone(), other));
-                    }
-                }
-            }
-        }
-    }
-
-    /// The create (with its `Stat`) and, behind it in the same pipeline, the listing of the
-    /// lock directory. The create's error is the result; a failed listing is only `None` (the
-    /// wait loop lists again). A backend without create2 gets the plain create alone.
-    fn create_and_list(
-        &self,
-        path: &str,
-        data: &[u8],
-        mode: CreateMode,
-    ) -> std::result::Result<CreatedReply, ZkError> {
-        if !self.client.has_create2() {
-            return Ok((self.client.create(path, data, mode)?, None, None));
-        }
-        let requests = [
-            Request::Create {
-                path: path.to_string(),
-                data: data.to_vec(),
-                mode,
-            },
-            Request::GetChildren {
-                path: self.base_path.clone(),
-            },
-        ];
-        let mut replies = self.client.pipeline(&requests).into_iter();
-        // A backend that answers with the wrong shape is treated as an undecodable reply:
-        // outcome unknown, so the create goes through the look-up, never a blind retry.
-        let (actual, stat) = match replies.next() {
-            Some(Ok(Response::Create(actual, stat))) => (actual, stat),
-            Some(Err(code)) => return Err(code),
-            _ => return Err(ZkError::MarshallingError),
-        };
-        let listing = match replies.next() {
-            Some(Ok(Response::GetChildren(children))) => Some(children),
-            _ => None,
-        };
-        Ok((actual, Some(stat.czxid), listing))
-    }
-
     /// Sleeps as the retry policy says (never past the deadline), then waits for a connection.
     fn retry_when_connected(&self, retries: &mut Retries<'_>) -> Resume {
         if self.client.session().state() == ConnectionState::Closed {
@@ -471,68 +194,6 @@ impl LockInternals {
             ConnectionState::Closed => Resume::Closed,
             state if state.is_connected() => Resume::Ready,
             _ => Resume::Deadline,
-        }
-    }
-
-    fn node_path(&self, prefix: &str, kind: NodeKind) -> (String, CreateMode) {
-        let name = format!("{prefix}{}", self.driver.lock_name());
-        match kind {
-            NodeKind::Sequential => (
-                paths::join(&self.base_path, &name),
-                CreateMode::EphemeralSequential,
-            ),
-            NodeKind::WithSequence(seq) => (
-                paths::join(
-                    &self.base_path,
-                    &format!("{name}{}", paths::format_sequence(seq)),
-                ),
-                CreateMode::Ephemeral,
-            ),
-        }
-    }
-
-    /// Creates every missing ancestor of the lock node (`base_path` included) as a container,
-    /// with empty data, ignoring NodeExists (another contender may create them concurrently).
-    fn create_parents(&self) -> Result<()> {
-        let mut missing = Vec::new();
-        let mut at = Some(self.base_path.as_str());
-        while let Some(p) = at.filter(|p| *p != "/") {
-            match self.client.exists(p) {
-                Ok(Some(_)) => break,
-                Ok(None) => missing.push(p.to_string()),
-                Err(code) => return Err(Error::zk("exists", p, code)),
-            }
-            at = paths::parent(p);
-        }
-        for p in missing.iter().rev() {
-            match self.client.create(p, &[], CreateMode::Container) {
-                Ok(_) | Err(ZkError::NodeExists) => {}
-                Err(code) => return Err(Error::zk("create", p.clone(), code)),
-            }
-        }
-        Ok(())
-    }
-
-    /// Looks for the child that a create with `prefix` may have made; it is ours when owned by
-    /// `session` (the session we are in, as seen before the look-up).
-    fn find_ours(&self, prefix: &str, session: Option<i64>) -> std::result::Result<Found, ZkError> {
-        let children = match self.client.get_children(&self.base_path, None) {
-            Ok(c) => c,
-            Err(ZkError::NoNode) => return Ok(Found::None),
-            Err(code) => return Err(code),
-        };
-        let Some(name) = children.into_iter().find(|c| c.starts_with(prefix)) else {
-            return Ok(Found::None);
-        };
-        let path = paths::join(&self.base_path, &name);
-        // A listing can still show the node of a session that just expired (CURATOR-498):
-        // adopt it only when our current session owns it.
-        match self.client.exists(&path)? {
-            None => Ok(Found::None),
-            Some(stat) if session.is_none_or(|id| id == stat.ephemeral_owner) => {
-                Ok(Found::Ours(path, stat.czxid))
-            }
-            Some(_) => Ok(Found::Foreign(path)),
         }
     }
 
@@ -764,38 +425,6 @@ impl LockInternals {
     pub(crate) fn release_within(&self, held: &HeldNode, wait: Wait) -> Result<()> {
         delete_guaranteed(&self.client, held.path(), self.retry.as_ref(), wait)
     }
-
-    /// After a create whose outcome stayed unknown: find the node by its prefix and delete it
-    /// in the background, so it cannot block the queue (CURATOR-45).
-    fn delete_by_prefix_in_background(&self, prefix: String) {
-        let (base_path, driver, retry) = (
-            self.base_path.clone(),
-            self.driver.clone(),
-            self.retry.clone(),
-        );
-        retry_in_background("zk-locks-find-delete", &self.client, move |client| {
-            let this = LockInternals::new(
-                client.clone(),
-                base_path.clone(),
-                driver.clone(),
-                retry.clone(),
-            );
-            match this.find_ours(&prefix, client.session().session_id()) {
-                Ok(Found::None) => true,
-                Ok(Found::Ours(p, _)) | Ok(Found::Foreign(p)) => {
-                    !matches!(try_delete(client, &p), Ok(Some(_)))
-                }
-                Err(code) => !code.is_retryable(),
-            }
-        });
-    }
-}
-
-enum Found {
-    None,
-    /// Our node and its `czxid`.
-    Ours(String, i64),
-    Foreign(String),
 }
 
 /// Wakes `waiter` on every session transition (until unsubscribed).

@@ -1,0 +1,88 @@
+//! One waiter's private wake-up: its watch and session changes signal it, and only its own
+//! thread waits on it (no herd).
+
+use std::time::Instant;
+
+use parking_lot::{Condvar, Mutex};
+
+use crate::client::EventType;
+
+/// What one waiter is told by its watch and by session changes.
+#[derive(Default)]
+struct WakeState {
+    /// Which watch is current: a watch left armed by an earlier round (after a reconnect that
+    /// kept watches) must not pass for the deletion of the node we watch now.
+    round: u64,
+    /// The node watched in this round was deleted.
+    deleted: bool,
+    /// The watch of this round fired (any event): it is spent.
+    fired: bool,
+    /// Anything happened (data change, deletion, session transition): re-check.
+    signalled: bool,
+}
+
+/// One waiter's private wake-up: only this waiter's thread ever waits on it (no herd).
+#[derive(Default)]
+pub(crate) struct Waiter {
+    state: Mutex<WakeState>,
+    cond: Condvar,
+}
+
+impl Waiter {
+    /// Wakes the waiter; `deleted_in_round` is the round of a watch that saw its node deleted.
+    pub(crate) fn signal(&self, deleted_in_round: Option<u64>) {
+        let mut s = self.state.lock();
+        s.signalled = true;
+        s.deleted |= deleted_in_round == Some(s.round);
+        self.cond.notify_one();
+    }
+
+    /// Wakes the waiter for the watch set in `round`, which saw `event`.
+    pub(super) fn watch_fired(&self, round: u64, event: EventType) {
+        let mut s = self.state.lock();
+        s.signalled = true;
+        if s.round == round {
+            s.fired = true;
+            s.deleted |= event == EventType::NodeDeleted;
+        }
+        self.cond.notify_one();
+    }
+
+    /// Starts a new round (before the listing it acts on) and returns its number.
+    pub(crate) fn next_round(&self) -> u64 {
+        let mut s = self.state.lock();
+        s.round += 1;
+        s.deleted = false;
+        s.fired = false;
+        s.signalled = false;
+        s.round
+    }
+
+    /// Goes back to waiting in the same round, unless this round's watch fired: true when
+    /// the watch is still armed (a later signal wakes [`Self::wait`] again).
+    pub(super) fn keep_waiting(&self) -> bool {
+        let mut s = self.state.lock();
+        if s.fired {
+            return false;
+        }
+        s.signalled = false;
+        true
+    }
+
+    /// Blocks until signalled in this round or the deadline passes; true when the watched
+    /// node was deleted in this round.
+    pub(crate) fn wait(&self, deadline: Option<Instant>) -> bool {
+        let mut wake = self.state.lock();
+        while !wake.signalled {
+            match deadline {
+                Some(d) => {
+                    if self.cond.wait_until(&mut wake, d).timed_out() {
+                        break;
+                    }
+                }
+                None => self.cond.wait(&mut wake),
+            }
+        }
+        wake.deleted
+    }
+}
