@@ -4,6 +4,8 @@
 //!   on the in-memory backend this is the library's own overhead per cycle.
 //! - `contended/<backend>/<n>`: n sessions, one thread each, zero hold time, on one mutex; one
 //!   iteration is one acquisition (so the time per iteration is the hand-off period).
+//! - `memory/create-list-delete`: the in-memory ensemble's cost for the three requests of a
+//!   lock cycle (create, list, delete), without the library around them.
 //!
 //! The `memory` backend always runs; the `native` (our own client) and `crate` (the
 //! `zookeeper`-crate backend) backends run when `ZK_CONNECT` names a ZooKeeper server
@@ -154,5 +156,33 @@ fn hand_round(clients: &[SharedClient], path: &str, acquisitions: u64) -> Durati
     start.elapsed()
 }
 
-criterion_group!(benches, uncontended, contended);
+/// The in-memory ensemble's own cost for the requests of one lock cycle: create an
+/// ephemeral sequential node, list its directory (five siblings), delete the node.
+fn memory_requests(c: &mut Criterion) {
+    use zk_locks::{CreateMode, ZkClient as _};
+    let client = MemoryEnsemble::new().connect();
+    let dir = bench_path("memory-requests");
+    let parent = dir.rsplit_once('/').map_or("/", |(p, _)| p);
+    for path in [parent, &dir] {
+        client.create(path, b"", CreateMode::Persistent).unwrap();
+    }
+    for i in 0..5 {
+        let sibling = format!("{dir}/other-{i}");
+        client
+            .create(&sibling, b"", CreateMode::Persistent)
+            .unwrap();
+    }
+    let lock = format!("{dir}/lock-");
+    c.bench_function("memory/create-list-delete", |b| {
+        b.iter(|| {
+            let path = client
+                .create(&lock, b"", CreateMode::EphemeralSequential)
+                .unwrap();
+            client.get_children(&dir, None).unwrap();
+            client.delete(&path, None).unwrap();
+        })
+    });
+}
+
+criterion_group!(benches, uncontended, contended, memory_requests);
 criterion_main!(benches);

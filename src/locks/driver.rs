@@ -34,6 +34,13 @@ pub trait LockDriver: Send + Sync + std::fmt::Debug {
     /// Given the children sorted by [`LockDriver::sort_key`] and our index among them: do we
     /// hold the lock, and if not, which node do we watch.
     fn decide(&self, sorted: &[String], our_index: usize) -> Decision;
+
+    /// Whether the node at `index` of `sorted` holds the lock, as anyone looking at the
+    /// listing can tell: the rule [`LockDriver::decide`] grants by, without what only the
+    /// acquiring thread knows. This is the holder flag of [`super::Participant`].
+    fn holds(&self, sorted: &[String], index: usize) -> bool {
+        matches!(self.decide(sorted, index), Decision::Acquired)
+    }
 }
 
 /// Curator's `standardFixForSorting`: the text after the **last** occurrence of `lock_name`, or

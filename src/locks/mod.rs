@@ -5,6 +5,11 @@
 //! - [`InterProcessSemaphoreV2`] and [`InterProcessSemaphoreMutex`]: N leases, and one;
 //! - [`InterProcessMultiLock`]: all or nothing over any of them.
 //!
+//! Each recipe's `participants()` lists its queue with the holders flagged ([`Participant`]);
+//! the names of its nodes and directories are the constants of Curator's layout
+//! ([`LOCK_NAME`], [`READ_LOCK_NAME`], [`WRITE_LOCK_NAME`], [`LOCK_PARENT`], [`LEASE_PARENT`],
+//! [`LEASE_BASE_NAME`]), and [`LockLayout`] tells which recipe a directory belongs to.
+//!
 //! Every recipe implements [`InterProcessLock`]; [`InterProcessLock::lock`] returns a
 //! [`LockGuard`] that releases on drop and tells the holder whether it may have lost the lock
 //! ([`LockState`]) and which fencing token guards its writes.
@@ -14,8 +19,10 @@ mod driver;
 mod guard;
 mod held;
 pub mod internals;
+mod layout;
 mod multi;
 mod mutex;
+mod participants;
 mod read_write;
 mod rearm;
 mod revocation;
@@ -28,11 +35,14 @@ use std::time::{Duration, Instant};
 pub use driver::{sort_children, standard_sort_key, Decision, LockDriver, StandardDriver};
 pub use guard::LockGuard;
 pub use held::{HeldNode, LockState};
+pub use layout::{
+    LockLayout, LEASE_BASE_NAME, LEASE_PARENT, LOCK_NAME, LOCK_PARENT, READ_LOCK_NAME,
+    WRITE_LOCK_NAME,
+};
 pub use multi::InterProcessMultiLock;
 pub use mutex::InterProcessMutex;
-pub use read_write::{
-    InterProcessReadWriteLock, ReadLock, WriteLock, READ_LOCK_NAME, WRITE_LOCK_NAME,
-};
+pub use participants::{Participant, ParticipantKind};
+pub use read_write::{InterProcessReadWriteLock, ReadLock, WriteLock};
 pub use revocation::{Revoker, REVOKE_MESSAGE};
 pub use semaphore::{InterProcessSemaphoreMutex, InterProcessSemaphoreV2, Lease};
 pub use shared_count::SharedCount;

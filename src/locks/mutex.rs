@@ -15,11 +15,10 @@ use crate::retry::{ExponentialBackoffRetry, RetryPolicy};
 use super::driver::{LockDriver, StandardDriver};
 use super::held::{HeldNode, LockState};
 use super::internals::{LockInternals, NodeKind, Wait};
+use super::layout::LOCK_NAME;
+use super::participants::{self as queue, Participant, ParticipantKind};
 use super::revocation::{RevocationListener, RevocationWatch};
 use super::{deadline_after, default_node_data, validate_lock_path, InterProcessLock};
-
-/// Curator's `InterProcessMutex.LOCK_NAME`.
-pub const LOCK_NAME: &str = "lock-";
 
 /// One thread's hold on the mutex.
 struct Owner {
@@ -168,6 +167,25 @@ impl InterProcessMutex {
     /// All contenders' nodes, in queue order (the holder first), as full paths.
     pub fn participant_nodes(&self) -> Result<Vec<String>> {
         self.internals.participant_nodes()
+    }
+
+    /// Every contender in queue order (the order of [`Self::participant_nodes`]), with its
+    /// node's data and whether it holds the lock (see [`Participant`]).
+    pub fn participants(&self) -> Result<Vec<Participant>> {
+        let driver = self.internals.driver();
+        queue::list(self.client(), self.path(), driver.as_ref(), |sorted, i| {
+            (ParticipantKind::Mutex, driver.holds(sorted, i))
+        })
+    }
+
+    /// The driver that decides for this mutex's nodes.
+    pub(crate) fn driver(&self) -> &Arc<dyn LockDriver> {
+        self.internals.driver()
+    }
+
+    /// The client the mutex queues through.
+    pub(crate) fn client(&self) -> &SharedClient {
+        self.internals.client()
     }
 
     /// Makes the next acquisitions revocable: when someone calls [`super::Revoker::attempt_revoke`]

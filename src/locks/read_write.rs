@@ -17,13 +17,10 @@ use crate::paths;
 use super::driver::{standard_sort_key, Decision, LockDriver};
 use super::held::{HeldNode, LockState};
 use super::internals::NodeKind;
+use super::layout::{READ_LOCK_NAME, WRITE_LOCK_NAME};
 use super::mutex::InterProcessMutex;
+use super::participants::{self as queue, Participant, ParticipantKind};
 use super::InterProcessLock;
-
-/// Curator's read lock name.
-pub const READ_LOCK_NAME: &str = "__READ__";
-/// Curator's write lock name.
-pub const WRITE_LOCK_NAME: &str = "__WRIT__";
 
 /// Both kinds sort by their sequence in one queue: the text after the last `__READ__`, then
 /// after the last `__WRIT__` (Curator's `SortingLockInternalsDriver`).
@@ -61,6 +58,13 @@ impl LockDriver for WriteDriver {
             predecessor,
             last_ahead,
         }
+    }
+
+    /// First in the queue; a downgrade read node of this very writer (same sequence) may
+    /// sort ahead of it.
+    fn holds(&self, sorted: &[String], index: usize) -> bool {
+        let ours = rw_sort_key(&sorted[index]);
+        sorted[..index].iter().all(|c| rw_sort_key(c) == ours)
     }
 }
 
@@ -100,6 +104,15 @@ impl LockDriver for ReadDriver {
                 last_ahead: writers.next().is_none(),
             },
         }
+    }
+
+    /// No writer ahead, except the one whose sequence this read node shares: the node is that
+    /// writer's downgrade, which `decide` grants to the writer's thread.
+    fn holds(&self, sorted: &[String], index: usize) -> bool {
+        let ours = rw_sort_key(&sorted[index]);
+        !sorted[..index]
+            .iter()
+            .any(|c| is_writer(c) && rw_sort_key(c) != ours)
     }
 }
 
@@ -194,6 +207,43 @@ impl InterProcessReadWriteLock {
     pub fn write_lock(&self) -> &WriteLock {
         &self.write
     }
+
+    /// The whole queue, readers and writers, in queue order, with each node's data and
+    /// whether it holds its side of the lock (see [`Participant`]).
+    pub fn participants(&self) -> Result<Vec<Participant>> {
+        read_write_queue(&self.write.read, &self.write.write)
+    }
+}
+
+/// The one queue of both sides; each node's flag from its own side's driver.
+fn read_write_queue(
+    read: &InterProcessMutex,
+    write: &InterProcessMutex,
+) -> Result<Vec<Participant>> {
+    let (reader, writer) = (read.driver(), write.driver());
+    queue::list(
+        write.client(),
+        write.path(),
+        writer.as_ref(),
+        |sorted, i| {
+            if is_writer(&sorted[i]) {
+                (ParticipantKind::Write, writer.holds(sorted, i))
+            } else {
+                (ParticipantKind::Read, reader.holds(sorted, i))
+            }
+        },
+    )
+}
+
+/// The participants of one kind, flagged over the whole queue.
+fn side_of_queue(
+    read: &InterProcessMutex,
+    write: &InterProcessMutex,
+    kind: ParticipantKind,
+) -> Result<Vec<Participant>> {
+    let mut all = read_write_queue(read, write)?;
+    all.retain(|p| p.kind == kind);
+    Ok(all)
 }
 
 fn participants(mutex: &InterProcessMutex, lock_name: &str) -> Result<Vec<String>> {
@@ -208,6 +258,12 @@ impl ReadLock {
     /// Read nodes in queue order, as full paths.
     pub fn participant_nodes(&self) -> Result<Vec<String>> {
         participants(&self.read, READ_LOCK_NAME)
+    }
+
+    /// The read nodes in queue order, with their data and holder flags (decided over the
+    /// whole queue: a reader holds when no writer is ahead of it).
+    pub fn participants(&self) -> Result<Vec<Participant>> {
+        side_of_queue(&self.read, &self.write, ParticipantKind::Read)
     }
 
     /// True when the calling thread holds the read lock.
@@ -297,6 +353,12 @@ impl WriteLock {
         participants(&self.write, WRITE_LOCK_NAME)
     }
 
+    /// The write nodes in queue order, with their data and holder flags (decided over the
+    /// whole queue: a writer holds when it is first).
+    pub fn participants(&self) -> Result<Vec<Participant>> {
+        side_of_queue(&self.read, &self.write, ParticipantKind::Write)
+    }
+
     /// True when the calling thread holds the write lock.
     pub fn is_owned_by_current_thread(&self) -> bool {
         self.write.is_owned_by_current_thread()
@@ -359,6 +421,52 @@ mod tests {
         assert_eq!(rw_sort_key("_c_a-__READ__0000000003"), "0000000003");
         assert_eq!(rw_sort_key("_c_a-__WRIT__0000000004"), "0000000004");
         assert_eq!(rw_sort_key("other"), "other");
+    }
+
+    /// The holder flags an observer reads: readers ahead of a writer hold, a writer ahead of
+    /// readers holds alone, and a downgrade's two nodes (one sequence) hold in either order.
+    #[test]
+    fn holders_as_an_observer_sees_them() {
+        let reader = |sorted: &[String], i| {
+            ReadDriver {
+                write: Arc::new(
+                    InterProcessMutex::new(
+                        crate::client::memory::MemoryEnsemble::new().connect(),
+                        "/rw",
+                    )
+                    .unwrap(),
+                ),
+            }
+            .holds(sorted, i)
+        };
+        let c = names(&[
+            "a-__READ__0000000001",
+            "b-__READ__0000000002",
+            "c-__WRIT__0000000003",
+        ]);
+        assert!(reader(&c, 0) && reader(&c, 1) && !WriteDriver.holds(&c, 2));
+        let c = names(&[
+            "a-__WRIT__0000000001",
+            "b-__READ__0000000002",
+            "c-__READ__0000000003",
+        ]);
+        assert!(WriteDriver.holds(&c, 0) && !reader(&c, 1) && !reader(&c, 2));
+        for c in [
+            names(&[
+                "a-__WRIT__0000000001",
+                "a-__READ__0000000001",
+                "b-__READ__0000000002",
+            ]),
+            names(&[
+                "a-__READ__0000000001",
+                "a-__WRIT__0000000001",
+                "b-__READ__0000000002",
+            ]),
+        ] {
+            let (r, w) = if is_writer(&c[0]) { (1, 0) } else { (0, 1) };
+            assert!(reader(&c, r) && WriteDriver.holds(&c, w), "{c:?}");
+            assert!(!reader(&c, 2), "{c:?}");
+        }
     }
 
     #[test]

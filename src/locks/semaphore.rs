@@ -15,21 +15,16 @@ use crate::paths;
 use crate::retry::{ExponentialBackoffRetry, Retries, RetryPolicy, RetryStep};
 use crate::session::ConnectionState;
 
-use super::driver::StandardDriver;
+use super::driver::{LockDriver, StandardDriver};
 use super::held::{HeldNode, LockState};
 use super::internals::{
     past, wake_on_session_change, Created, LockInternals, NodeCleanup, NodeKind, Wait, Waiter,
 };
+use super::layout::{LEASE_BASE_NAME, LEASE_PARENT, LOCK_PARENT};
 use super::mutex::InterProcessMutex;
+use super::participants::{self as queue, Participant, ParticipantKind};
 use super::shared_count::SharedCount;
 use super::{deadline_after, default_node_data, validate_lock_path, InterProcessLock, LockGuard};
-
-/// Curator's admission directory name.
-pub const LOCK_PARENT: &str = "locks";
-/// Curator's lease directory name.
-pub const LEASE_PARENT: &str = "leases";
-/// Curator's lease node name.
-pub const LEASE_BASE_NAME: &str = "lease-";
 
 /// Where the maximum number of leases comes from.
 #[derive(Debug, Clone)]
@@ -385,6 +380,22 @@ impl InterProcessSemaphoreV2 {
     }
 }
 
+impl InterProcessSemaphoreV2 {
+    /// The lease nodes in queue order, with their data; a lease holds when it is among the
+    /// first [`Self::max_leases`] (only the newest lease, its owner still admitted, waits for
+    /// room; after the maximum was lowered, leases granted under the old one show as waiting).
+    pub fn participants(&self) -> Result<Vec<Participant>> {
+        let rule = StandardDriver::new(LEASE_BASE_NAME, self.max_leases());
+        let leases = &self.leases;
+        queue::list(
+            leases.client(),
+            leases.base_path(),
+            leases.driver().as_ref(),
+            |sorted, i| (ParticipantKind::Lease, rule.holds(sorted, i)),
+        )
+    }
+}
+
 enum Granted {
     Yes(Lease),
     /// `link_trouble`: a request failed with an unknown outcome at the end (no more requests on
@@ -510,6 +521,12 @@ impl InterProcessSemaphoreMutex {
     /// The lease node names (see [`InterProcessSemaphoreV2::participant_nodes`]).
     pub fn participant_nodes(&self) -> Result<Vec<String>> {
         self.semaphore.participant_nodes()
+    }
+
+    /// The lease nodes (at most two: the holder's and one waiting for room), see
+    /// [`InterProcessSemaphoreV2::participants`].
+    pub fn participants(&self) -> Result<Vec<Participant>> {
+        self.semaphore.participants()
     }
 
     /// Keeps `lease` (owned by the calling thread's guard when `for_guard`); returns its node.

@@ -3,7 +3,6 @@
 
 use std::sync::mpsc;
 use std::thread;
-use std::time::{Duration, Instant};
 
 use zk_locks::client::counting::CountingClient;
 use zk_locks::client::memory::{MemoryEnsemble, Op};
@@ -350,29 +349,4 @@ fn concurrent_clients_create_unique_sequence_nodes() {
         (2000, 0),
         "creates and deletes both bump cversion"
     );
-}
-
-/// Performance smoke check (run with `--release -- --ignored`): the lock library budgets
-/// < 5 µs for create + list + delete on this backend.
-#[test]
-#[ignore]
-fn perf_create_list_delete() {
-    let (_ensemble, client) = setup();
-    for i in 0..5 {
-        client
-            .create(&format!("/d/other-{i}"), b"", CreateMode::Persistent)
-            .unwrap();
-    }
-    let rounds = 100_000;
-    let start = Instant::now();
-    for _ in 0..rounds {
-        let path = client
-            .create("/d/lock-", b"", CreateMode::EphemeralSequential)
-            .unwrap();
-        client.get_children("/d", None).unwrap();
-        client.delete(&path, None).unwrap();
-    }
-    let per = start.elapsed() / rounds;
-    println!("create + get_children + delete: {per:?}");
-    assert!(per < Duration::from_micros(50), "{per:?}");
 }

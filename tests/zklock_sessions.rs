@@ -1,0 +1,256 @@
+//! The `zklock` binary under signals, lost sessions and credentials: interruption while
+//! waiting withdraws from the queue, a lock lost under a running command (through a
+//! `FaultProxy`) terminates it, a cut under an aged holder does not, and digest credentials
+//! come from a file or the environment. Needs a real ZooKeeper (skipped otherwise, unless
+//! `ZK_LOCKS_REQUIRE_SERVER=1`).
+
+mod common;
+mod zklock_support;
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use common::{children, eventually, unique_root};
+use zk_locks::locks::{InterProcessLock, InterProcessMutex};
+use zk_locks::testing::{shared_server, FaultProxy};
+use zk_locks::SharedClient;
+use zklock_support::{client, run, temp_dir, wait_exit, zklock, PATIENCE};
+
+#[test]
+fn interrupt_while_waiting_withdraws_from_the_queue() {
+    let Some(server) = shared_server() else {
+        return;
+    };
+    let connect = server.connect_string();
+    let root = unique_root("zklock-sigint");
+    let c = client(&connect);
+    let shared: SharedClient = c.clone();
+    let mutex = InterProcessMutex::new(shared, &root).unwrap();
+    let guard = mutex.lock().unwrap();
+    let mut waiter = zklock()
+        .args(["--connect", &connect, &root, "--", "true"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    eventually(PATIENCE, "zklock queues", || {
+        children(c.as_ref(), &root).len() == 2
+    });
+    // SAFETY: kill(2) on our own child process.
+    unsafe { libc::kill(waiter.id() as libc::pid_t, libc::SIGINT) };
+    let status = wait_exit(&mut waiter, "zklock exits on SIGINT");
+    assert_eq!(status.code(), Some(128 + libc::SIGINT), "{status:?}");
+    // Its node goes with its session at once (not after a session timeout).
+    eventually(PATIENCE, "zklock's node is deleted", || {
+        children(c.as_ref(), &root).len() == 1
+    });
+    assert!(guard.is_valid());
+}
+
+#[test]
+fn lost_lock_terminates_the_command() {
+    let Some(server) = shared_server() else {
+        return;
+    };
+    let proxy = FaultProxy::start(server.addr()).unwrap();
+    let root = unique_root("zklock-lost");
+    let dir = temp_dir("lost");
+    let script = format!(
+        "trap 'echo term > {d}/termed; exit 0' TERM; touch {d}/started; while :; do sleep 0.1; done",
+        d = dir.display()
+    );
+    let mut holder = zklock()
+        .args([
+            "--connect",
+            &proxy.connect_string(),
+            "--session-timeout",
+            "2s",
+            "--grace",
+            "10s",
+            &root,
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    eventually(PATIENCE, "the command starts", || {
+        Path::new(&dir.join("started")).exists()
+    });
+    proxy.freeze();
+    let status = wait_exit(&mut holder, "zklock gives up the lost lock");
+    assert_eq!(status.code(), Some(76), "{status:?}");
+    assert!(dir.join("termed").exists(), "the command got SIGTERM");
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(holder.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+    assert!(stderr.contains("lost the lock"), "{stderr}");
+    // The server expires the frozen session: another process can take the lock.
+    let c: SharedClient = client(&server.connect_string());
+    let other = InterProcessMutex::new(c, &root).unwrap();
+    assert!(other.acquire_timeout(PATIENCE).unwrap());
+    other.release().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The issue that made us write our own client: a holder older than its session timeout lost
+/// its lock (and its command) on a one-off connection cut. Now the session survives the cut.
+#[test]
+fn a_cut_under_an_aged_holder_keeps_the_lock_and_the_command() {
+    let Some(server) = shared_server() else {
+        return;
+    };
+    let proxy = FaultProxy::start(server.addr()).unwrap();
+    let root = unique_root("zklock-aged");
+    let dir = temp_dir("aged");
+    let script = format!(
+        "trap 'echo term > {d}/termed; exit 1' TERM; touch {d}/started; \
+         while [ ! -e {d}/go ]; do sleep 0.1; done",
+        d = dir.display()
+    );
+    let mut holder = zklock()
+        .args([
+            "--connect",
+            &proxy.connect_string(),
+            "--session-timeout",
+            "2s",
+            &root,
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    eventually(PATIENCE, "the command starts", || {
+        Path::new(&dir.join("started")).exists()
+    });
+    let session = proxy.session_id().expect("a session through the proxy");
+    // The holder ages past several session timeouts (time is the subject here).
+    std::thread::sleep(Duration::from_secs(6));
+    let connections = proxy.connection_count();
+    assert_eq!(connections, 1);
+    proxy.cut();
+    eventually(PATIENCE, "the holder resumes its session", || {
+        proxy.session_ids() == vec![session]
+    });
+    let c = client(&server.connect_string());
+    assert_eq!(
+        children(c.as_ref(), &root).len(),
+        1,
+        "the lock node survived"
+    );
+    std::fs::write(dir.join("go"), b"").unwrap();
+    let status = wait_exit(&mut holder, "the command finishes");
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(holder.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+    assert_eq!(status.code(), Some(0), "{status:?}: {stderr}");
+    assert!(
+        !dir.join("termed").exists(),
+        "the command was not terminated"
+    );
+    assert!(!stderr.contains("lost"), "{stderr}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A `creator_all` lock held by the library with `app:secret`.
+fn secured_holder(connect: &str, root: &str) -> (SharedClient, InterProcessMutex) {
+    use zk_locks::client::acl::AclProvider;
+    use zk_locks::client::native::{NativeClient, NativeOptions};
+    let options = NativeOptions::new(connect)
+        .digest_auth("app", "secret")
+        .acl_provider(AclProvider::creator_all());
+    let shared: SharedClient = NativeClient::connect_with(options).unwrap();
+    let mutex = InterProcessMutex::new(shared.clone(), root).unwrap();
+    mutex.acquire().unwrap();
+    (shared, mutex)
+}
+
+#[test]
+fn credentials_come_from_a_file_or_the_environment_and_strangers_exit_69() {
+    let Some(server) = shared_server() else {
+        return;
+    };
+    let connect = server.connect_string();
+    let root = unique_root("zklock-secured");
+    let (owner, mutex) = secured_holder(&connect, &root);
+
+    // Without credentials `holders` may not look: a clear error, exit 69.
+    let out = run(zklock().args(["holders", "--connect", &connect, &root]));
+    assert_eq!(out.status.code(), Some(69), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("not allowed to look"), "{stderr}");
+
+    // With them (environment) it lists the holder.
+    let out =
+        run(zklock()
+            .env("ZK_AUTH", "app:secret")
+            .args(["holders", "--connect", &connect, &root]));
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("holder"));
+
+    // A wrong password cannot queue: exit 69, the password never printed, nothing left.
+    let out = run(zklock().env("ZK_AUTH", "app:guessed-pw").args([
+        "--connect",
+        &connect,
+        "--acl",
+        "creator-all",
+        "--timeout",
+        "5s",
+        &root,
+        "--",
+        "true",
+    ]));
+    assert_eq!(out.status.code(), Some(69), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("wrong password"), "{stderr}");
+    assert!(!stderr.contains("guessed-pw"), "{stderr}");
+    assert_eq!(children(owner.as_ref(), &root).len(), 1);
+
+    // The right credentials from a file: queues behind the holder (it can list) and times out.
+    let dir = temp_dir("auth-file");
+    let file = dir.join("zk-auth");
+    std::fs::write(&file, "app:secret\n").unwrap();
+    let out = run(zklock().args([
+        "--connect",
+        &connect,
+        "--auth-file",
+        file.to_str().unwrap(),
+        "--acl",
+        "creator-all",
+        "--timeout",
+        "300ms",
+        &root,
+        "--",
+        "true",
+    ]));
+    assert_eq!(out.status.code(), Some(75), "{out:?}");
+    mutex.release().unwrap();
+    // Then takes it (credentials from the environment, which the command does not inherit).
+    let out = run(zklock().env("ZK_AUTH", "app:secret").args([
+        "--connect",
+        &connect,
+        "--acl",
+        "creator-all",
+        &root,
+        "--",
+        "sh",
+        "-c",
+        "test -z \"$ZK_AUTH\"",
+    ]));
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+
+    // An ACL mode that needs credentials without any is a usage error.
+    let out = run(zklock().args([
+        "--connect",
+        &connect,
+        "--acl",
+        "creator-all",
+        &root,
+        "--",
+        "true",
+    ]));
+    assert_eq!(out.status.code(), Some(64), "{out:?}");
+}
