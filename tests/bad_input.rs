@@ -1,7 +1,7 @@
-//! Bad input, row by row: every row gets a typed `zk_locks::Error` whose message names the
-//! input, nothing panics, and no node is left behind. Rows run on the memory backend; the
-//! connect-string rows run against the real backend (`ZookeeperClient`), since that is where
-//! connect strings are parsed.
+//! Bad input to the recipes, row by row: every row gets a typed `zk_locks::Error` whose
+//! message names the input, nothing panics, and no node is left behind. Rows run on the memory
+//! backend. Bad connect strings and timeouts are rows of `real_backends/connecting.rs`, run
+//! on both real backends (where connect strings are parsed).
 
 mod common;
 
@@ -10,12 +10,11 @@ use std::thread;
 use std::time::Duration;
 
 use zk_locks::client::memory::MemoryEnsemble;
-use zk_locks::client::zookeeper::{ZkOptions, ZookeeperClient};
 use zk_locks::locks::{
     InterProcessMultiLock, InterProcessReadWriteLock, InterProcessSemaphoreMutex,
     InterProcessSemaphoreV2, LockState, Revoker, SharedCount,
 };
-use zk_locks::{Error, InterProcessLock, InterProcessMutex, SharedClient, ZkClient};
+use zk_locks::{Error, InterProcessLock, InterProcessMutex, SharedClient};
 
 /// Every node of the ensemble, as full paths.
 fn tree(e: &MemoryEnsemble) -> Vec<String> {
@@ -484,145 +483,4 @@ fn zero_and_maximal_timeouts() {
     });
     drop(g);
     assert!(e.children("/t/wait").unwrap_or_default().is_empty());
-}
-
-/// A connect attempt that must fail with an error accepted by `expected` whose message names
-/// `names` (the connect string itself, unless a timeout is the bad input).
-fn connect_row(
-    connect_string: &str,
-    names: &str,
-    options: ZkOptions,
-    expected: impl Fn(&Error) -> bool,
-) {
-    let result = std::panic::catch_unwind(|| ZookeeperClient::connect_with(options))
-        .unwrap_or_else(|_| panic!("{connect_string:?}: panicked"));
-    let err = match result {
-        Ok(c) => {
-            c.close();
-            panic!("{connect_string:?}: connected")
-        }
-        Err(e) => e,
-    };
-    assert!(expected(&err), "{connect_string:?}: {err:?}");
-    let message = err.to_string();
-    assert!(
-        message.contains(&format!("{names:?}")) || message.contains(names),
-        "{connect_string:?}: message {message:?} does not name {names:?}"
-    );
-}
-
-#[test]
-fn bad_connect_strings_are_typed_errors() {
-    let connect = |e: &Error| matches!(e, Error::Connect { .. });
-    let argument = |e: &Error| matches!(e, Error::InvalidArgument { .. });
-    let short = |s: &str| ZkOptions::new(s).session_timeout(Duration::from_secs(2));
-    for (s, kind) in [
-        ("", connect as fn(&Error) -> bool),
-        (" ", connect),
-        (",", connect),
-        ("127.0.0.1:2181,", connect),
-        ("no-such-host.invalid:2181", connect),
-        ("127.0.0.1:notaport", connect),
-        ("127.0.0.1:99999", connect),
-        ("127.0.0.1:2181/bad//chroot", argument),
-        ("127.0.0.1:2181/chroot/", argument),
-        ("127.0.0.1:2181/a/../b", argument),
-        ("127.0.0.1:2181/nul\0", argument),
-    ] {
-        connect_row(s, s, short(s), kind);
-    }
-}
-
-#[test]
-fn bad_timeouts_when_connecting_are_typed_errors() {
-    // Nothing listens on a port we just bound and released.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let hosts = format!("127.0.0.1:{port}");
-    connect_row(
-        &hosts,
-        "session_timeout",
-        ZkOptions::new(hosts.clone()).session_timeout(Duration::ZERO),
-        |e| {
-            matches!(
-                e,
-                Error::InvalidArgument {
-                    name: "session_timeout",
-                    ..
-                }
-            )
-        },
-    );
-    // Longer than the wire's i32 of milliseconds (the crate would overflow).
-    connect_row(
-        &hosts,
-        "session_timeout",
-        ZkOptions::new(hosts.clone())
-            .session_timeout(Duration::MAX)
-            .connect_timeout(Duration::from_millis(300)),
-        |e| {
-            matches!(
-                e,
-                Error::InvalidArgument {
-                    name: "session_timeout",
-                    ..
-                }
-            )
-        },
-    );
-}
-
-/// Against a real server: nothing listening is a `Connect` error within the connect timeout,
-/// and a valid chroot works (and is where the nodes go).
-#[test]
-fn connect_strings_against_a_real_server() {
-    let Some(server) = zk_locks::testing::shared_server() else {
-        return;
-    };
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let dead = format!("127.0.0.1:{port}");
-    connect_row(
-        &dead,
-        &dead,
-        ZkOptions::new(dead.clone())
-            .session_timeout(Duration::from_secs(2))
-            .connect_timeout(Duration::from_millis(500)),
-        |e| matches!(e, Error::Connect { .. }),
-    );
-    let bad_chroot = format!("{}/x//y", server.connect_string());
-    connect_row(
-        &bad_chroot,
-        &bad_chroot,
-        ZkOptions::new(bad_chroot.clone()),
-        |e| matches!(e, Error::InvalidArgument { .. }),
-    );
-    let root = format!("/bad-input-{}", std::process::id());
-    let chrooted = format!("{}{root}", server.connect_string());
-    // A maximal connect (and call) timeout must not overflow an `Instant`.
-    let c = ZookeeperClient::connect_with(
-        ZkOptions::new(chrooted.clone())
-            .session_timeout(Duration::from_secs(6))
-            .connect_timeout(Duration::MAX)
-            .call_timeout(Duration::MAX),
-    )
-    .unwrap();
-    let m = InterProcessMutex::new(c.clone(), "/lock").unwrap();
-    let g = m.lock().unwrap();
-    let node = g.node_path().unwrap().to_string();
-    assert!(node.starts_with("/lock/"), "{node}");
-    drop(g);
-    c.close();
-    let plain = ZookeeperClient::connect(&server.connect_string(), Duration::from_secs(6)).unwrap();
-    assert!(plain
-        .get_children(&format!("{root}/lock"), None)
-        .unwrap()
-        .is_empty());
-    plain.close();
 }

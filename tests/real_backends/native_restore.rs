@@ -1,0 +1,176 @@
+//! Our own client only: what a reconnect of the same session restores. Watches come back
+//! with SetWatches (a deletion missed while disconnected fires at once; a later change fires
+//! as usual; more path text than one packet goes in batches), and credentials are sent again
+//! on every connection.
+
+use std::sync::mpsc;
+use std::time::Instant;
+
+use zk_locks::client::native::{NativeClient, NativeOptions};
+use zk_locks::client::{EventType, Request};
+use zk_locks::session::ConnectionState;
+use zk_locks::testing::{shared_server, FaultProxy};
+use zk_locks::{CreateMode, ZkClient, ZkError};
+
+use crate::backend::{native, reach, unique, SESSION};
+
+#[test]
+fn a_deletion_while_disconnected_fires_the_restored_watch() {
+    let Some(server) = shared_server() else {
+        return;
+    };
+    let proxy = FaultProxy::start(server.addr()).unwrap();
+    let waiter = native(&proxy.connect_string());
+    let other = native(&server.connect_string());
+    let root = unique("setwatches");
+    other.create(&root, b"", CreateMode::Persistent).unwrap();
+    let node = other
+        .create(&format!("{root}/predecessor"), b"", CreateMode::Persistent)
+        .unwrap();
+    let (tx, rx) = mpsc::channel();
+    waiter
+        .get_data(&node, Some(Box::new(move |e| tx.send(e).unwrap())))
+        .unwrap();
+    proxy.refuse(true);
+    proxy.cut();
+    reach(waiter.as_ref(), ConnectionState::Suspended, SESSION * 2);
+    other.delete(&node, None).unwrap();
+    proxy.refuse(false);
+    reach(waiter.as_ref(), ConnectionState::Reconnected, SESSION * 2);
+    // No call on the waiter: the watch was re-registered with SetWatches, and the server
+    // fired it for the deletion it missed.
+    let event = rx
+        .recv_timeout(SESSION * 2)
+        .expect("the restored watch fired");
+    assert_eq!(event.event_type, EventType::NodeDeleted);
+    assert_eq!(event.path, node);
+    assert_eq!(waiter.watch_count(), 0);
+}
+
+#[test]
+fn a_watch_restored_after_a_cut_fires_on_a_later_change() {
+    let Some(server) = shared_server() else {
+        return;
+    };
+    let proxy = FaultProxy::start(server.addr()).unwrap();
+    let client = native(&proxy.connect_string());
+    let root = unique("restored");
+    client.create(&root, b"", CreateMode::Persistent).unwrap();
+    let (tx, rx) = mpsc::channel();
+    client
+        .get_children(&root, Some(Box::new(move |e| tx.send(e).unwrap())))
+        .unwrap();
+    proxy.cut();
+    reach(client.as_ref(), ConnectionState::Reconnected, SESSION * 2);
+    assert!(rx.try_recv().is_err(), "nothing changed: no event");
+    client
+        .create(&format!("{root}/child"), b"", CreateMode::Persistent)
+        .unwrap();
+    let event = rx
+        .recv_timeout(SESSION * 2)
+        .expect("the restored child watch fired");
+    assert_eq!(event.event_type, EventType::NodeChildrenChanged);
+}
+
+/// More watched path text than one packet may carry (1 MiB): the restore goes out in several
+/// SetWatches batches and every watch is back (each fires on its node's deletion after the
+/// reconnect).
+#[test]
+fn many_watches_are_restored_in_batches() {
+    let Some(server) = shared_server() else {
+        return;
+    };
+    const NODES: usize = 7000;
+    let proxy = FaultProxy::start(server.addr()).unwrap();
+    let client = native(&proxy.connect_string());
+    let root = unique("batches");
+    client.create(&root, b"", CreateMode::Persistent).unwrap();
+    // ~160 bytes per path: about 1.1 MB of path text.
+    let long = "n".repeat(100);
+    let paths: Vec<String> = (0..NODES)
+        .map(|i| format!("{root}/{long}-{i:05}"))
+        .collect();
+    let creates: Vec<Request> = paths
+        .iter()
+        .map(|p| Request::Create {
+            path: p.clone(),
+            data: vec![],
+            mode: CreateMode::Persistent,
+        })
+        .collect();
+    assert!(client.pipeline(&creates).iter().all(Result::is_ok));
+    let (tx, rx) = mpsc::channel();
+    for p in &paths {
+        let tx = tx.clone();
+        client
+            .get_data(p, Some(Box::new(move |e| tx.send(e).unwrap())))
+            .unwrap();
+    }
+    assert_eq!(client.watch_count(), NODES);
+    proxy.cut();
+    reach(client.as_ref(), ConnectionState::Reconnected, SESSION * 2);
+    let other = native(&server.connect_string());
+    let deletes: Vec<Request> = paths
+        .iter()
+        .map(|p| Request::Delete {
+            path: p.clone(),
+            version: None,
+        })
+        .collect();
+    assert!(other.pipeline(&deletes).iter().all(Result::is_ok));
+    for _ in 0..NODES {
+        let event = rx
+            .recv_timeout(SESSION * 5)
+            .expect("every restored watch fires");
+        assert_eq!(event.event_type, EventType::NodeDeleted);
+    }
+    assert_eq!(client.watch_count(), 0);
+}
+
+/// Credentials are sent again on every connection: a node only `app:secret` may read stays
+/// readable after a cut.
+#[test]
+fn digest_credentials_are_resent_after_a_reconnect() {
+    let Some(server) = shared_server() else {
+        return;
+    };
+    // The node is created by another client, authenticated as app:secret, with the "auth"
+    // ACL: only that digest identity may read it.
+    let path = unique("auth");
+    let creator = zookeeper::ZooKeeper::connect(
+        &server.connect_string(),
+        SESSION,
+        |_: zookeeper::WatchedEvent| {},
+    )
+    .unwrap();
+    let deadline = Instant::now() + SESSION * 5;
+    while creator.add_auth("digest", b"app:secret".to_vec()).is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "the crate client never connected"
+        );
+    }
+    creator
+        .create(
+            &path,
+            b"secret".to_vec(),
+            zookeeper::Acl::creator_all().clone(),
+            zookeeper::CreateMode::Persistent,
+        )
+        .unwrap();
+    let anonymous = native(&server.connect_string());
+    assert_eq!(
+        anonymous.get_data(&path, None).unwrap_err(),
+        ZkError::NoAuth
+    );
+
+    let proxy = FaultProxy::start(server.addr()).unwrap();
+    let options = NativeOptions::new(proxy.connect_string())
+        .session_timeout(SESSION)
+        .digest_auth("app", "secret");
+    let client = NativeClient::connect_with(options).unwrap();
+    assert_eq!(client.get_data(&path, None).unwrap().0, b"secret");
+    proxy.cut();
+    reach(client.as_ref(), ConnectionState::Reconnected, SESSION * 2);
+    assert_eq!(client.get_data(&path, None).unwrap().0, b"secret");
+}
