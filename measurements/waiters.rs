@@ -103,7 +103,11 @@ fn run(waiters: usize, real: bool) -> Result<(), String> {
     };
     let (sessions, backend): (Box<dyn Backend>, &str) = match connect {
         Some(hosts) => (
-            Box::new(Real::at(&hosts, ClientKind::Native, Duration::from_secs(30))),
+            Box::new(Real::at(
+                &hosts,
+                ClientKind::Native,
+                Duration::from_secs(30),
+            )),
             "real server",
         ),
         None => (Box::new(Memory::new()), "memory"),

@@ -29,7 +29,6 @@ pub mod torture;
 use std::sync::OnceLock;
 
 pub use cluster::TestingCluster;
-pub use harness::watches;
 pub use proxy::FaultProxy;
 pub use server::TestingServer;
 pub use tls::TlsFiles;

@@ -18,6 +18,7 @@ pub struct Events {
 }
 
 impl Events {
+    /// An empty collector.
     pub fn new() -> Events {
         let (tx, rx) = mpsc::channel();
         Events { tx, rx }
@@ -46,6 +47,7 @@ impl Events {
     }
 }
 
+/// The event `event_type` on `path`, as a watcher receives it.
 pub fn event(event_type: EventType, path: &str) -> WatchedEvent {
     WatchedEvent {
         event_type,
@@ -57,6 +59,7 @@ pub fn event(event_type: EventType, path: &str) -> WatchedEvent {
 pub struct Ctx {
     /// Keeps the session's fault proxy (real backends) alive.
     _session: TestClient,
+    /// The test's own client.
     pub client: SharedClient,
     /// Empty persistent directory for the test's nodes.
     pub dir: String,
@@ -65,6 +68,7 @@ pub struct Ctx {
 }
 
 impl Ctx {
+    /// A new session of `backend` and a fresh directory (with its ancestors) for the test.
     pub fn new(backend: &dyn Backend) -> Ctx {
         let session = backend.connect();
         let client = session.client.clone();
@@ -90,6 +94,7 @@ impl Ctx {
         }
     }
 
+    /// The path of `name` in the test's directory.
     pub fn path(&self, name: &str) -> String {
         format!("{}/{name}", self.dir)
     }
@@ -109,6 +114,7 @@ impl Ctx {
     }
 }
 
+/// `names`, sorted (a listing's order is the server's).
 pub fn sorted(mut names: Vec<String>) -> Vec<String> {
     names.sort();
     names

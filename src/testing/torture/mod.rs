@@ -32,8 +32,9 @@ mod real;
 mod run;
 mod workers;
 
+pub use crate::testing::harness::ClientKind;
 pub use checks::{check_exclusion, FencedStore, Section, StaleToken, Summary};
 pub use config::{Config, Env, FaultKind, Recipe, SEMAPHORE_MAX};
 pub use memory::MemoryEnv;
-pub use real::{ClientKind, RealEnv};
+pub use real::RealEnv;
 pub use run::run;
