@@ -33,7 +33,7 @@ pub struct Term {
     pub token: i64,
 }
 
-#[cfg_attr(test, allow(dead_code))]
+#[cfg(not(test))]
 fn main() {
     cookbook::main(env!("CARGO_CRATE_NAME"), run);
 }

@@ -39,7 +39,7 @@ pub struct Outcome {
     pub leftover_nodes: usize,
 }
 
-#[cfg_attr(test, allow(dead_code))]
+#[cfg(not(test))]
 fn main() {
     cookbook::main(env!("CARGO_CRATE_NAME"), run);
 }

@@ -52,7 +52,7 @@ pub struct Outcome {
     pub waited_for_expiry: Duration,
 }
 
-#[cfg_attr(test, allow(dead_code))]
+#[cfg(not(test))]
 fn main() {
     cookbook::main(env!("CARGO_CRATE_NAME"), run);
 }

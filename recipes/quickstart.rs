@@ -42,7 +42,7 @@ pub struct Story {
     pub max_leases: usize,
 }
 
-#[cfg_attr(test, allow(dead_code))]
+#[cfg(not(test))]
 fn main() {
     cookbook::main(env!("CARGO_CRATE_NAME"), run);
 }

@@ -33,7 +33,7 @@ pub struct Outcome {
     pub peer_took_over: bool,
 }
 
-#[cfg_attr(test, allow(dead_code))]
+#[cfg(not(test))]
 fn main() {
     cookbook::main(env!("CARGO_CRATE_NAME"), run);
 }
