@@ -13,15 +13,12 @@
 //! cargo run --example fencing -- --connect 127.0.0.1:2181
 //! ```
 
-#[path = "support.rs"]
-mod support;
-
 use std::sync::Mutex;
 
 use log::{info, warn};
 use zk_locks::{InterProcessLock, InterProcessMutex};
 
-use support::{ensure, AnyResult, Ensemble};
+use zk_locks::testing::harness::cookbook::{self, ensure, AnyResult};
 
 const LOCK: &str = "/zk-locks/fencing/lock";
 
@@ -72,19 +69,19 @@ impl FencedStore {
     }
 }
 
-#[cfg_attr(test, allow(dead_code))]
+#[cfg(not(test))]
 fn main() {
-    support::main(env!("CARGO_CRATE_NAME"), run);
+    cookbook::main(env!("CARGO_CRATE_NAME"), run);
 }
 
 /// Runs the story; returns the store so the caller can inspect its log.
 pub fn run(args: &[String]) -> AnyResult<FencedStore> {
-    let options = support::parse(args)?;
-    let ensemble = Ensemble::from_options(&options);
-    info!("fencing on {}", ensemble.describe());
+    let options = cookbook::Options::parse(args)?;
+    let backend = options.backend();
+    info!("fencing on {}", options.describe());
     let store = FencedStore::default();
-    let a = ensemble.session()?;
-    let b = ensemble.session()?;
+    let a = backend.try_connect()?;
+    let b = backend.try_connect()?;
     let lock_a = InterProcessMutex::new(a.client.clone(), LOCK)?;
     let lock_b = InterProcessMutex::new(b.client.clone(), LOCK)?;
 
@@ -134,5 +131,20 @@ fn verdict(accepted: bool) -> &'static str {
         "accepted"
     } else {
         "REJECTED"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fencing_rejects_the_stale_writer() {
+        let store = run(&cookbook::memory_args()).unwrap();
+        let log = store.log();
+        let verdicts: Vec<(&str, bool)> = log.iter().map(|(w, _, ok)| (w.as_str(), *ok)).collect();
+        assert_eq!(verdicts, [("A", true), ("B", true), ("A", false)]);
+        assert!(log[1].1 > log[0].1, "B's token is newer: {log:?}");
+        assert_eq!(store.value(), "written by B");
     }
 }

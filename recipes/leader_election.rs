@@ -11,9 +11,6 @@
 //! cargo run --example leader_election -- --connect 127.0.0.1:2181
 //! ```
 
-#[path = "support.rs"]
-mod support;
-
 use std::sync::mpsc;
 use std::thread;
 use std::time::Duration;
@@ -21,7 +18,8 @@ use std::time::Duration;
 use log::{info, warn};
 use zk_locks::{InterProcessLock, InterProcessMutex, LockState};
 
-use support::{ensure, AnyResult, Conn, Ensemble};
+use zk_locks::testing::harness::cookbook::{self, ensure, AnyResult};
+use zk_locks::testing::harness::TestClient;
 
 const LOCK: &str = "/zk-locks/leader_election/leader";
 const CANDIDATES: usize = 3;
@@ -35,19 +33,19 @@ pub struct Term {
     pub token: i64,
 }
 
-#[cfg_attr(test, allow(dead_code))]
+#[cfg(not(test))]
 fn main() {
-    support::main(env!("CARGO_CRATE_NAME"), run);
+    cookbook::main(env!("CARGO_CRATE_NAME"), run);
 }
 
 /// Runs the election; returns the terms in order.
 pub fn run(args: &[String]) -> AnyResult<Vec<Term>> {
-    let options = support::parse(args)?;
-    let ensemble = Ensemble::from_options(&options);
-    info!("leader_election on {}", ensemble.describe());
+    let options = cookbook::Options::parse(args)?;
+    let backend = options.backend();
+    info!("leader_election on {}", options.describe());
     let candidates = (0..CANDIDATES)
-        .map(|_| ensemble.session())
-        .collect::<AnyResult<Vec<Conn>>>()?;
+        .map(|_| backend.try_connect())
+        .collect::<zk_locks::Result<Vec<TestClient>>>()?;
     let (elected, terms_rx) = mpsc::channel::<Term>();
 
     let terms = thread::scope(|scope| -> AnyResult<Vec<Term>> {
@@ -63,7 +61,7 @@ pub fn run(args: &[String]) -> AnyResult<Vec<Term>> {
         let mut terms = Vec::new();
         for _ in 0..CANDIDATES {
             let term = terms_rx
-                .recv_timeout(support::SESSION_TIMEOUT * 3)
+                .recv_timeout(cookbook::SESSION_TIMEOUT * 3)
                 .map_err(|_| "no leader was elected in time")?;
             terms.push(term);
             info!(
@@ -99,7 +97,7 @@ pub fn run(args: &[String]) -> AnyResult<Vec<Term>> {
 
 /// A candidate: wait to be elected, lead until the lock is lost, then step down for good (a
 /// crashed process does not come back here; a real service would start a new candidate).
-fn campaign(id: usize, conn: &Conn, elected: mpsc::Sender<Term>) -> AnyResult<()> {
+fn campaign(id: usize, conn: &TestClient, elected: mpsc::Sender<Term>) -> AnyResult<()> {
     let lock =
         InterProcessMutex::new(conn.client.clone(), LOCK)?.with_data(format!("candidate-{id}"));
     info!("candidate {id} joins the election");
@@ -132,4 +130,17 @@ fn campaign(id: usize, conn: &Conn, elected: mpsc::Sender<Term>) -> AnyResult<()
         log::debug!("candidate {id}: release after the loss: {e}");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn leader_election_fails_over_to_every_candidate() {
+        let terms = run(&cookbook::memory_args()).unwrap();
+        assert_eq!(terms.len(), 3);
+        assert!(terms.windows(2).all(|w| w[0].token < w[1].token));
+        assert!(terms.windows(2).all(|w| w[0].leader != w[1].leader));
+    }
 }

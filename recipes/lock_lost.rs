@@ -6,22 +6,16 @@
 //!
 //! - Embedded ensemble: the holder's link is suspended (`MemoryClient::suspend`), the server
 //!   expires its session (`expire`), then the link comes back (`resume`).
-//! - Real ensemble (`--connect HOSTS`, feature `testing`): the holder connects through a
-//!   `testing::FaultProxy` that freezes its link; after half a session timeout the client
-//!   declares `Suspended`, after one it declares `Lost` — no later than the server expires the
-//!   session and hands the lock to the rival (measured: Lost at 4.1 s, rival at 4.5 s, with a
-//!   4 s session on a default server). Without the `testing`
-//!   feature the recipe waits (up to `--wait SECS`, default 60) for you to provoke it: stop
-//!   the holder's traffic for longer than the session timeout (4 s), e.g. by pausing a
-//!   single-server ZooKeeper with `kill -STOP <pid>` (then `kill -CONT`).
+//! - Real ensemble (`--connect HOSTS`): the holder connects through a `testing::FaultProxy`
+//!   in front of the first server, which freezes its link; after half a session timeout the
+//!   client declares `Suspended`, after one it declares `Lost` — no later than the server
+//!   expires the session and hands the lock to the rival (measured: Lost at 4.1 s, rival at
+//!   4.5 s, with a 4 s session on a default server).
 //!
 //! ```sh
 //! cargo run --example lock_lost
 //! cargo run --example lock_lost -- --connect 127.0.0.1:2181
 //! ```
-
-#[path = "support.rs"]
-mod support;
 
 use std::sync::mpsc;
 use std::thread;
@@ -30,7 +24,9 @@ use std::time::{Duration, Instant};
 use log::{info, warn};
 use zk_locks::{InterProcessLock, InterProcessMutex, LockState};
 
-use support::{ensure, AnyResult, Ensemble};
+use zk_locks::testing::harness::cookbook::{self, ensure, AnyResult};
+use zk_locks::testing::harness::{self, Backend, ClientKind, Real, TestClient};
+use zk_locks::testing::FaultProxy;
 
 const LOCK: &str = "/zk-locks/lock_lost/lock";
 /// One unit of the holder's work (simulated).
@@ -55,19 +51,19 @@ enum Report {
     Lost,
 }
 
-#[cfg_attr(test, allow(dead_code))]
+#[cfg(not(test))]
 fn main() {
-    support::main(env!("CARGO_CRATE_NAME"), run);
+    cookbook::main(env!("CARGO_CRATE_NAME"), run);
 }
 
-/// Runs the scenario; `--wait SECS` bounds the wait for a manual fault on a real ensemble.
+/// Runs the scenario.
 pub fn run(args: &[String]) -> AnyResult<Outcome> {
-    let options = support::parse(args)?;
-    let ensemble = Ensemble::from_options(&options);
-    info!("lock_lost on {}", ensemble.describe());
-    match &ensemble {
-        Ensemble::Memory(_) => scenario(&ensemble, None, Fault::Memory),
-        Ensemble::Real(hosts) => real(&ensemble, hosts, &options.rest),
+    let options = cookbook::Options::parse(args)?;
+    let backend = options.backend();
+    info!("lock_lost on {}", options.describe());
+    match backend.connect_string() {
+        None => scenario(backend.try_connect()?, backend.as_ref(), Fault::Memory),
+        Some(hosts) => real(backend.as_ref(), &hosts),
     }
 }
 
@@ -76,34 +72,21 @@ enum Fault {
     /// `suspend`, `expire`, `resume` on the embedded ensemble.
     Memory,
     /// A proxy in front of the real ensemble freezes the holder's link.
-    #[cfg(feature = "testing")]
-    Proxy(zk_locks::testing::FaultProxy),
-    /// The user provokes it, within this time.
-    #[cfg(not(feature = "testing"))]
-    Manual(Duration),
+    Proxy(FaultProxy),
 }
 
-#[cfg(feature = "testing")]
-fn real(ensemble: &Ensemble, hosts: &str, _rest: &[String]) -> AnyResult<Outcome> {
-    let (server, chroot) = support::first_server(hosts)?;
-    let proxy = zk_locks::testing::FaultProxy::start(server)?;
+/// The holder connects through a fault proxy in front of the first server of `hosts`.
+fn real(backend: &dyn Backend, hosts: &str) -> AnyResult<Outcome> {
+    let (server, chroot) = harness::first_server(hosts)?;
+    let proxy = FaultProxy::start(server)?;
     let via = format!("{}{chroot}", proxy.connect_string());
     info!("the holder connects through a fault proxy at {via}");
-    scenario(ensemble, Some(&via), Fault::Proxy(proxy))
+    let holder = Real::at(&via, ClientKind::Native, cookbook::SESSION_TIMEOUT).try_connect()?;
+    scenario(holder, backend, Fault::Proxy(proxy))
 }
 
-#[cfg(not(feature = "testing"))]
-fn real(ensemble: &Ensemble, _hosts: &str, rest: &[String]) -> AnyResult<Outcome> {
-    let wait = match rest {
-        [flag, secs] if flag == "--wait" => Duration::from_secs(secs.parse()?),
-        _ => Duration::from_secs(60),
-    };
-    scenario(ensemble, None, Fault::Manual(wait))
-}
-
-fn scenario(ensemble: &Ensemble, holder_hosts: Option<&str>, fault: Fault) -> AnyResult<Outcome> {
-    let holder_conn = ensemble.session_at(holder_hosts)?;
-    let rival_conn = ensemble.session()?;
+fn scenario(holder_conn: TestClient, backend: &dyn Backend, fault: Fault) -> AnyResult<Outcome> {
+    let rival_conn = backend.try_connect()?;
     let holder_lock = InterProcessMutex::new(holder_conn.client.clone(), LOCK)?;
     let rival_lock = InterProcessMutex::new(rival_conn.client.clone(), LOCK)?;
     // Only lists the lock's queue, to start the chaos once the rival waits in it.
@@ -141,31 +124,20 @@ fn scenario(ensemble: &Ensemble, holder_hosts: Option<&str>, fault: Fault) -> An
                 memory.resume();
                 true
             }
-            #[cfg(feature = "testing")]
             Fault::Proxy(proxy) => {
                 info!(
                     "chaos: the proxy freezes the holder's link (session timeout {:?})",
-                    support::SESSION_TIMEOUT
+                    cookbook::SESSION_TIMEOUT
                 );
                 proxy.freeze();
-                expect(&from_holder, Report::Suspect, support::SESSION_TIMEOUT * 3)?;
-                let won = from_rival.recv_timeout(support::SESSION_TIMEOUT * 3);
+                expect(&from_holder, Report::Suspect, cookbook::SESSION_TIMEOUT * 3)?;
+                let won = from_rival.recv_timeout(cookbook::SESSION_TIMEOUT * 3);
                 info!("chaos: the proxy lets traffic through again");
                 proxy.thaw();
                 won.is_ok()
             }
-            #[cfg(not(feature = "testing"))]
-            Fault::Manual(wait) => {
-                info!(
-                    "now stop the holder's traffic for longer than {:?} (e.g. `kill -STOP` the \
-                     ZooKeeper server, then `kill -CONT` it); waiting up to {wait:?}",
-                    support::SESSION_TIMEOUT
-                );
-                expect(&from_holder, Report::Suspect, wait)?;
-                false
-            }
         };
-        expect(&from_holder, Report::Lost, support::SESSION_TIMEOUT * 3)?;
+        expect(&from_holder, Report::Lost, cookbook::SESSION_TIMEOUT * 3)?;
         let (states, steps_while_held) = holder.join().map_err(|_| "the holder panicked")??;
         rival.join().map_err(|_| "the rival panicked")??;
         ensure(
@@ -259,5 +231,36 @@ fn expect(from_holder: &mpsc::Receiver<Report>, want: Report, within: Duration) 
                 return Err(format!("the holder did not report {want:?} within {within:?}").into())
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lock_lost_goes_suspect_then_lost() {
+        let outcome = run(&cookbook::memory_args()).unwrap();
+        assert_eq!(
+            outcome.states,
+            [LockState::Held, LockState::Suspect, LockState::Lost]
+        );
+        assert!(outcome.steps_while_held > 0);
+        assert!(outcome.rival_won_while_holder_suspect);
+    }
+
+    /// The real-ensemble path: the holder's link is frozen by a `FaultProxy` (one session
+    /// timeout, 4 s, until the client declares the session lost).
+    #[test]
+    fn lock_lost_on_a_real_server_goes_suspect_then_lost() {
+        let Some(args) = cookbook::shared_server_args() else {
+            return;
+        };
+        let outcome = run(&args).unwrap();
+        assert_eq!(
+            outcome.states,
+            [LockState::Held, LockState::Suspect, LockState::Lost]
+        );
+        assert!(outcome.steps_while_held > 0);
     }
 }

@@ -10,9 +10,6 @@
 //! cargo run --example multi_lock -- --connect 127.0.0.1:2181
 //! ```
 
-#[path = "support.rs"]
-mod support;
-
 use std::thread;
 use std::time::Duration;
 
@@ -20,7 +17,8 @@ use log::info;
 use zk_locks::locks::InterProcessMultiLock;
 use zk_locks::{CreateMode, InterProcessLock, InterProcessMutex, SharedClient, ZkError};
 
-use support::{ensure, AnyResult, Conn, Ensemble};
+use zk_locks::testing::harness::cookbook::{self, ensure, AnyResult};
+use zk_locks::testing::harness::TestClient;
 
 const ROOT: &str = "/zk-locks/multi_lock";
 const ACCOUNTS: [&str; 3] = ["alice", "bob", "carol"];
@@ -41,9 +39,9 @@ pub struct Outcome {
     pub leftover_nodes: usize,
 }
 
-#[cfg_attr(test, allow(dead_code))]
+#[cfg(not(test))]
 fn main() {
-    support::main(env!("CARGO_CRATE_NAME"), run);
+    cookbook::main(env!("CARGO_CRATE_NAME"), run);
 }
 
 fn lock_path(account: &str) -> String {
@@ -56,12 +54,12 @@ fn balance_path(account: &str) -> String {
 
 /// Runs the bank; checks that the total is conserved.
 pub fn run(args: &[String]) -> AnyResult<Outcome> {
-    let options = support::parse(args)?;
-    let ensemble = Ensemble::from_options(&options);
-    info!("multi_lock on {}", ensemble.describe());
+    let options = cookbook::Options::parse(args)?;
+    let backend = options.backend();
+    info!("multi_lock on {}", options.describe());
     let tellers = (0..TELLERS)
-        .map(|_| ensemble.session())
-        .collect::<AnyResult<Vec<Conn>>>()?;
+        .map(|_| backend.try_connect())
+        .collect::<zk_locks::Result<Vec<TestClient>>>()?;
     open_accounts(&tellers[0].client)?;
 
     thread::scope(|scope| -> AnyResult<()> {
@@ -166,7 +164,7 @@ fn read_balance(client: &SharedClient, account: &str) -> AnyResult<i64> {
 
 /// One teller holds alice; another asks for alice+bob with a timeout, gives up, and holds
 /// neither. Returns (gave up, nodes left under bob's lock).
-fn all_or_nothing(holder: &Conn, asker: &Conn) -> AnyResult<(bool, usize)> {
+fn all_or_nothing(holder: &TestClient, asker: &TestClient) -> AnyResult<(bool, usize)> {
     let alice = InterProcessMutex::new(holder.client.clone(), &lock_path("alice"))?;
     let held = alice.lock()?;
     info!("teller 0 holds alice (an audit)");
@@ -193,4 +191,18 @@ fn all_or_nothing(holder: &Conn, asker: &Conn) -> AnyResult<(bool, usize)> {
         "the timed multi-lock did not give up cleanly",
     )?;
     Ok((gave_up, leftover))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn multi_lock_conserves_money_and_gives_up_cleanly() {
+        let outcome = run(&cookbook::memory_args()).unwrap();
+        assert_eq!(outcome.balances.iter().sum::<i64>(), 300);
+        assert!(outcome.transfers > 0);
+        assert!(outcome.timed_out_while_held);
+        assert_eq!(outcome.leftover_nodes, 0);
+    }
 }

@@ -8,17 +8,14 @@
 //!    a plain read-modify-write under the lock. They go ahead once the dead child's session
 //!    expires; the final count proves that no two of them were ever inside together.
 //!
-//! Needs a real ensemble: `--connect HOSTS` (or `ZK_CONNECT`). Without one, and with the
-//! `testing` feature, it starts a throw-away `testing::TestingServer` (Java and Debian's
-//! ZooKeeper jars, as `./scripts/test.sh` installs them).
+//! Needs a real ensemble: `--connect HOSTS` (or `ZK_CONNECT`). Without one it starts a
+//! throw-away `testing::TestingServer` (Java and Debian's ZooKeeper jars, as
+//! `./scripts/test.sh` installs them).
 //!
 //! ```sh
-//! cargo run --example processes      # starts a throw-away server (feature `testing`)
+//! cargo run --example processes      # starts a throw-away server
 //! cargo run --example processes -- --connect 127.0.0.1:2181
 //! ```
-
-#[path = "support.rs"]
-mod support;
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, Command, Stdio};
@@ -30,7 +27,7 @@ use log::info;
 use zk_locks::client::native::NativeClient;
 use zk_locks::{CreateMode, InterProcessLock, InterProcessMutex, SharedClient, ZkError};
 
-use support::{ensure, AnyResult};
+use zk_locks::testing::harness::cookbook::{self, ensure, AnyResult};
 
 const ROOT: &str = "/zk-locks/processes";
 const LOCK: &str = "/zk-locks/processes/lock";
@@ -55,9 +52,9 @@ pub struct Outcome {
     pub waited_for_expiry: Duration,
 }
 
-#[cfg_attr(test, allow(dead_code))]
+#[cfg(not(test))]
 fn main() {
-    support::main(env!("CARGO_CRATE_NAME"), run);
+    cookbook::main(env!("CARGO_CRATE_NAME"), run);
 }
 
 /// Runs the parent (or, with `child ...` arguments, one child), spawning children as
@@ -80,33 +77,22 @@ pub fn run_with(args: &[String], spawn: &dyn Fn(&[String]) -> Command) -> AnyRes
         child(&args[1..])?;
         return Ok(Outcome::default());
     }
-    let options = support::parse(args)?;
+    let options = cookbook::Options::parse(args)?;
     match options.connect {
         Some(hosts) => parent(&hosts, spawn),
         None => embedded(spawn),
     }
 }
 
-#[cfg(feature = "testing")]
 fn embedded(spawn: &dyn Fn(&[String]) -> Command) -> AnyResult<Outcome> {
     info!("no --connect: starting a throw-away ZooKeeper (testing::TestingServer)");
     let server = zk_locks::testing::TestingServer::start()?;
     parent(&server.connect_string(), spawn)
 }
 
-#[cfg(not(feature = "testing"))]
-fn embedded(_spawn: &dyn Fn(&[String]) -> Command) -> AnyResult<Outcome> {
-    Err(
-        "processes needs a real ZooKeeper: the in-memory ensemble lives inside one process. \
-         Pass --connect HOST:PORT (or set ZK_CONNECT), or build with --features testing to \
-         start one (needs Java and ZooKeeper's jars; ./scripts/test.sh installs them)"
-            .into(),
-    )
-}
-
 fn parent(hosts: &str, spawn: &dyn Fn(&[String]) -> Command) -> AnyResult<Outcome> {
     info!("processes on the ZooKeeper ensemble at {hosts}");
-    let client: SharedClient = NativeClient::connect(hosts, support::SESSION_TIMEOUT)?;
+    let client: SharedClient = NativeClient::connect(hosts, cookbook::SESSION_TIMEOUT)?;
     reset_counter(&client)?;
 
     let (lines, markers) = mpsc::channel();
@@ -270,7 +256,7 @@ fn child(args: &[String]) -> AnyResult<()> {
     let timeout = if mode == "crash" {
         CRASHER_SESSION
     } else {
-        support::SESSION_TIMEOUT
+        cookbook::SESSION_TIMEOUT
     };
     // Orphaned children (the parent died) exit instead of holding or queueing forever.
     thread::spawn(|| {
@@ -304,4 +290,49 @@ fn child(args: &[String]) -> AnyResult<()> {
     }
     client.close();
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Where `processes_child` finds its arguments (one per line).
+    const CHILD_ARGS_ENV: &str = "ZK_LOCKS_RECIPE_CHILD_ARGS";
+
+    #[test]
+    fn processes_share_a_lock_and_survive_a_killed_holder() {
+        let Some(args) = cookbook::shared_server_args() else {
+            return;
+        };
+        // Each child re-runs this test binary, filtered down to `processes_child`.
+        let outcome = run_with(&args, &|child_args| {
+            let mut cmd = Command::new(std::env::current_exe().unwrap());
+            cmd.args([
+                "tests::processes_child",
+                "--exact",
+                "--ignored",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(CHILD_ARGS_ENV, child_args.join("\n"));
+            cmd
+        })
+        .unwrap();
+        assert_eq!(outcome.counter, outcome.expected);
+        assert!(outcome.expected > 0);
+        // The workers went ahead only after the holder was killed (once its session expired).
+        assert!(outcome.waited_for_expiry > Duration::ZERO);
+    }
+
+    /// Not a test: the child process of `processes_share_a_lock_and_survive_a_killed_holder`.
+    #[test]
+    #[ignore = "entry point for child processes of the processes recipe"]
+    fn processes_child() {
+        let Ok(args) = std::env::var(CHILD_ARGS_ENV) else {
+            return;
+        };
+        let args: Vec<String> = args.lines().map(String::from).collect();
+        let outcome = run_with(&args, &|_| unreachable!("children do not spawn"));
+        assert!(outcome.is_ok(), "child failed: {:?}", outcome.err());
+    }
 }

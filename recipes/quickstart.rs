@@ -10,9 +10,6 @@
 //! cargo run --example quickstart -- --connect 127.0.0.1:2181
 //! ```
 
-#[path = "support.rs"]
-mod support;
-
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::thread;
@@ -23,7 +20,8 @@ use zk_locks::locks::{InterProcessReadWriteLock, InterProcessSemaphoreV2};
 use zk_locks::paths;
 use zk_locks::{InterProcessLock, InterProcessMutex};
 
-use support::{ensure, AnyResult, Conn, Ensemble};
+use zk_locks::testing::harness::cookbook::{self, ensure, AnyResult};
+use zk_locks::testing::harness::TestClient;
 
 /// How many workers (sessions) contend.
 pub const WORKERS: usize = 8;
@@ -44,19 +42,19 @@ pub struct Story {
     pub max_leases: usize,
 }
 
-#[cfg_attr(test, allow(dead_code))]
+#[cfg(not(test))]
 fn main() {
-    support::main(env!("CARGO_CRATE_NAME"), run);
+    cookbook::main(env!("CARGO_CRATE_NAME"), run);
 }
 
 /// Runs the three acts and checks what each lock promises.
 pub fn run(args: &[String]) -> AnyResult<Story> {
-    let options = support::parse(args)?;
-    let ensemble = Ensemble::from_options(&options);
-    info!("zk-locks quickstart on {}", ensemble.describe());
+    let options = cookbook::Options::parse(args)?;
+    let backend = options.backend();
+    info!("zk-locks quickstart on {}", options.describe());
     let sessions = (0..WORKERS)
-        .map(|_| ensemble.session())
-        .collect::<AnyResult<Vec<Conn>>>()?;
+        .map(|_| backend.try_connect())
+        .collect::<zk_locks::Result<Vec<TestClient>>>()?;
     info!("{WORKERS} workers connected, one session each");
 
     let story = Story {
@@ -72,7 +70,7 @@ pub fn run(args: &[String]) -> AnyResult<Story> {
 }
 
 /// Act 1: everyone takes the mutex once. Returns the turns in the order they happened.
-fn mutex_act(sessions: &[Conn]) -> AnyResult<Vec<(usize, i32)>> {
+fn mutex_act(sessions: &[TestClient]) -> AnyResult<Vec<(usize, i32)>> {
     info!("--- act 1: InterProcessMutex at /zk-locks/quickstart/mutex ---");
     let inside = AtomicUsize::new(0);
     let turns = Mutex::new(Vec::new());
@@ -88,7 +86,7 @@ fn mutex_act(sessions: &[Conn]) -> AnyResult<Vec<(usize, i32)>> {
                     info!("worker {worker} queues for the mutex");
                     let guard = mutex.lock()?;
                     let now_inside = inside.fetch_add(1, Ordering::SeqCst) + 1;
-                    let node = support::short(guard.node_path().unwrap_or_default());
+                    let node = cookbook::short(guard.node_path().unwrap_or_default());
                     let seq = paths::sequence_after(node, "lock-").unwrap_or(-1);
                     info!(
                         "worker {worker} holds the mutex (node {node}, fencing token {})",
@@ -123,7 +121,7 @@ fn mutex_act(sessions: &[Conn]) -> AnyResult<Vec<(usize, i32)>> {
 }
 
 /// Act 2: workers 0 and 4 write, the others read. Returns the most readers inside at once.
-fn read_write_act(sessions: &[Conn]) -> AnyResult<usize> {
+fn read_write_act(sessions: &[TestClient]) -> AnyResult<usize> {
     info!("--- act 2: InterProcessReadWriteLock at /zk-locks/quickstart/rw ---");
     let readers = AtomicUsize::new(0);
     let writers = AtomicUsize::new(0);
@@ -179,7 +177,7 @@ fn read_write_act(sessions: &[Conn]) -> AnyResult<usize> {
 }
 
 /// Act 3: a semaphore of 3 leases. Returns the most leases held at once.
-fn semaphore_act(sessions: &[Conn]) -> AnyResult<usize> {
+fn semaphore_act(sessions: &[TestClient]) -> AnyResult<usize> {
     info!("--- act 3: InterProcessSemaphoreV2 of {LEASES} at /zk-locks/quickstart/pool ---");
     let held = AtomicUsize::new(0);
     let max_held = AtomicUsize::new(0);
@@ -201,7 +199,7 @@ fn semaphore_act(sessions: &[Conn]) -> AnyResult<usize> {
                     max_held.fetch_max(now, Ordering::SeqCst);
                     info!(
                         "worker {worker} got {} ({now} of {LEASES} in use)",
-                        support::short(lease.node_path())
+                        cookbook::short(lease.node_path())
                     );
                     ensure(now <= LEASES, format!("{now} leases of {LEASES} in use"))?;
                     thread::sleep(WORK);
@@ -219,4 +217,21 @@ fn semaphore_act(sessions: &[Conn]) -> AnyResult<usize> {
     let max = max_held.into_inner();
     info!("never more than {LEASES} leases at once (saw up to {max})");
     Ok(max)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quickstart_runs_the_three_acts() {
+        let story = run(&cookbook::memory_args()).unwrap();
+        assert_eq!(story.mutex_turns.len(), WORKERS);
+        let mut workers: Vec<usize> = story.mutex_turns.iter().map(|t| t.0).collect();
+        workers.sort_unstable();
+        assert_eq!(workers, (0..WORKERS).collect::<Vec<_>>());
+        assert!(story.mutex_turns.windows(2).all(|w| w[0].1 < w[1].1));
+        assert!((1..=WORKERS - 2).contains(&story.max_readers));
+        assert!((1..=LEASES).contains(&story.max_leases));
+    }
 }

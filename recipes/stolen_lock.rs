@@ -5,15 +5,12 @@
 //! service, with the same credentials, waits its turn and gets the lock.
 //!
 //! ACLs live on the server, so this recipe needs a real one: `--connect HOSTS`, or without it
-//! (feature `testing`) a throw-away `testing::TestingServer`.
+//! a throw-away `testing::TestingServer`.
 //!
 //! ```sh
 //! cargo run --example stolen_lock                       # starts a throw-away server
 //! cargo run --example stolen_lock -- --connect 127.0.0.1:2181
 //! ```
-
-#[path = "support.rs"]
-mod support;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,7 +20,7 @@ use zk_locks::client::acl::AclProvider;
 use zk_locks::client::native::{NativeClient, NativeOptions};
 use zk_locks::{Error, InterProcessLock, InterProcessMutex, SharedClient, ZkClient, ZkError};
 
-use support::{ensure, AnyResult};
+use zk_locks::testing::harness::cookbook::{self, ensure, AnyResult};
 
 const LOCK: &str = "/zk-locks/stolen_lock/lock";
 
@@ -36,35 +33,29 @@ pub struct Outcome {
     pub peer_took_over: bool,
 }
 
-#[cfg_attr(test, allow(dead_code))]
+#[cfg(not(test))]
 fn main() {
-    support::main(env!("CARGO_CRATE_NAME"), run);
+    cookbook::main(env!("CARGO_CRATE_NAME"), run);
 }
 
 /// Runs the scenario on `--connect HOSTS`, or on a throw-away server.
 pub fn run(args: &[String]) -> AnyResult<Outcome> {
-    let options = support::parse(args)?;
+    let options = cookbook::Options::parse(args)?;
     match &options.connect {
         Some(hosts) => scenario(hosts),
         None => embedded(),
     }
 }
 
-#[cfg(feature = "testing")]
 fn embedded() -> AnyResult<Outcome> {
     info!("no --connect: starting a throw-away ZooKeeper (testing::TestingServer)");
     let server = zk_locks::testing::TestingServer::start()?;
     scenario(&server.connect_string())
 }
 
-#[cfg(not(feature = "testing"))]
-fn embedded() -> AnyResult<Outcome> {
-    Err("ACLs need a real ZooKeeper: pass --connect HOSTS (or set ZK_CONNECT)".into())
-}
-
 fn session(hosts: &str, credentials: Option<(&str, &str)>) -> AnyResult<Arc<NativeClient>> {
     // Without credentials `creator_all` cannot be created: the intruder keeps the default.
-    let mut options = NativeOptions::new(hosts).session_timeout(support::SESSION_TIMEOUT);
+    let mut options = NativeOptions::new(hosts).session_timeout(cookbook::SESSION_TIMEOUT);
     if let Some((user, password)) = credentials {
         options = options
             .digest_auth(user, password)
@@ -136,4 +127,20 @@ fn scenario(hosts: &str) -> AnyResult<Outcome> {
     info!("the second instance of the service took the lock after the first released it");
     second.release()?;
     Ok(outcome)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// ACLs need a real server: every way in is refused to strangers, the peer takes over.
+    #[test]
+    fn stolen_lock_attempts_are_refused() {
+        let Some(args) = cookbook::shared_server_args() else {
+            return;
+        };
+        let outcome = run(&args).unwrap();
+        assert_eq!(outcome.refusals.len(), 6, "{:?}", outcome.refusals);
+        assert!(outcome.peer_took_over);
+    }
 }

@@ -3,26 +3,4 @@
 
 mod conformance;
 
-use std::sync::Arc;
-use std::time::Duration;
-
-use zk_locks::client::zookeeper::ZookeeperClient;
-use zk_locks::testing::{shared_server, TestingServer};
-use zk_locks::ZkClient;
-
-struct RealFactory {
-    server: &'static TestingServer,
-}
-
-impl conformance::ClientFactory for RealFactory {
-    fn connect(&self) -> Arc<dyn ZkClient> {
-        ZookeeperClient::connect(&self.server.connect_string(), Duration::from_secs(10))
-            .expect("connect to the test server")
-    }
-
-    fn root(&self) -> String {
-        conformance::unique_root("real")
-    }
-}
-
-conformance_tests!(shared_server().map(|server| RealFactory { server }));
+conformance_tests!(zk_locks::testing::harness::Real::new());

@@ -10,6 +10,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use zk_locks::client::native::{NativeClient, NativeOptions, TlsOptions};
+use zk_locks::testing::harness::{unique_root, watches, Backend, TestClient};
 use zk_locks::testing::{require_server, TestingServer};
 use zk_locks::{CreateMode, Error, InterProcessLock, InterProcessMutex, SharedClient, ZkClient};
 
@@ -37,28 +38,38 @@ fn connect(server: &TestingServer) -> Arc<NativeClient> {
     NativeClient::connect_with(options(server, &files.ca)).expect("connect over TLS")
 }
 
-struct TlsFactory {
+/// The TLS server as a backend of the harness, for the conformance suite.
+struct TlsBackend {
     server: &'static TestingServer,
 }
 
-impl conformance::ClientFactory for TlsFactory {
-    fn connect(&self) -> Arc<dyn ZkClient> {
-        connect(self.server)
+impl Backend for TlsBackend {
+    fn try_connect(&self) -> zk_locks::Result<TestClient> {
+        Ok(TestClient::without_faults(connect(self.server)))
     }
 
     fn root(&self) -> String {
-        conformance::unique_root("tls")
+        unique_root("tls")
+    }
+
+    fn watches_under(&self, root: &str) -> usize {
+        let wchp = self.server.four_letter("wchp").unwrap_or_default();
+        watches::watches_under(&wchp, root)
+    }
+
+    fn describe(&self) -> String {
+        "the TLS test server".into()
     }
 }
 
-conformance_tests!(tls_server().map(|server| TlsFactory { server }));
+conformance_tests!(tls_server().map(|server| TlsBackend { server }));
 
 #[test]
 fn the_mutex_excludes_and_hands_over_over_tls() {
     let Some(server) = tls_server() else {
         return;
     };
-    let path = conformance::unique_root("tls-mutex");
+    let path = unique_root("tls-mutex");
     let a: SharedClient = connect(server);
     let b: SharedClient = connect(server);
     let first = InterProcessMutex::new(a, &path).unwrap();

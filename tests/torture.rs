@@ -1,4 +1,4 @@
-//! The torture run at CI size (`recipes/torture.rs` is the soak program; both use
+//! The torture run at CI size (`measurements/torture.rs` is the soak program; both use
 //! `zk_locks::testing::torture`), the checker's own negative controls, the fencing demonstration,
 //! and minimal reproductions of what the torture found.
 

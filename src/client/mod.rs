@@ -15,7 +15,7 @@
 //! a callback that calls the `zookeeper` crate deadlocks its IO thread.
 
 pub mod acl;
-mod connect_string;
+pub(crate) mod connect_string;
 pub mod counting;
 pub mod memory;
 pub mod native;

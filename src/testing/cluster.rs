@@ -103,7 +103,8 @@ impl TestingCluster {
 
     /// A four-letter-word command to member `i`.
     pub fn four_letter(&self, i: usize, cmd: &str) -> Result<String> {
-        self.nodes[i].lock().four_letter(cmd)
+        let addr = self.nodes[i].lock().client_addr();
+        super::harness::four_letter(addr, cmd)
     }
 
     /// The member that currently leads (by `srvr`'s `Mode: leader`), if any answers so.

@@ -8,8 +8,9 @@
 //! - [`shared_server`]: one lazily started server per test process;
 //! - [`require_server`]: the skip-or-fail rule for machines without Java or ZooKeeper;
 //! - [`curator`]: compile and run Java programs against Debian's Curator 5.4 jars;
-//! - [`torture`]: the torture engine (sessions loop on every recipe while faults strike);
-//! - [`watches`]: reading the server's watch listings (`wchp`, `wchs`).
+//! - [`harness`]: the one test harness (in-memory or real backend, faults per session, unique
+//!   roots, waiting, watch counting, four-letter words, the cookbook's command line);
+//! - [`torture`]: the torture engine (sessions loop on every recipe while faults strike).
 //!
 //! When Java or the jars are missing, tests skip with a note, unless the environment sets
 //! `ZK_LOCKS_REQUIRE_SERVER=1` (CI does), where they fail with a clear message instead.
@@ -18,12 +19,12 @@
 
 mod cluster;
 pub mod curator;
+pub mod harness;
 mod process;
 mod proxy;
 mod server;
 mod tls;
 pub mod torture;
-pub mod watches;
 
 use std::sync::OnceLock;
 

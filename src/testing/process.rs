@@ -1,5 +1,5 @@
 //! One ZooKeeper JVM: locating Java and the Debian jars, writing its config, spawning it so it
-//! dies with the test process, four-letter-word commands, and readiness polling.
+//! dies with the test process, and readiness polling.
 //!
 //! Each JVM is spawned from its own *keeper* thread that lives exactly as long as the child:
 //! the child gets `PR_SET_PDEATHSIG(SIGKILL)`, which Linux ties to the spawning **thread**, so
@@ -7,7 +7,7 @@
 //! and a server in a `static` (never dropped) would otherwise outlive the test process.
 
 use std::fs::{self, File, OpenOptions};
-use std::io::{Read, Seek, SeekFrom, Write};
+use std::io::{Read, Seek, SeekFrom};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -17,6 +17,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::error::{Error, Result};
+use crate::testing::harness::four_letter;
 
 /// Where Debian's `zookeeper` / `libzookeeper-java` packages put the server jar. Its manifest
 /// `Class-Path` names every dependency jar in `/usr/share/java`.
@@ -128,24 +129,6 @@ fn remove_stale_dirs(base: &Path) {
             let _ = fs::remove_dir_all(entry.path());
         }
     }
-}
-
-/// Sends a four-letter-word command and returns the whole reply.
-pub(crate) fn four_letter(addr: SocketAddr, cmd: &str) -> Result<String> {
-    let context = || format!("four-letter command {cmd:?} to {addr}");
-    let mut stream =
-        TcpStream::connect_timeout(&addr, Duration::from_secs(2)).map_err(io_err(context()))?;
-    stream
-        .set_read_timeout(Some(Duration::from_secs(5)))
-        .map_err(io_err(context()))?;
-    stream
-        .write_all(cmd.as_bytes())
-        .map_err(io_err(context()))?;
-    let mut reply = String::new();
-    stream
-        .read_to_string(&mut reply)
-        .map_err(io_err(context()))?;
-    Ok(reply)
 }
 
 /// The last `max` bytes of a log file, for error messages.
@@ -382,11 +365,6 @@ impl Node {
         self.exited = None;
     }
 
-    /// A four-letter-word command to this node.
-    pub fn four_letter(&self, cmd: &str) -> Result<String> {
-        four_letter(self.client_addr(), cmd)
-    }
-
     /// Waits until `ready(reply to cmd)` holds, the JVM dies, or the deadline passes.
     pub fn wait_until(
         &self,
@@ -399,7 +377,7 @@ impl Node {
             if !self.is_running() {
                 return Err(self.startup_error("the server process exited".into()));
             }
-            let last = match self.four_letter(cmd) {
+            let last = match four_letter(self.client_addr(), cmd) {
                 Ok(reply) if ready(&reply) => return Ok(()),
                 Ok(reply) => reply,
                 Err(e) => e.to_string(),

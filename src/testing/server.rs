@@ -126,13 +126,13 @@ impl TestingServer {
     /// Sends a four-letter-word command (`ruok`, `srvr`, `cons`, `wchc`, `wchs`, `mntr`, ...)
     /// and returns the reply.
     pub fn four_letter(&self, cmd: &str) -> Result<String> {
-        super::process::four_letter(self.addr(), cmd)
+        super::harness::four_letter(self.addr(), cmd)
     }
 
     /// The number of watches the server holds (all sessions), from `wchs`'s "Total watches:".
     pub fn watch_count(&self) -> Result<usize> {
         let reply = self.four_letter("wchs")?;
-        Ok(super::watches::total_watches(&reply))
+        Ok(super::harness::watches::total_watches(&reply))
     }
 
     /// The server's log so far (the last `max_bytes`), for assertions and failure messages.

@@ -1,4 +1,4 @@
-//! The torture engine, used by the soak program (`recipes/torture.rs`) and by its CI-sized run
+//! The torture engine, used by the soak program (`measurements/torture.rs`) and by its CI-sized run
 //! (`tests/torture.rs`): sessions loop on every recipe while a fault thread breaks their
 //! connections, sessions and servers; a checker then proves exclusion, fencing, and that
 //! nothing (node or watch) is left behind.
@@ -32,8 +32,9 @@ mod real;
 mod run;
 mod workers;
 
+pub use crate::testing::harness::ClientKind;
 pub use checks::{check_exclusion, FencedStore, Section, StaleToken, Summary};
 pub use config::{Config, Env, FaultKind, Recipe, SEMAPHORE_MAX};
 pub use memory::MemoryEnv;
-pub use real::{ClientKind, RealEnv};
+pub use real::RealEnv;
 pub use run::run;

@@ -7,9 +7,8 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 use super::config::{pause, Env, FaultKind};
-use crate::client::native::{NativeClient, NativeOptions};
-use crate::client::zookeeper::{ZkOptions, ZookeeperClient};
-use crate::testing::watches;
+use crate::client::native::NativeClient;
+use crate::testing::harness::{watches, ClientKind};
 use crate::testing::{FaultProxy, TestingCluster};
 use crate::{SharedClient, ZkClient};
 
@@ -29,15 +28,6 @@ pub(super) fn member_addr(cluster: &TestingCluster, i: usize) -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], cluster.port(i)))
 }
 
-/// Which client the sessions of a [`RealEnv`] use.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ClientKind {
-    /// Our own client (`client::native`).
-    Native,
-    /// The `zookeeper`-crate backend.
-    Crate,
-}
-
 impl RealEnv {
     /// Starts the cluster, the proxies and `sessions` clients of `kind`.
     pub fn start(
@@ -55,18 +45,8 @@ impl RealEnv {
             // Rotated so the sessions' first choices spread over the members.
             let n = mine.len();
             let hosts: Vec<String> = (0..n).map(|k| mine[(k + s) % n].connect_string()).collect();
-            let client: SharedClient = match kind {
-                ClientKind::Native => NativeClient::connect_with(
-                    NativeOptions::new(hosts.join(","))
-                        .session_timeout(session_timeout)
-                        .connect_timeout(Duration::from_secs(30)),
-                )?,
-                ClientKind::Crate => ZookeeperClient::connect_with(
-                    ZkOptions::new(hosts.join(","))
-                        .session_timeout(session_timeout)
-                        .connect_timeout(Duration::from_secs(30)),
-                )?,
-            };
+            let client =
+                kind.connect_within(&hosts.join(","), session_timeout, Duration::from_secs(30))?;
             proxies.push(mine);
             clients.push(client);
         }

@@ -20,8 +20,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use zk_locks::client::counting::CountingClient;
-use zk_locks::client::memory::MemoryEnsemble;
-use zk_locks::client::native::NativeClient;
+use zk_locks::testing::harness::{unique_root, Backend, ClientKind, Memory, Real};
 use zk_locks::testing::TestingServer;
 use zk_locks::{InterProcessLock, InterProcessMutex, SharedClient, ZkClient};
 
@@ -102,23 +101,22 @@ fn run(waiters: usize, real: bool) -> Result<(), String> {
         }
         Err(_) => None,
     };
-    let (client, backend): (Arc<CountingClient<SharedClient>>, &str) = match connect {
-        Some(hosts) => {
-            let c = NativeClient::connect(&hosts, Duration::from_secs(30))
-                .map_err(|e| e.to_string())?;
-            (
-                Arc::new(CountingClient::new(c as SharedClient)),
-                "real server",
-            )
-        }
-        None => {
-            let c = MemoryEnsemble::new().connect();
-            (Arc::new(CountingClient::new(c as SharedClient)), "memory")
-        }
+    let (sessions, backend): (Box<dyn Backend>, &str) = match connect {
+        Some(hosts) => (
+            Box::new(Real::at(
+                &hosts,
+                ClientKind::Native,
+                Duration::from_secs(30),
+            )),
+            "real server",
+        ),
+        None => (Box::new(Memory::new()), "memory"),
     };
+    let session = sessions.try_connect().map_err(|e| e.to_string())?;
+    let client = Arc::new(CountingClient::new(session.client.clone()));
     let thread_cost = idle_thread_cost(waiters)?;
 
-    let path = format!("/zk-locks-waiters-{}", std::process::id());
+    let path = unique_root("zk-locks-waiters");
     let shared: SharedClient = client.clone();
     let mutex = Arc::new(InterProcessMutex::new(shared, &path).map_err(|e| e.to_string())?);
     mutex.acquire().map_err(|e| e.to_string())?;
