@@ -1,5 +1,6 @@
-//! The two real backends as one test parameter: how each connects, the client it gives, and
-//! the few expectations that differ between them, written down where they differ.
+//! The two real backends as one test parameter (the harness's [`ClientKind`]): how each
+//! connects here, the typed client it gives, and the few expectations that differ between
+//! them, written down where they differ.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -7,19 +8,11 @@ use std::time::{Duration, Instant};
 use zk_locks::client::native::{NativeClient, NativeOptions};
 use zk_locks::client::zookeeper::{ZkOptions, ZookeeperClient};
 use zk_locks::session::{ConnectionState, SessionSnapshot};
+pub use zk_locks::testing::harness::{unique_root, ClientKind};
 use zk_locks::{Error, SharedClient, ZkClient, ZkError};
 
 /// The session timeout the tests ask for.
 pub const SESSION: Duration = Duration::from_secs(2);
-
-/// A real backend.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Backend {
-    /// `client::zookeeper::ZookeeperClient`, over the `zookeeper` crate.
-    Crate,
-    /// `client::native::NativeClient`, our own client.
-    Native,
-}
 
 /// Options for one connect, for either backend.
 #[derive(Debug, Clone)]
@@ -57,53 +50,51 @@ impl Connect {
     }
 }
 
-impl Backend {
-    /// Connects to `hosts` with the tests' session timeout; panics when it cannot. The crate's
-    /// connect timeout is generous: a freshly started server on a loaded machine can take
-    /// longer than one session timeout to create its first session.
-    pub fn connect(self, hosts: &str) -> Client {
-        let options = match self {
-            Backend::Crate => Connect::new(hosts).connect_timeout(SESSION * 5),
-            Backend::Native => Connect::new(hosts),
-        };
-        self.try_connect(options).expect("connect")
-    }
+/// Connects a `kind` client to `hosts` with the tests' session timeout; panics when it
+/// cannot. The crate's connect timeout is generous: a freshly started server on a loaded
+/// machine can take longer than one session timeout to create its first session.
+pub fn connect(kind: ClientKind, hosts: &str) -> Client {
+    let options = match kind {
+        ClientKind::Crate => Connect::new(hosts).connect_timeout(SESSION * 5),
+        ClientKind::Native => Connect::new(hosts),
+    };
+    try_connect(kind, options).expect("connect")
+}
 
-    /// Connects with `options`.
-    pub fn try_connect(self, options: Connect) -> Result<Client, Error> {
-        match self {
-            Backend::Crate => {
-                let mut o =
-                    ZkOptions::new(options.hosts.clone()).session_timeout(options.session_timeout);
-                if let Some(t) = options.connect_timeout {
-                    o = o.connect_timeout(t);
-                }
-                if let Some(t) = options.call_timeout {
-                    o = o.call_timeout(t);
-                }
-                ZookeeperClient::connect_with(o).map(Client::Crate)
+/// Connects a `kind` client with `options`.
+pub fn try_connect(kind: ClientKind, options: Connect) -> Result<Client, Error> {
+    match kind {
+        ClientKind::Crate => {
+            let mut o =
+                ZkOptions::new(options.hosts.clone()).session_timeout(options.session_timeout);
+            if let Some(t) = options.connect_timeout {
+                o = o.connect_timeout(t);
             }
-            Backend::Native => {
-                let mut o = NativeOptions::new(options.hosts.clone())
-                    .session_timeout(options.session_timeout);
-                if let Some(t) = options.connect_timeout {
-                    o = o.connect_timeout(t);
-                }
-                if let Some(t) = options.call_timeout {
-                    o = o.call_timeout(t);
-                }
-                NativeClient::connect_with(o).map(Client::Native)
+            if let Some(t) = options.call_timeout {
+                o = o.call_timeout(t);
             }
+            ZookeeperClient::connect_with(o).map(Client::Crate)
+        }
+        ClientKind::Native => {
+            let mut o =
+                NativeOptions::new(options.hosts.clone()).session_timeout(options.session_timeout);
+            if let Some(t) = options.connect_timeout {
+                o = o.connect_timeout(t);
+            }
+            if let Some(t) = options.call_timeout {
+                o = o.call_timeout(t);
+            }
+            NativeClient::connect_with(o).map(Client::Native)
         }
     }
+}
 
-    /// How far past the session timeout (the default call timeout) a call caught in a frozen
-    /// link may return: the bound each backend has been held to since its first test.
-    pub fn frozen_call_slack(self) -> Duration {
-        match self {
-            Backend::Crate => Duration::from_millis(300),
-            Backend::Native => Duration::from_millis(500),
-        }
+/// How far past the session timeout (the default call timeout) a call caught in a frozen
+/// link may return: the bound each backend has been held to since its first test.
+pub fn frozen_call_slack(kind: ClientKind) -> Duration {
+    match kind {
+        ClientKind::Crate => Duration::from_millis(300),
+        ClientKind::Native => Duration::from_millis(500),
     }
 }
 
@@ -154,11 +145,6 @@ impl Client {
 /// Our own client on `hosts`, with the tests' session timeout.
 pub fn native(hosts: &str) -> Arc<NativeClient> {
     NativeClient::connect(hosts, SESSION).expect("connect")
-}
-
-/// A path no other test uses.
-pub fn unique(prefix: &str) -> String {
-    format!("/{prefix}-{}", uuid::Uuid::new_v4())
 }
 
 /// Waits until the session reaches `state` (or the deadline passes); returns every snapshot

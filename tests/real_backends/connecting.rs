@@ -8,13 +8,13 @@ use std::time::{Duration, Instant};
 use zk_locks::testing::shared_server;
 use zk_locks::{CreateMode, Error, InterProcessLock, InterProcessMutex};
 
-use crate::backend::{dead_port, unique, Backend, Connect, SESSION};
+use crate::backend::{connect, dead_port, try_connect, unique_root, ClientKind, Connect, SESSION};
 
 /// A connect attempt that must fail with an error accepted by `expected` whose message names
 /// `names` (the connect string itself, unless a timeout is the bad input).
-fn connect_row(backend: Backend, options: Connect, names: &str, expected: impl Fn(&Error) -> bool) {
+fn connect_row(kind: ClientKind, options: Connect, names: &str, expected: impl Fn(&Error) -> bool) {
     let hosts = options.hosts.clone();
-    let result = std::panic::catch_unwind(|| backend.try_connect(options))
+    let result = std::panic::catch_unwind(|| try_connect(kind, options))
         .unwrap_or_else(|_| panic!("{hosts:?}: panicked"));
     let err = match result {
         Ok(c) => {
@@ -31,10 +31,10 @@ fn connect_row(backend: Backend, options: Connect, names: &str, expected: impl F
     );
 }
 
-fn bad_connect_strings_are_typed_errors(backend: Backend) {
+fn bad_connect_strings_are_typed_errors(kind: ClientKind) {
     let connect = |e: &Error| matches!(e, Error::Connect { .. });
     let argument = |e: &Error| matches!(e, Error::InvalidArgument { .. });
-    for (s, kind) in [
+    for (s, expected) in [
         ("", connect as fn(&Error) -> bool),
         (" ", connect),
         (",", connect),
@@ -47,11 +47,11 @@ fn bad_connect_strings_are_typed_errors(backend: Backend) {
         ("127.0.0.1:2181/a/../b", argument),
         ("127.0.0.1:2181/nul\0", argument),
     ] {
-        connect_row(backend, Connect::new(s), s, kind);
+        connect_row(kind, Connect::new(s), s, expected);
     }
 }
 
-fn bad_timeouts_when_connecting_are_typed_errors(backend: Backend) {
+fn bad_timeouts_when_connecting_are_typed_errors(kind: ClientKind) {
     let hosts = format!("127.0.0.1:{}", dead_port());
     let session_timeout = |e: &Error| {
         matches!(
@@ -63,14 +63,14 @@ fn bad_timeouts_when_connecting_are_typed_errors(backend: Backend) {
         )
     };
     connect_row(
-        backend,
+        kind,
         Connect::new(hosts.clone()).session_timeout(Duration::ZERO),
         "session_timeout",
         session_timeout,
     );
     // Longer than the wire's i32 of milliseconds (the crate would overflow).
     connect_row(
-        backend,
+        kind,
         Connect::new(hosts)
             .session_timeout(Duration::MAX)
             .connect_timeout(Duration::from_millis(300)),
@@ -79,15 +79,15 @@ fn bad_timeouts_when_connecting_are_typed_errors(backend: Backend) {
     );
 }
 
-fn no_server_fails_within_the_connect_timeout(backend: Backend) {
+fn no_server_fails_within_the_connect_timeout(kind: ClientKind) {
     let port = dead_port();
     let started = Instant::now();
-    let err = backend
-        .try_connect(
-            Connect::new(format!("127.0.0.1:{port}")).connect_timeout(Duration::from_secs(1)),
-        )
-        .err()
-        .expect("nothing listens");
+    let err = try_connect(
+        kind,
+        Connect::new(format!("127.0.0.1:{port}")).connect_timeout(Duration::from_secs(1)),
+    )
+    .err()
+    .expect("nothing listens");
     assert!(
         matches!(&err, Error::Connect { hosts, .. } if hosts.contains(&port.to_string())),
         "{err}"
@@ -101,42 +101,39 @@ fn no_server_fails_within_the_connect_timeout(backend: Backend) {
 
 /// Against a real server: nothing listening is a `Connect` error within the connect timeout,
 /// and a valid chroot works (and is where the nodes go).
-fn connect_strings_against_a_real_server(backend: Backend) {
+fn connect_strings_against_a_real_server(kind: ClientKind) {
     let Some(server) = shared_server() else {
         return;
     };
     let dead = format!("127.0.0.1:{}", dead_port());
     connect_row(
-        backend,
+        kind,
         Connect::new(dead.clone()).connect_timeout(Duration::from_millis(500)),
         &dead,
         |e| matches!(e, Error::Connect { .. }),
     );
     let bad_chroot = format!("{}/x//y", server.connect_string());
-    connect_row(
-        backend,
-        Connect::new(bad_chroot.clone()),
-        &bad_chroot,
-        |e| matches!(e, Error::InvalidArgument { .. }),
-    );
-    let root = unique("bad-input");
+    connect_row(kind, Connect::new(bad_chroot.clone()), &bad_chroot, |e| {
+        matches!(e, Error::InvalidArgument { .. })
+    });
+    let root = unique_root("bad-input");
     let chrooted = format!("{}{root}", server.connect_string());
     // A maximal connect (and call) timeout must not overflow an `Instant`.
-    let c = backend
-        .try_connect(
-            Connect::new(chrooted)
-                .session_timeout(Duration::from_secs(6))
-                .connect_timeout(Duration::MAX)
-                .call_timeout(Duration::MAX),
-        )
-        .unwrap();
+    let c = try_connect(
+        kind,
+        Connect::new(chrooted)
+            .session_timeout(Duration::from_secs(6))
+            .connect_timeout(Duration::MAX)
+            .call_timeout(Duration::MAX),
+    )
+    .unwrap();
     let m = InterProcessMutex::new(c.shared(), "/lock").unwrap();
     let g = m.lock().unwrap();
     let node = g.node_path().unwrap().to_string();
     assert!(node.starts_with("/lock/"), "{node}");
     drop(g);
     c.close();
-    let plain = backend.connect(&server.connect_string());
+    let plain = connect(kind, &server.connect_string());
     assert!(plain
         .get_children(&format!("{root}/lock"), None)
         .unwrap()
@@ -144,18 +141,18 @@ fn connect_strings_against_a_real_server(backend: Backend) {
     plain.close();
 }
 
-fn chroot_is_applied_to_paths_and_events(backend: Backend) {
+fn chroot_is_applied_to_paths_and_events(kind: ClientKind) {
     let Some(server) = shared_server() else {
         return;
     };
-    let chroot = unique("chroot") + "/nested";
-    let client = backend.connect(&format!("{}{chroot}", server.connect_string()));
+    let chroot = unique_root("chroot") + "/nested";
+    let client = connect(kind, &format!("{}{chroot}", server.connect_string()));
     assert_eq!(client.chroot(), Some(chroot.as_str()));
     assert_eq!(
         client.create("/a", b"", CreateMode::Persistent).unwrap(),
         "/a"
     );
-    let plain = backend.connect(&server.connect_string());
+    let plain = connect(kind, &server.connect_string());
     assert!(plain.exists(&format!("{chroot}/a")).unwrap().is_some());
     let (tx, rx) = mpsc::channel();
     client
@@ -169,7 +166,10 @@ fn chroot_is_applied_to_paths_and_events(backend: Backend) {
     children.sort();
     assert_eq!(children, vec!["a", "b"]);
     assert!(matches!(
-        backend.try_connect(Connect::new(format!("{}/bad/", server.connect_string()))),
+        try_connect(
+            kind,
+            Connect::new(format!("{}/bad/", server.connect_string()))
+        ),
         Err(Error::InvalidArgument { .. })
     ));
 }

@@ -11,7 +11,7 @@ use zk_locks::session::ConnectionState;
 use zk_locks::testing::{shared_server, FaultProxy};
 use zk_locks::ZkClient;
 
-use crate::backend::{reach, Backend, SESSION};
+use crate::backend::{connect, reach, ClientKind, SESSION};
 
 /// Known limitation (README, "Known limitations"): the `zookeeper` crate gives up on
 /// reconnecting (`Closed`) when it has not sent one of its own pings for a session timeout,
@@ -21,7 +21,7 @@ use crate::backend::{reach, Backend, SESSION};
 #[test]
 #[ignore = "zookeeper 0.8 stale-ping give-up: needs a crate fix (refresh ping_sent on every reply)"]
 fn aged_client_cut_keeps_the_session_and_every_lock() {
-    crate::sessions::aged_client_cut_keeps_the_session_and_every_lock(Backend::Crate);
+    crate::sessions::aged_client_cut_keeps_the_session_and_every_lock(ClientKind::Crate);
 }
 
 /// Connects and closes many times against a healthy server: every connect must get its
@@ -132,7 +132,7 @@ fn a_replacement_handle_that_answers_nothing_is_replaced_too() {
     };
     let mute = MuteServer::start();
     let proxy = FaultProxy::start(server.addr()).unwrap();
-    let client = Backend::Crate.connect(&proxy.connect_string());
+    let client = connect(ClientKind::Crate, &proxy.connect_string());
     let before = client.session().snapshot();
     // The link goes silent, and new connections reach a server that answers only connects.
     proxy.set_target(mute.addr);

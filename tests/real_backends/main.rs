@@ -1,7 +1,7 @@
 //! Both real backends on a real ZooKeeper 3.8: one body per case, run once through the
 //! `zookeeper`-crate backend (`zookeeper_crate::case`) and once through our own client
-//! (`native::case`). Where the backends differ, the case says so explicitly
-//! ([`backend::Backend`]); what only one backend has lives in a module named for it.
+//! (`native::case`), each given its `ClientKind`. Where the backends differ, the case says so
+//! explicitly; what only one backend has lives in a module named for it.
 //!
 //! - `connecting`: connect strings and timeouts (bad input is a typed error naming it), no
 //!   server, chroot;
@@ -20,14 +20,14 @@
 //! `Session::wait_for_change` or channels, always with a deadline.
 
 /// One `#[test]` per case and backend: `on_both_backends!([case, ...])` runs each
-/// `fn case(backend: Backend)` of the module as `zookeeper_crate::case` and `native::case`.
+/// `fn case(kind: ClientKind)` of the module as `zookeeper_crate::case` and `native::case`.
 macro_rules! on_both_backends {
     ([$($case:ident),* $(,)?]) => {
         mod zookeeper_crate {
             $(
                 #[test]
                 fn $case() {
-                    super::$case(crate::backend::Backend::Crate);
+                    super::$case(zk_locks::testing::harness::ClientKind::Crate);
                 }
             )*
         }
@@ -35,7 +35,7 @@ macro_rules! on_both_backends {
             $(
                 #[test]
                 fn $case() {
-                    super::$case(crate::backend::Backend::Native);
+                    super::$case(zk_locks::testing::harness::ClientKind::Native);
                 }
             )*
         }

@@ -11,7 +11,7 @@ use zk_locks::session::ConnectionState;
 use zk_locks::testing::{shared_server, FaultProxy};
 use zk_locks::{CreateMode, Error, ZkClient, ZkError};
 
-use crate::backend::{native, unique, SESSION};
+use crate::backend::{native, unique_root, SESSION};
 
 #[test]
 fn the_session_id_and_negotiated_timeout_are_the_servers() {
@@ -34,7 +34,7 @@ fn create2_containers_pipeline_multi_and_sync() {
         return;
     };
     let client = native(&server.connect_string());
-    let root = unique("ops");
+    let root = unique_root("ops");
     let (path, stat) = client.create2(&root, b"r", CreateMode::Container).unwrap();
     assert_eq!(path, root);
     assert!(stat.czxid > 0);
@@ -130,7 +130,7 @@ fn a_container_is_reaped_once_its_last_child_is_gone() {
         return;
     };
     let client = native(&server.connect_string());
-    let root = unique("container");
+    let root = unique_root("container");
     client.create(&root, b"", CreateMode::Persistent).unwrap();
     let container = format!("{root}/dir");
     client

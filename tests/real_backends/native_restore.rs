@@ -12,7 +12,7 @@ use zk_locks::session::ConnectionState;
 use zk_locks::testing::{shared_server, FaultProxy};
 use zk_locks::{CreateMode, ZkClient, ZkError};
 
-use crate::backend::{native, reach, unique, SESSION};
+use crate::backend::{native, reach, unique_root, SESSION};
 
 #[test]
 fn a_deletion_while_disconnected_fires_the_restored_watch() {
@@ -22,7 +22,7 @@ fn a_deletion_while_disconnected_fires_the_restored_watch() {
     let proxy = FaultProxy::start(server.addr()).unwrap();
     let waiter = native(&proxy.connect_string());
     let other = native(&server.connect_string());
-    let root = unique("setwatches");
+    let root = unique_root("setwatches");
     other.create(&root, b"", CreateMode::Persistent).unwrap();
     let node = other
         .create(&format!("{root}/predecessor"), b"", CreateMode::Persistent)
@@ -54,7 +54,7 @@ fn a_watch_restored_after_a_cut_fires_on_a_later_change() {
     };
     let proxy = FaultProxy::start(server.addr()).unwrap();
     let client = native(&proxy.connect_string());
-    let root = unique("restored");
+    let root = unique_root("restored");
     client.create(&root, b"", CreateMode::Persistent).unwrap();
     let (tx, rx) = mpsc::channel();
     client
@@ -83,7 +83,7 @@ fn many_watches_are_restored_in_batches() {
     const NODES: usize = 7000;
     let proxy = FaultProxy::start(server.addr()).unwrap();
     let client = native(&proxy.connect_string());
-    let root = unique("batches");
+    let root = unique_root("batches");
     client.create(&root, b"", CreateMode::Persistent).unwrap();
     // ~160 bytes per path: about 1.1 MB of path text.
     let long = "n".repeat(100);
@@ -136,7 +136,7 @@ fn digest_credentials_are_resent_after_a_reconnect() {
     };
     // The node is created by another client, authenticated as app:secret, with the "auth"
     // ACL: only that digest identity may read it.
-    let path = unique("auth");
+    let path = unique_root("auth");
     let creator = zookeeper::ZooKeeper::connect(
         &server.connect_string(),
         SESSION,

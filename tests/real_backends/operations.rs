@@ -9,14 +9,14 @@ use zk_locks::session::ConnectionState;
 use zk_locks::testing::shared_server;
 use zk_locks::{CreateMode, ZkError};
 
-use crate::backend::{unique, Backend, SESSION};
+use crate::backend::{connect, unique_root, ClientKind, SESSION};
 
-fn basic_operations_and_ephemeral_owner(backend: Backend) {
+fn basic_operations_and_ephemeral_owner(kind: ClientKind) {
     let Some(server) = shared_server() else {
         return;
     };
-    let client = backend.connect(&server.connect_string());
-    let root = unique("basic");
+    let client = connect(kind, &server.connect_string());
+    let root = unique_root("basic");
     assert_eq!(
         client.create(&root, b"x", CreateMode::Persistent).unwrap(),
         root
@@ -59,12 +59,12 @@ fn basic_operations_and_ephemeral_owner(backend: Backend) {
 }
 
 /// Close deletes the session's ephemerals and is idempotent; later calls fail `Closed`.
-fn close_ends_the_session_and_later_calls_fail_closed(backend: Backend) {
+fn close_ends_the_session_and_later_calls_fail_closed(kind: ClientKind) {
     let Some(server) = shared_server() else {
         return;
     };
-    let client = backend.connect(&server.connect_string());
-    let root = unique("close");
+    let client = connect(kind, &server.connect_string());
+    let root = unique_root("close");
     client.create(&root, b"", CreateMode::Persistent).unwrap();
     let e = client
         .create(&format!("{root}/e"), b"", CreateMode::Ephemeral)
@@ -73,16 +73,16 @@ fn close_ends_the_session_and_later_calls_fail_closed(backend: Backend) {
     client.close();
     assert_eq!(client.session().state(), ConnectionState::Closed);
     assert_eq!(client.exists("/").unwrap_err(), ZkError::Closed);
-    let other = backend.connect(&server.connect_string());
+    let other = connect(kind, &server.connect_string());
     assert_eq!(other.exists(&e).unwrap(), None);
 }
 
-fn watches_fire_and_a_panicking_watcher_does_not_kill_the_client(backend: Backend) {
+fn watches_fire_and_a_panicking_watcher_does_not_kill_the_client(kind: ClientKind) {
     let Some(server) = shared_server() else {
         return;
     };
-    let client = backend.connect(&server.connect_string());
-    let root = unique("watch");
+    let client = connect(kind, &server.connect_string());
+    let root = unique_root("watch");
     client.create(&root, b"", CreateMode::Persistent).unwrap();
     client
         .get_data(&root, Some(Box::new(|_| panic!("a watcher that panics"))))
@@ -119,12 +119,12 @@ fn watches_fire_and_a_panicking_watcher_does_not_kill_the_client(backend: Backen
 }
 
 /// One change fires a panicking data watch and then a child watch: the second still runs.
-fn a_panicking_watcher_does_not_kill_the_client(backend: Backend) {
+fn a_panicking_watcher_does_not_kill_the_client(kind: ClientKind) {
     let Some(server) = shared_server() else {
         return;
     };
-    let client = backend.connect(&server.connect_string());
-    let root = unique("panicking");
+    let client = connect(kind, &server.connect_string());
+    let root = unique_root("panicking");
     client.create(&root, b"", CreateMode::Persistent).unwrap();
     client
         .get_data(&root, Some(Box::new(|_| panic!("a watcher that panics"))))

@@ -11,15 +11,16 @@ use zk_locks::testing::{shared_server, FaultProxy, TestingCluster, TestingServer
 use zk_locks::{CreateMode, InterProcessLock, InterProcessMutex, LockState, ZkError};
 
 use crate::backend::{
-    age, reach, states, unique, until_ok, wait_for_state, Backend, Connect, SESSION,
+    age, connect, frozen_call_slack, reach, states, try_connect, unique_root, until_ok,
+    wait_for_state, ClientKind, Connect, SESSION,
 };
 
-fn young_client_cut_suspends_then_reconnects_the_same_session(backend: Backend) {
+fn young_client_cut_suspends_then_reconnects_the_same_session(kind: ClientKind) {
     let Some(server) = shared_server() else {
         return;
     };
     let proxy = FaultProxy::start(server.addr()).unwrap();
-    let client = backend.connect(&proxy.connect_string());
+    let client = connect(kind, &proxy.connect_string());
     let before = client.session().snapshot();
     proxy.cut();
     let seen = reach(&*client, ConnectionState::Reconnected, SESSION * 2);
@@ -34,13 +35,13 @@ fn young_client_cut_suspends_then_reconnects_the_same_session(backend: Backend) 
 /// A client older than several session timeouts keeps its session and every lock through a
 /// cut: pings keep the session, and the cut is not mistaken for an expiry. (The crate
 /// backend cannot: see `crate_limits`.)
-pub(crate) fn aged_client_cut_keeps_the_session_and_every_lock(backend: Backend) {
+pub(crate) fn aged_client_cut_keeps_the_session_and_every_lock(kind: ClientKind) {
     let Some(server) = shared_server() else {
         return;
     };
     let proxy = FaultProxy::start(server.addr()).unwrap();
-    let client = backend.connect(&proxy.connect_string());
-    let root = unique("aged");
+    let client = connect(kind, &proxy.connect_string());
+    let root = unique_root("aged");
     let mutexes: Vec<_> = (0..3)
         .map(|i| InterProcessMutex::new(client.shared(), &format!("{root}/lock-{i}")).unwrap())
         .collect();
@@ -70,12 +71,12 @@ pub(crate) fn aged_client_cut_keeps_the_session_and_every_lock(backend: Backend)
     drop(guards);
 }
 
-fn freeze_shorter_than_the_session_is_suspended_then_reconnected(backend: Backend) {
+fn freeze_shorter_than_the_session_is_suspended_then_reconnected(kind: ClientKind) {
     let Some(server) = shared_server() else {
         return;
     };
     let proxy = FaultProxy::start(server.addr()).unwrap();
-    let client = backend.connect(&proxy.connect_string());
+    let client = connect(kind, &proxy.connect_string());
     let before = client.session().snapshot();
     proxy.freeze();
     reach(&*client, ConnectionState::Suspended, SESSION * 2);
@@ -87,12 +88,12 @@ fn freeze_shorter_than_the_session_is_suspended_then_reconnected(backend: Backen
     client.exists("/").unwrap();
 }
 
-fn freeze_longer_than_the_session_is_lost_in_time_then_a_new_session(backend: Backend) {
+fn freeze_longer_than_the_session_is_lost_in_time_then_a_new_session(kind: ClientKind) {
     let Some(server) = shared_server() else {
         return;
     };
     let proxy = FaultProxy::start(server.addr()).unwrap();
-    let client = backend.connect(&proxy.connect_string());
+    let client = connect(kind, &proxy.connect_string());
     let before = client.session().snapshot();
     proxy.freeze();
     let frozen_at = Instant::now();
@@ -115,31 +116,31 @@ fn freeze_longer_than_the_session_is_lost_in_time_then_a_new_session(backend: Ba
     client.exists("/").unwrap();
 }
 
-fn a_call_in_flight_during_a_freeze_returns_by_the_deadline(backend: Backend) {
+fn a_call_in_flight_during_a_freeze_returns_by_the_deadline(kind: ClientKind) {
     let Some(server) = shared_server() else {
         return;
     };
     let proxy = FaultProxy::start(server.addr()).unwrap();
-    let client = backend.connect(&proxy.connect_string());
+    let client = connect(kind, &proxy.connect_string());
     proxy.freeze();
     let started = Instant::now();
     let err = client.get_children("/", None).unwrap_err();
     let took = started.elapsed();
     assert!(err.is_retryable(), "{err}");
     assert!(
-        took <= SESSION + backend.frozen_call_slack(),
+        took <= SESSION + frozen_call_slack(kind),
         "returned after {took:?}"
     );
     proxy.thaw();
 }
 
-fn targeted_expiry_is_lost_then_a_new_session(backend: Backend) {
+fn targeted_expiry_is_lost_then_a_new_session(kind: ClientKind) {
     let Some(server) = shared_server() else {
         return;
     };
     let proxy = FaultProxy::start(server.addr()).unwrap();
-    let client = backend.connect(&proxy.connect_string());
-    let root = unique("expiry");
+    let client = connect(kind, &proxy.connect_string());
+    let root = unique_root("expiry");
     client.create(&root, b"", CreateMode::Persistent).unwrap();
     let ephemeral = client
         .create(&format!("{root}/e"), b"", CreateMode::Ephemeral)
@@ -188,13 +189,13 @@ fn targeted_expiry_is_lost_then_a_new_session(backend: Backend) {
     assert!(watch_rx.try_recv().is_err());
 }
 
-fn server_stop_and_restart(backend: Backend) {
+fn server_stop_and_restart(kind: ClientKind) {
     if shared_server().is_none() {
         return;
     }
     let server = TestingServer::start().unwrap();
-    let client = backend.connect(&server.connect_string());
-    let root = unique("restart");
+    let client = connect(kind, &server.connect_string());
+    let root = unique_root("restart");
     client.create(&root, b"", CreateMode::Persistent).unwrap();
     server.stop();
     let seen = wait_for_state(&*client, ConnectionState::Suspended, SESSION * 2);
@@ -212,15 +213,17 @@ fn server_stop_and_restart(backend: Backend) {
     assert!(state.is_connected(), "{state:?}");
 }
 
-fn cluster_leader_kill_the_client_moves_on(backend: Backend) {
+fn cluster_leader_kill_the_client_moves_on(kind: ClientKind) {
     if shared_server().is_none() {
         return;
     }
     let cluster = TestingCluster::start(3).unwrap();
-    let client = backend
-        .try_connect(Connect::new(cluster.connect_string()).session_timeout(Duration::from_secs(4)))
-        .unwrap();
-    let root = unique("cluster");
+    let client = try_connect(
+        kind,
+        Connect::new(cluster.connect_string()).session_timeout(Duration::from_secs(4)),
+    )
+    .unwrap();
+    let root = unique_root("cluster");
     client.create(&root, b"", CreateMode::Persistent).unwrap();
     let leader = cluster.leader().expect("a leader");
     cluster.kill(leader);
@@ -243,7 +246,7 @@ fn cluster_leader_kill_the_client_moves_on(backend: Backend) {
 /// The aged cut on our own client (the crate's ignored run is in `crate_limits`).
 #[test]
 fn native_aged_client_cut_keeps_the_session_and_every_lock() {
-    aged_client_cut_keeps_the_session_and_every_lock(Backend::Native);
+    aged_client_cut_keeps_the_session_and_every_lock(ClientKind::Native);
 }
 
 on_both_backends!([
