@@ -1,40 +1,7 @@
-//! Who is in a lock's queue and who holds it: [`Participant`], returned by `participants()` on
-//! every recipe ([`super::InterProcessMutex::participants`],
-//! [`super::InterProcessReadWriteLock::participants`] and its two sides,
-//! [`super::InterProcessSemaphoreV2::participants`],
-//! [`super::InterProcessSemaphoreMutex::participants`]).
-//!
-//! The queue is the lock directory sorted as every contender sorts it (Curator's
-//! `getParticipantNodes` order), and a node's holder flag comes from its recipe's own
-//! [`LockDriver::holds`]: the rule the engine grants by, so a listing can never disagree with
+//! Who is in a lock's queue and who holds it: [`Participant`], and the one listing that every
+//! recipe's `participants()` runs. The holder flag is the recipe's own
+//! [`LockDriver::holds`], the rule the engine grants by, so a listing never disagrees with
 //! the lock about who holds it.
-//!
-//! ```
-//! use std::sync::Arc;
-//! use zk_locks::client::memory::MemoryEnsemble;
-//! use zk_locks::locks::{InterProcessLock, InterProcessMutex, ParticipantKind};
-//!
-//! let ensemble = MemoryEnsemble::new();
-//! let holder = InterProcessMutex::new(ensemble.connect(), "/locks/report")?.with_data("host-a 17");
-//! let waiter = Arc::new(InterProcessMutex::new(ensemble.connect(), "/locks/report")?);
-//! let guard = holder.lock()?;
-//! let waiting = {
-//!     let waiter = waiter.clone();
-//!     std::thread::spawn(move || waiter.lock().map(drop))
-//! };
-//! // Another process would simply look; here we wait until the waiter has queued.
-//! while holder.participants()?.len() < 2 {
-//!     std::thread::yield_now();
-//! }
-//! let queue = holder.participants()?;
-//! assert_eq!(queue[0].path, guard.node_path().unwrap());
-//! assert!(queue[0].is_holder && !queue[1].is_holder);
-//! assert_eq!(queue[0].kind, ParticipantKind::Mutex);
-//! assert_eq!(queue[0].data, b"host-a 17");
-//! drop(guard);
-//! waiting.join().unwrap()?;
-//! # Ok::<(), zk_locks::Error>(())
-//! ```
 
 use crate::client::{Request, Response, SharedClient, ZkError};
 use crate::error::{Error, Result};
@@ -73,7 +40,38 @@ impl std::fmt::Display for ParticipantKind {
     }
 }
 
-/// One node in a lock's queue.
+/// One node in a lock's queue, as `participants()` lists it: every recipe has one
+/// ([`super::InterProcessMutex::participants`], [`super::InterProcessReadWriteLock::participants`]
+/// and its sides', [`super::InterProcessSemaphoreV2::participants`],
+/// [`super::InterProcessSemaphoreMutex::participants`]). The queue is in the order every
+/// contender sorts it, and `is_holder` is the recipe's own rule ([`LockDriver::holds`]).
+///
+/// ```
+/// use std::sync::Arc;
+/// use zk_locks::client::memory::MemoryEnsemble;
+/// use zk_locks::locks::{InterProcessLock, InterProcessMutex, ParticipantKind};
+///
+/// let ensemble = MemoryEnsemble::new();
+/// let holder = InterProcessMutex::new(ensemble.connect(), "/locks/report")?.with_data("host-a 17");
+/// let waiter = Arc::new(InterProcessMutex::new(ensemble.connect(), "/locks/report")?);
+/// let guard = holder.lock()?;
+/// let waiting = {
+///     let waiter = waiter.clone();
+///     std::thread::spawn(move || waiter.lock().map(drop))
+/// };
+/// // Another process would simply look; here we wait until the waiter has queued.
+/// while holder.participants()?.len() < 2 {
+///     std::thread::yield_now();
+/// }
+/// let queue = holder.participants()?;
+/// assert_eq!(queue[0].path, guard.node_path().unwrap());
+/// assert!(queue[0].is_holder && !queue[1].is_holder);
+/// assert_eq!(queue[0].kind, ParticipantKind::Mutex);
+/// assert_eq!(queue[0].data, b"host-a 17");
+/// drop(guard);
+/// waiting.join().unwrap()?;
+/// # Ok::<(), zk_locks::Error>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Participant {
