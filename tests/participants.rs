@@ -159,6 +159,9 @@ fn read_write_a_writer_ahead_of_readers_holds_and_the_readers_wait(b: &dyn Backe
         assert_eq!(kinds(&queue), [Write, Read, Read], "{queue:?}");
         assert_eq!(flags(&queue), [true, false, false], "{queue:?}");
         assert_eq!(queue[0].path, w.node_path().unwrap());
+        // The write holder's own thread sees the same flags: what only it knows (it may read
+        // at once, a downgrade) is no flag on other readers' nodes.
+        assert_eq!(rw[0].participants().unwrap(), queue);
         drop(w);
     });
 }
@@ -175,6 +178,7 @@ fn read_write_a_downgrade_holds_through_both_nodes(b: &dyn Backend) {
     let queue = observer.participants().unwrap();
     assert_eq!(queue.len(), 2, "{queue:?}");
     assert_eq!(flags(&queue), [true, true], "{queue:?}");
+    assert_eq!(rw.participants().unwrap(), queue);
     drop(w);
     let queue = observer.participants().unwrap();
     assert_eq!(kinds(&queue), [ParticipantKind::Read]);
