@@ -523,7 +523,7 @@ impl InterProcessSemaphoreMutex {
         self.semaphore.participant_nodes()
     }
 
-    /// The lease nodes (at most two: the holder's and one waiting for room), see
+    /// The lease nodes (the holder's, and one waiting for room), see
     /// [`InterProcessSemaphoreV2::participants`].
     pub fn participants(&self) -> Result<Vec<Participant>> {
         self.semaphore.participants()
