@@ -1,28 +1,24 @@
 //! TLS (feature `tls`) on a real ZooKeeper 3.8 with a `secureClientPort`
-//! (`TestingServer::start_tls`, certificates made by `openssl`): the conformance suite and
-//! the mutex over TLS, a client certificate, and the failures — a CA that did not sign the
+//! (`TestingServer::start_tls`, certificates made by `openssl`): the conformance suite over
+//! TLS (the mutex suite runs over TLS as `tests/mutex.rs`'s `native_tls::*`, faults
+//! included), a client certificate, and the failures — a CA that did not sign the
 //! server, plaintext to the TLS port, TLS to the plain port — as connect errors within the
 //! connect timeout.
 
 mod conformance;
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use zk_locks::client::native::{NativeClient, NativeOptions, TlsOptions};
-use zk_locks::testing::{require_server, TestingServer};
-use zk_locks::{CreateMode, Error, InterProcessLock, InterProcessMutex, SharedClient, ZkClient};
+use zk_locks::testing::TestingServer;
+use zk_locks::{CreateMode, Error, ZkClient};
 
 const SESSION: Duration = Duration::from_secs(4);
 
 /// One TLS server per test process.
 fn tls_server() -> Option<&'static TestingServer> {
-    static SERVER: OnceLock<Option<TestingServer>> = OnceLock::new();
-    SERVER
-        .get_or_init(|| {
-            require_server().then(|| TestingServer::start_tls().expect("start a TLS server"))
-        })
-        .as_ref()
+    zk_locks::testing::shared_tls_server()
 }
 
 fn options(server: &TestingServer, ca: &std::path::Path) -> NativeOptions {
@@ -52,23 +48,6 @@ impl conformance::ClientFactory for TlsFactory {
 }
 
 conformance_tests!(tls_server().map(|server| TlsFactory { server }));
-
-#[test]
-fn the_mutex_excludes_and_hands_over_over_tls() {
-    let Some(server) = tls_server() else {
-        return;
-    };
-    let path = conformance::unique_root("tls-mutex");
-    let a: SharedClient = connect(server);
-    let b: SharedClient = connect(server);
-    let first = InterProcessMutex::new(a, &path).unwrap();
-    let second = InterProcessMutex::new(b, &path).unwrap();
-    first.acquire().unwrap();
-    assert!(!second.acquire_timeout(Duration::from_millis(200)).unwrap());
-    first.release().unwrap();
-    assert!(second.acquire_timeout(SESSION * 5).unwrap());
-    second.release().unwrap();
-}
 
 #[test]
 fn a_client_certificate_is_presented_and_accepted() {

@@ -6,8 +6,24 @@
 /// `fn case(b: &dyn Backend)` of the test file as `memory::case` (in-memory ensemble),
 /// `real::case` (a real server through the `zookeeper`-crate backend) and `native::case` (a
 /// real server through our own client); the real-server ones are skipped when no server can
-/// run here, a failure under `ZK_LOCKS_REQUIRE_SERVER=1`.
+/// run here, a failure under `ZK_LOCKS_REQUIRE_SERVER=1`. `suite!([case, ...], tls)` adds
+/// `native_tls::case` (feature `tls`): our own client over TLS to a TLS server's
+/// `secureClientPort`, with the same faults (the proxy forwards TLS bytes as they come).
 macro_rules! suite {
+    ([$($case:ident),* $(,)?], tls) => {
+        suite!([$($case),*]);
+        #[cfg(feature = "tls")]
+        mod native_tls {
+            $(
+                #[test]
+                fn $case() {
+                    if let Some(b) = crate::common::Real::native_tls() {
+                        super::$case(&b);
+                    }
+                }
+            )*
+        }
+    };
     ([$($case:ident),* $(,)?]) => {
         mod memory {
             $(
@@ -176,6 +192,7 @@ pub fn is_lost(state: ConnectionState) -> bool {
 pub struct Real {
     server: &'static zk_locks::testing::TestingServer,
     native: bool,
+    tls: bool,
 }
 
 impl Real {
@@ -185,6 +202,7 @@ impl Real {
         zk_locks::testing::shared_server().map(|server| Real {
             server,
             native: false,
+            tls: false,
         })
     }
 
@@ -193,6 +211,18 @@ impl Real {
         zk_locks::testing::shared_server().map(|server| Real {
             server,
             native: true,
+            tls: false,
+        })
+    }
+
+    /// Our own client over TLS, to the secure port of a TLS server (one per test process);
+    /// `None` as for [`Real::new`].
+    #[cfg(feature = "tls")]
+    pub fn native_tls() -> Option<Real> {
+        zk_locks::testing::shared_tls_server().map(|server| Real {
+            server,
+            native: true,
+            tls: true,
         })
     }
 }
@@ -204,12 +234,27 @@ pub const REAL_SESSION_TIMEOUT: Duration = Duration::from_secs(6);
 struct RealFaults {
     proxy: zk_locks::testing::FaultProxy,
     client: SharedClient,
+    /// Over TLS the proxy cannot read the session off the wire: the session is taken from
+    /// the client and closed through this plain port of the same server.
+    expire_via: Option<(
+        std::net::SocketAddr,
+        Arc<zk_locks::client::native::NativeClient>,
+    )>,
 }
 
 impl Faults for RealFaults {
     fn expire(&self) {
         let before = self.client.session().snapshot();
-        self.proxy.expire_session().expect("targeted expiry");
+        match &self.expire_via {
+            None => self.proxy.expire_session().map(drop),
+            Some((via, native)) => {
+                let (id, password) = native.session_credentials().expect("a session");
+                self.proxy
+                    .expire_session_with(*via, id, &password, native.negotiated_timeout())
+                    .map(drop)
+            }
+        }
+        .expect("targeted expiry");
         let deadline = Instant::now() + REAL_SESSION_TIMEOUT * 3;
         loop {
             let s = self.client.session().snapshot();
@@ -245,6 +290,9 @@ impl Faults for RealFaults {
 
 impl Backend for Real {
     fn connect(&self) -> TestClient {
+        if self.tls {
+            return self.connect_tls();
+        }
         let proxy = zk_locks::testing::FaultProxy::start(self.server.addr()).expect("proxy");
         let client: SharedClient = if self.native {
             zk_locks::client::native::NativeClient::connect(
@@ -261,12 +309,20 @@ impl Backend for Real {
         };
         TestClient {
             client: client.clone(),
-            faults: Arc::new(RealFaults { proxy, client }),
+            faults: Arc::new(RealFaults {
+                proxy,
+                client,
+                expire_via: None,
+            }),
         }
     }
 
     fn root(&self) -> String {
-        unique_root(if self.native { "native" } else { "real" })
+        unique_root(match (self.native, self.tls) {
+            (_, true) => "native-tls",
+            (true, false) => "native",
+            (false, false) => "real",
+        })
     }
 
     fn watches_under(&self, prefix: &str) -> usize {
@@ -276,5 +332,35 @@ impl Backend for Real {
 
     fn patience(&self) -> Duration {
         Duration::from_secs(30)
+    }
+}
+
+impl Real {
+    #[cfg(not(feature = "tls"))]
+    fn connect_tls(&self) -> TestClient {
+        unreachable!("Real::native_tls needs the `tls` feature")
+    }
+
+    /// A native client over TLS through its own proxy to the server's secure port.
+    #[cfg(feature = "tls")]
+    fn connect_tls(&self) -> TestClient {
+        use zk_locks::client::native::{NativeClient, NativeOptions, TlsOptions};
+        let secure =
+            std::net::SocketAddr::from(([127, 0, 0, 1], self.server.secure_port().unwrap()));
+        let proxy = zk_locks::testing::FaultProxy::start(secure).expect("proxy");
+        let files = self.server.tls_files().expect("a TLS server");
+        let options = NativeOptions::new(proxy.connect_string())
+            .session_timeout(REAL_SESSION_TIMEOUT)
+            .tls(TlsOptions::from_ca_file(&files.ca).expect("the test CA"));
+        let native = NativeClient::connect_with(options).expect("connect over TLS");
+        let client: SharedClient = native.clone();
+        TestClient {
+            client: client.clone(),
+            faults: Arc::new(RealFaults {
+                proxy,
+                client,
+                expire_via: Some((self.server.addr(), native)),
+            }),
+        }
     }
 }
