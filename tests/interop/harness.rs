@@ -80,9 +80,16 @@ impl Jvm {
     }
 
     /// As [`Jvm::spawn`], with extra environment variables (`INTEROP_DIGEST=user:password`
-    /// turns on digest credentials and `CREATOR_ALL_ACL`).
+    /// turns on digest credentials and `CREATOR_ALL_ACL`; `INTEROP_TLS_CA=ca.pem` TLS, which
+    /// also puts the Netty jars on the class path).
     pub(crate) fn spawn_with_env(classes: &Path, args: &[&str], env: &[(&str, &str)]) -> Jvm {
-        let mut child = curator::java(classes, "Interop")
+        let tls = env.iter().any(|(k, _)| *k == "INTEROP_TLS_CA");
+        let command = if tls {
+            curator::java_tls(classes, "Interop")
+        } else {
+            curator::java(classes, "Interop")
+        };
+        let mut child = command
             .expect("java command")
             .args(args)
             .envs(env.iter().copied())
@@ -231,9 +238,22 @@ pub(crate) enum Recipe {
     Semaphore(usize),
 }
 
-/// Two Curator processes and two Rust sessions with two threads each run `ROUNDS` critical
-/// sections on one path, started together; returns every record.
+/// Two Curator processes and two Rust sessions (one per Rust backend) with two threads each
+/// run `ROUNDS` critical sections on one path, started together; returns every record.
 pub(crate) fn contend(connect: &str, classes: &Path, recipe: Recipe) -> Vec<Record> {
+    let sessions: Vec<SharedClient> = vec![rust_client(connect), crate_client(connect)];
+    contend_with(connect, classes, recipe, &[], sessions)
+}
+
+/// As [`contend`], with the Curator processes' environment (see [`Jvm::spawn_with_env`]) and
+/// the Rust sessions given: four Rust threads take turns on them.
+pub(crate) fn contend_with(
+    connect: &str,
+    classes: &Path,
+    recipe: Recipe,
+    jvm_env: &[(&str, &str)],
+    sessions: Vec<SharedClient>,
+) -> Vec<Record> {
     let root = unique_root("interop");
     let (name, max) = match recipe {
         Recipe::Mutex => ("mutex", 1),
@@ -246,9 +266,10 @@ pub(crate) fn contend(connect: &str, classes: &Path, recipe: Recipe) -> Vec<Reco
     let mut jvms: Vec<Jvm> = (0..2)
         .map(|i| {
             let id = format!("jvm{i}");
-            Jvm::spawn(
+            Jvm::spawn_with_env(
                 classes,
                 &["loop", connect, name, &root, &rounds, &id, &max_arg],
+                jvm_env,
             )
         })
         .collect();
@@ -261,12 +282,10 @@ pub(crate) fn contend(connect: &str, classes: &Path, recipe: Recipe) -> Vec<Reco
         );
         jvm.expect("READY");
     }
-    // One session per Rust backend: both contend with Curator and with each other.
-    let sessions: Vec<SharedClient> = vec![rust_client(connect), crate_client(connect)];
     let start = Arc::new(Barrier::new(5));
     let threads: Vec<_> = (0..4)
         .map(|t| {
-            let client = sessions[t % 2].clone();
+            let client = sessions[t % sessions.len()].clone();
             let root = root.clone();
             let start = start.clone();
             std::thread::spawn(move || rust_contender(client, &root, recipe, t, &start))

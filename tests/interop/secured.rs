@@ -1,4 +1,5 @@
-//! Secured locks: digest credentials and `CREATOR_ALL_ACL` shared with Curator.
+//! Secured locks: digest credentials and `CREATOR_ALL_ACL` shared with Curator, and a Curator
+//! peer over TLS.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -66,4 +67,37 @@ fn a_secured_lock_is_shared_with_curator_and_refused_to_strangers() {
     let rust_node = waiting.join().unwrap().expect("the Rust peer got the lock");
     assert_ne!(rust_node, curator_node);
     jvm.finish();
+}
+
+/// A Curator 5.4 process over TLS (ZooKeeper's Netty client socket, the test CA as its PEM
+/// trust store) and Rust sessions over TLS contend on one mutex through the server's
+/// `secureClientPort`; the merged critical sections never overlap and the lock changes sides.
+#[cfg(feature = "tls")]
+#[test]
+fn a_curator_peer_over_tls_shares_the_mutex_with_rust_tls_clients() {
+    use zk_locks::client::native::TlsOptions;
+    let Some(classes) = classes() else {
+        return;
+    };
+    let server = zk_locks::testing::shared_tls_server().expect("a TLS server");
+    let secure = server.secure_connect_string().unwrap();
+    let ca = server.tls_files().unwrap().ca;
+    let tls_client = || -> SharedClient {
+        let options = NativeOptions::new(&secure)
+            .session_timeout(Duration::from_secs(10))
+            .tls(TlsOptions::from_ca_file(&ca).unwrap());
+        NativeClient::connect_with(options).expect("connect over TLS")
+    };
+    let ca_text = ca.to_str().unwrap();
+    let records = contend_with(
+        &secure,
+        classes,
+        Recipe::Mutex,
+        &[("INTEROP_TLS_CA", ca_text)],
+        vec![tls_client(), tls_client()],
+    );
+    let (peak, switches) = check(records, 1).unwrap();
+    assert_eq!(peak, 1);
+    assert!(switches > 0, "the lock never changed sides");
+    eprintln!("mutex over TLS: holder changed side {switches} times");
 }
