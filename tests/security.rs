@@ -202,3 +202,48 @@ fn a_scheme_the_server_refuses_is_a_terminal_auth_failure() {
         "{err}"
     );
 }
+
+#[test]
+fn a_digest_acl_naming_our_credentials_lets_us_in_and_another_is_refused_before_sending() {
+    let Some(server) = shared_server() else {
+        return;
+    };
+    let observer = client(&server.connect_string(), None, AclProvider::open());
+    // Our own digest id, computed on the client: the server agrees that it is us.
+    let top = unique("digest-acl");
+    let ours = client(
+        &server.connect_string(),
+        Some(("app", "secret")),
+        AclProvider::per_path(|_| vec![Acl::digest(perms::ALL, "app", "secret")]),
+    );
+    let lock = mutex(&ours, &format!("{top}/lock"));
+    lock.acquire().unwrap();
+    let node = lock.held_node().unwrap().path().to_string();
+    assert_eq!(observer.get_data(&node, None), Err(ZkError::NoAuth));
+    let impostor = client(
+        &server.connect_string(),
+        Some(("app", "not-our-password")),
+        AclProvider::open(),
+    );
+    assert_eq!(impostor.get_data(&node, None), Err(ZkError::NoAuth));
+    let peer = client(
+        &server.connect_string(),
+        Some(("app", "secret")),
+        AclProvider::open(),
+    );
+    assert!(peer.get_data(&node, None).is_ok());
+    lock.release().unwrap();
+
+    // The same user with another password is another identity: refused, nothing created.
+    let top = unique("digest-acl");
+    let other = client(
+        &server.connect_string(),
+        Some(("app", "secret")),
+        AclProvider::per_path(|_| vec![Acl::digest(perms::ALL, "app", "not-our-password")]),
+    );
+    let err = mutex(&other, &format!("{top}/lock"))
+        .acquire_timeout(SESSION)
+        .unwrap_err();
+    assert!(matches!(err, Error::InvalidAcl { .. }), "{err}");
+    assert_eq!(observer.exists(&top), Ok(None));
+}
