@@ -34,6 +34,7 @@ use std::sync::Arc;
 use crate::client::ZkError;
 
 pub use digest::digest_id;
+pub(crate) use digest::id_of_credentials;
 
 /// ZooKeeper's permission bits (`ZooDefs.Perms`).
 pub mod perms {
@@ -150,6 +151,22 @@ impl AclProvider {
     /// True for [`AclProvider::open`].
     pub fn is_open(&self) -> bool {
         self.name == "open"
+    }
+
+    /// The ACL for a node that a client with credentials `auth` creates at `path`
+    /// (`world:anyone:cdrwa` when open), refused with `InvalidAcl` when it would lock that
+    /// client out ([`check_self_access`]).
+    pub(crate) fn checked_acl_for(
+        &self,
+        path: &str,
+        auth: &[(String, Vec<u8>)],
+    ) -> Result<Vec<Acl>, ZkError> {
+        if self.is_open() {
+            return Ok(vec![Acl::world(perms::ALL)]);
+        }
+        let acl = self.acl_for_path(path);
+        check_self_access(&acl, auth)?;
+        Ok(acl)
     }
 }
 
