@@ -494,7 +494,10 @@ fn connect_row(
     options: ZkOptions,
     expected: impl Fn(&Error) -> bool,
 ) {
-    let result = std::panic::catch_unwind(|| ZookeeperClient::connect_with(options))
+    // The options hold an ACL provider (a shared closure), which is not `UnwindSafe`; nothing
+    // of them is looked at after a panic.
+    let connect = std::panic::AssertUnwindSafe(|| ZookeeperClient::connect_with(options));
+    let result = std::panic::catch_unwind(connect)
         .unwrap_or_else(|_| panic!("{connect_string:?}: panicked"));
     let err = match result {
         Ok(c) => {
