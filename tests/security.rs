@@ -199,6 +199,7 @@ secured_suite!([
     an_acl_that_would_lock_ourselves_out_is_refused_before_anything_is_created,
     a_scheme_the_server_refuses_is_a_terminal_auth_failure,
     a_digest_acl_naming_our_credentials_lets_us_in_and_another_is_refused_before_sending,
+    acl_checks_come_in_the_servers_order,
 ]);
 
 fn a_creator_all_lock_refuses_a_stranger_and_is_shared_with_the_same_identity(b: &dyn Secured) {
@@ -336,4 +337,43 @@ fn a_digest_acl_naming_our_credentials_lets_us_in_and_another_is_refused_before_
         .unwrap_err();
     assert!(matches!(err, Error::InvalidAcl { .. }), "{err}");
     assert_eq!(observer.exists(&top), Ok(None));
+}
+
+/// Which error wins when a request is both unauthorized and wrong otherwise, as ZooKeeper 3.8
+/// checks (the memory model must agree with the real server): a delete or create is checked
+/// against the parent's ACL before the node's existence, reads and writes find the node first,
+/// and `exists` is not checked at all.
+fn acl_checks_come_in_the_servers_order(b: &dyn Secured) {
+    let dir = unique("acl-order");
+    let owner = b.client(Some(("app", "secret")), AclProvider::creator_all());
+    owner
+        .create(&dir, b"", zk_locks::CreateMode::Persistent)
+        .unwrap();
+    let node = format!("{dir}/n");
+    owner
+        .create(&node, b"", zk_locks::CreateMode::Persistent)
+        .unwrap();
+    let stranger = b.client(None, AclProvider::open());
+    let missing = format!("{dir}/missing");
+    let persistent = zk_locks::CreateMode::Persistent;
+    assert_eq!(stranger.delete(&missing, None), Err(ZkError::NoAuth));
+    assert_eq!(stranger.delete(&node, Some(99)), Err(ZkError::NoAuth));
+    assert_eq!(
+        stranger.create(&node, b"", persistent),
+        Err(ZkError::NoAuth)
+    );
+    assert_eq!(
+        stranger.create(&format!("{missing}/child"), b"", persistent),
+        Err(ZkError::NoNode)
+    );
+    assert_eq!(stranger.get_data(&missing, None), Err(ZkError::NoNode));
+    assert_eq!(stranger.get_children(&missing, None), Err(ZkError::NoNode));
+    assert_eq!(stranger.set_data(&missing, b"", None), Err(ZkError::NoNode));
+    assert_eq!(
+        stranger.set_data(&node, b"", Some(99)),
+        Err(ZkError::NoAuth)
+    );
+    assert!(stranger.exists(&node).unwrap().is_some());
+    owner.delete(&node, None).unwrap();
+    owner.delete(&dir, None).unwrap();
 }
