@@ -408,25 +408,22 @@ fn many_waiters_one_release(b: &dyn Backend) {
     });
 }
 
-suite!(
-    [
-        basic_and_wire_names,
-        reentrant,
-        reentrant_two_threads,
-        single_lock_many_threads,
-        many_sessions_exclude,
-        timeout_leaves_nothing,
-        fifo_order,
-        panic_in_critical_section_releases,
-        killed_session_waiter_acquires,
-        expiry_while_holding,
-        dropped_watch_still_acquires,
-        blip_while_holding_keeps_lock,
-        fencing_tokens_increase,
-        revoking,
-        revoking_after_a_reconnect,
-        bad_paths_are_typed_errors,
-        many_waiters_one_release
-    ],
-    tls
-);
+suite!(tls [
+    basic_and_wire_names,
+    reentrant,
+    reentrant_two_threads,
+    single_lock_many_threads,
+    many_sessions_exclude,
+    timeout_leaves_nothing,
+    fifo_order,
+    panic_in_critical_section_releases,
+    killed_session_waiter_acquires,
+    expiry_while_holding,
+    dropped_watch_still_acquires,
+    blip_while_holding_keeps_lock,
+    fencing_tokens_increase,
+    revoking,
+    revoking_after_a_reconnect,
+    bad_paths_are_typed_errors,
+    many_waiters_one_release
+]);

@@ -6,11 +6,11 @@
 /// `fn case(b: &dyn Backend)` of the test file as `memory::case` (in-memory ensemble),
 /// `real::case` (a real server through the `zookeeper`-crate backend) and `native::case` (a
 /// real server through our own client); the real-server ones are skipped when no server can
-/// run here, a failure under `ZK_LOCKS_REQUIRE_SERVER=1`. `suite!([case, ...], tls)` adds
+/// run here, a failure under `ZK_LOCKS_REQUIRE_SERVER=1`. `suite!(tls [case, ...])` adds
 /// `native_tls::case` (feature `tls`): our own client over TLS to a TLS server's
 /// `secureClientPort`, with the same faults (the proxy forwards TLS bytes as they come).
 macro_rules! suite {
-    ([$($case:ident),* $(,)?], tls) => {
+    (tls [$($case:ident),* $(,)?]) => {
         suite!([$($case),*]);
         #[cfg(feature = "tls")]
         mod native_tls {
