@@ -1,8 +1,8 @@
 //! TLS (feature `tls`) on a real ZooKeeper 3.8 with a `secureClientPort`
 //! (`TestingServer::start_tls`, certificates made by `openssl`): the conformance suite over
-//! TLS (the lock suites run over TLS as their `native_tls::*` cases, faults included), a client certificate, and the failures — a CA that did not sign the
-//! server, plaintext to the TLS port, TLS to the plain port — as connect errors within the
-//! connect timeout.
+//! TLS (the lock suites run over TLS as their `native_tls::*` cases, faults included), a
+//! client certificate, and the failures — a CA that did not sign the server, plaintext to the
+//! TLS port, TLS to the plain port — as connect errors within the connect timeout.
 
 mod conformance;
 
