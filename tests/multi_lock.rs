@@ -317,7 +317,7 @@ fn guard_waits_on_every_client(b: &dyn Backend) {
     );
 }
 
-suite!([
+suite!(tls [
     basic_two_paths,
     two_clients_exclude,
     timeout_takes_nothing,

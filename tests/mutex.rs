@@ -408,7 +408,7 @@ fn many_waiters_one_release(b: &dyn Backend) {
     });
 }
 
-suite!([
+suite!(tls [
     basic_and_wire_names,
     reentrant,
     reentrant_two_threads,

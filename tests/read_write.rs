@@ -356,7 +356,7 @@ fn no_downgrade_from_a_lost_write_lock(b: &dyn Backend) {
     assert!(children(c2.client.as_ref(), &path).is_empty());
 }
 
-suite!([
+suite!(tls [
     participant_nodes,
     upgrade_is_refused,
     downgrade_respects_threads,

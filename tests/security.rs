@@ -1,5 +1,7 @@
-//! Locks nobody else can steal, on a real ZooKeeper 3.8: digest credentials and the client's
-//! ACL provider (`NativeOptions::acl_provider`).
+//! Locks nobody else can steal: digest credentials and the client's ACL provider, on every
+//! backend — the in-memory ensemble (its ACL model), and a real ZooKeeper 3.8 through our own
+//! client and through the `zookeeper`-crate backend. One body per case, run as
+//! `memory::case`, `native::case` and `crate_backend::case`.
 //!
 //! A `creator_all` lock refuses a stranger every way in (delete, overwrite, read, list, queue
 //! ahead) while a peer with the same credentials shares it; a reconnect re-authenticates; a
@@ -12,33 +14,174 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use zk_locks::client::acl::{perms, Acl, AclProvider};
+use zk_locks::client::memory::{MemoryClient, MemoryEnsemble, MemoryOptions};
 use zk_locks::client::native::{NativeClient, NativeOptions};
+use zk_locks::client::zookeeper::{ZkOptions, ZookeeperClient};
 use zk_locks::session::ConnectionState;
-use zk_locks::testing::{shared_server, FaultProxy};
-use zk_locks::{Error, InterProcessLock, InterProcessMutex, SharedClient, ZkClient, ZkError};
+use zk_locks::testing::{FaultProxy, TestingServer};
+use zk_locks::{Error, InterProcessLock, InterProcessMutex, SharedClient, ZkError};
 
 const SESSION: Duration = Duration::from_secs(2);
 
-fn client(connect_string: &str, user: Option<(&str, &str)>, acl: AclProvider) -> Arc<NativeClient> {
-    let mut options = NativeOptions::new(connect_string)
-        .session_timeout(SESSION)
-        .acl_provider(acl);
-    if let Some((user, password)) = user {
-        options = options.digest_auth(user, password);
+/// Where a case runs: clients with or without credentials and with an ACL provider, and a
+/// connection blip for one of them.
+trait Secured {
+    /// A client with `user`'s digest credentials (none when `None`) and this ACL provider.
+    fn client(&self, user: Option<(&str, &str)>, acl: AclProvider) -> SharedClient;
+    /// As [`Secured::client`], with a function that breaks its connection once (the session
+    /// survives).
+    fn client_with_blip(
+        &self,
+        user: Option<(&str, &str)>,
+        acl: AclProvider,
+    ) -> (SharedClient, Box<dyn Fn()>);
+    /// Connecting with credentials of `scheme`: the client, or the error's text.
+    fn connect_with_auth(&self, scheme: &str, credentials: &[u8]) -> Result<SharedClient, String>;
+}
+
+/// Each case on every backend; the real-server ones skip (or fail under
+/// `ZK_LOCKS_REQUIRE_SERVER=1`) without a server.
+macro_rules! secured_suite {
+    ([$($case:ident),* $(,)?]) => {
+        mod memory {
+            $(
+                #[test]
+                fn $case() {
+                    super::$case(&super::Memory(zk_locks::client::memory::MemoryEnsemble::new()));
+                }
+            )*
+        }
+        mod native {
+            $(
+                #[test]
+                fn $case() {
+                    if let Some(server) = zk_locks::testing::shared_server() {
+                        super::$case(&super::Real { server, native: true });
+                    }
+                }
+            )*
+        }
+        mod crate_backend {
+            $(
+                #[test]
+                fn $case() {
+                    if let Some(server) = zk_locks::testing::shared_server() {
+                        super::$case(&super::Real { server, native: false });
+                    }
+                }
+            )*
+        }
+    };
+}
+
+struct Memory(MemoryEnsemble);
+
+impl Secured for Memory {
+    fn client(&self, user: Option<(&str, &str)>, acl: AclProvider) -> SharedClient {
+        self.client_with_blip(user, acl).0
     }
-    NativeClient::connect_with(options).expect("connect")
+
+    fn client_with_blip(
+        &self,
+        user: Option<(&str, &str)>,
+        acl: AclProvider,
+    ) -> (SharedClient, Box<dyn Fn()>) {
+        let mut options = MemoryOptions::new().acl_provider(acl);
+        if let Some((user, password)) = user {
+            options = options.digest_auth(user, password);
+        }
+        let client: Arc<MemoryClient> = self.0.connect_with(options).expect("connect");
+        let blipped = client.clone();
+        let blip = Box::new(move || {
+            blipped.suspend();
+            blipped.resume();
+        });
+        (client, blip)
+    }
+
+    fn connect_with_auth(&self, scheme: &str, credentials: &[u8]) -> Result<SharedClient, String> {
+        match self
+            .0
+            .connect_with(MemoryOptions::new().auth(scheme, credentials))
+        {
+            Ok(client) => Ok(client),
+            Err(e) => Err(format!("{e:?}")),
+        }
+    }
+}
+
+struct Real {
+    server: &'static TestingServer,
+    native: bool,
+}
+
+impl Real {
+    fn connect(
+        &self,
+        connect_string: String,
+        auth: Vec<(String, Vec<u8>)>,
+        acl: AclProvider,
+    ) -> Result<SharedClient, Error> {
+        if self.native {
+            let mut options = NativeOptions::new(connect_string)
+                .session_timeout(SESSION)
+                .acl_provider(acl);
+            options.auth = auth;
+            NativeClient::connect_with(options).map(|c| c as SharedClient)
+        } else {
+            let mut options = ZkOptions::new(connect_string)
+                .session_timeout(SESSION)
+                .acl_provider(acl);
+            options.auth = auth;
+            ZookeeperClient::connect_with(options).map(|c| c as SharedClient)
+        }
+    }
+}
+
+fn digest(user: Option<(&str, &str)>) -> Vec<(String, Vec<u8>)> {
+    user.map(|(u, p)| ("digest".to_string(), format!("{u}:{p}").into_bytes()))
+        .into_iter()
+        .collect()
+}
+
+impl Secured for Real {
+    fn client(&self, user: Option<(&str, &str)>, acl: AclProvider) -> SharedClient {
+        self.connect(self.server.connect_string(), digest(user), acl)
+            .expect("connect")
+    }
+
+    /// Through a proxy of its own, which lives as long as the blip function.
+    fn client_with_blip(
+        &self,
+        user: Option<(&str, &str)>,
+        acl: AclProvider,
+    ) -> (SharedClient, Box<dyn Fn()>) {
+        let proxy = FaultProxy::start(self.server.addr()).expect("proxy");
+        let client = self
+            .connect(proxy.connect_string(), digest(user), acl)
+            .expect("connect");
+        (client, Box::new(move || proxy.cut()))
+    }
+
+    fn connect_with_auth(&self, scheme: &str, credentials: &[u8]) -> Result<SharedClient, String> {
+        self.connect(
+            self.server.connect_string(),
+            vec![(scheme.to_string(), credentials.to_vec())],
+            AclProvider::open(),
+        )
+        .map_err(|e| e.to_string())
+    }
 }
 
 fn unique(prefix: &str) -> String {
     format!("/{prefix}-{}", uuid::Uuid::new_v4())
 }
 
-fn mutex(client: &Arc<NativeClient>, path: &str) -> InterProcessMutex {
-    let shared: SharedClient = client.clone();
-    InterProcessMutex::new(shared, path).unwrap()
+fn mutex(client: &SharedClient, path: &str) -> InterProcessMutex {
+    InterProcessMutex::new(client.clone(), path).unwrap()
 }
 
-fn reach(client: &NativeClient, state: ConnectionState, within: Duration) {
+fn reach(client: &SharedClient, state: ConnectionState, within: Duration) {
     let deadline = Instant::now() + within;
     let mut snapshot = client.session().snapshot();
     while snapshot.state != state && Instant::now() < deadline {
@@ -49,23 +192,25 @@ fn reach(client: &NativeClient, state: ConnectionState, within: Duration) {
     assert_eq!(snapshot.state, state);
 }
 
-#[test]
-fn a_creator_all_lock_refuses_a_stranger_and_is_shared_with_the_same_identity() {
-    let Some(server) = shared_server() else {
-        return;
-    };
+secured_suite!([
+    a_creator_all_lock_refuses_a_stranger_and_is_shared_with_the_same_identity,
+    read_only_for_world_lets_strangers_look_but_not_queue_or_steal,
+    a_reconnect_re_authenticates_so_the_holder_can_still_release,
+    an_acl_that_would_lock_ourselves_out_is_refused_before_anything_is_created,
+    a_scheme_the_server_refuses_is_a_terminal_auth_failure,
+    a_digest_acl_naming_our_credentials_lets_us_in_and_another_is_refused_before_sending,
+    acl_checks_come_in_the_servers_order,
+]);
+
+fn a_creator_all_lock_refuses_a_stranger_and_is_shared_with_the_same_identity(b: &dyn Secured) {
     let dir = format!("{}/lock", unique("secure"));
-    let owner = client(
-        &server.connect_string(),
-        Some(("app", "secret")),
-        AclProvider::creator_all(),
-    );
+    let owner = b.client(Some(("app", "secret")), AclProvider::creator_all());
     let held = mutex(&owner, &dir);
     held.acquire().unwrap();
     let node = held.held_node().unwrap().path().to_string();
 
     // Every client-level way in is refused, on the node and on its directory.
-    let stranger = client(&server.connect_string(), None, AclProvider::open());
+    let stranger = b.client(None, AclProvider::open());
     assert_eq!(stranger.delete(&node, None), Err(ZkError::NoAuth));
     assert_eq!(
         stranger.set_data(&node, b"mine", None),
@@ -81,11 +226,7 @@ fn a_creator_all_lock_refuses_a_stranger_and_is_shared_with_the_same_identity() 
     assert!(err.to_string().contains("wrong password"), "{err}");
 
     // A wrong password is the same identity to nobody: refused, and the message never shows it.
-    let wrong = client(
-        &server.connect_string(),
-        Some(("app", "guessed-pw")),
-        AclProvider::creator_all(),
-    );
+    let wrong = b.client(Some(("app", "guessed-pw")), AclProvider::creator_all());
     let err = mutex(&wrong, &dir).acquire_timeout(SESSION).unwrap_err();
     assert!(matches!(err, Error::NotAuthorized { .. }), "{err}");
     assert!(!err.to_string().contains("guessed-pw"), "{err}");
@@ -97,11 +238,7 @@ fn a_creator_all_lock_refuses_a_stranger_and_is_shared_with_the_same_identity() 
     );
 
     // A peer with the same credentials lists the queue and waits its turn.
-    let peer = client(
-        &server.connect_string(),
-        Some(("app", "secret")),
-        AclProvider::creator_all(),
-    );
+    let peer = b.client(Some(("app", "secret")), AclProvider::creator_all());
     let waiting = mutex(&peer, &dir);
     assert!(!waiting.acquire_timeout(Duration::from_millis(300)).unwrap());
     held.release().unwrap();
@@ -109,21 +246,13 @@ fn a_creator_all_lock_refuses_a_stranger_and_is_shared_with_the_same_identity() 
     waiting.release().unwrap();
 }
 
-#[test]
-fn read_only_for_world_lets_strangers_look_but_not_queue_or_steal() {
-    let Some(server) = shared_server() else {
-        return;
-    };
+fn read_only_for_world_lets_strangers_look_but_not_queue_or_steal(b: &dyn Secured) {
     let dir = format!("{}/lock", unique("readable"));
-    let owner = client(
-        &server.connect_string(),
-        Some(("app", "secret")),
-        AclProvider::read_only_for_world(),
-    );
+    let owner = b.client(Some(("app", "secret")), AclProvider::read_only_for_world());
     let held = mutex(&owner, &dir);
     held.acquire().unwrap();
     let node = held.held_node().unwrap().path().to_string();
-    let stranger = client(&server.connect_string(), None, AclProvider::open());
+    let stranger = b.client(None, AclProvider::open());
     assert_eq!(stranger.get_children(&dir, None).unwrap().len(), 1);
     assert!(stranger.get_data(&node, None).is_ok());
     assert_eq!(stranger.delete(&node, None), Err(ZkError::NoAuth));
@@ -133,42 +262,24 @@ fn read_only_for_world_lets_strangers_look_but_not_queue_or_steal() {
     held.release().unwrap();
 }
 
-#[test]
-fn a_reconnect_re_authenticates_so_the_holder_can_still_release() {
-    let Some(server) = shared_server() else {
-        return;
-    };
+fn a_reconnect_re_authenticates_so_the_holder_can_still_release(b: &dyn Secured) {
     let dir = format!("{}/lock", unique("reauth"));
-    let proxy = FaultProxy::start(server.addr()).unwrap();
-    let owner = client(
-        &proxy.connect_string(),
-        Some(("app", "secret")),
-        AclProvider::creator_all(),
-    );
+    let (owner, blip) = b.client_with_blip(Some(("app", "secret")), AclProvider::creator_all());
     let held = mutex(&owner, &dir);
     held.acquire().unwrap();
     let node = held.held_node().unwrap().path().to_string();
-    proxy.cut();
-    reach(&owner, ConnectionState::Reconnected, SESSION * 2);
+    blip();
+    reach(&owner, ConnectionState::Reconnected, SESSION * 3);
     held.release().unwrap();
-    let observer = client(
-        &server.connect_string(),
-        Some(("app", "secret")),
-        AclProvider::open(),
-    );
+    let observer = b.client(Some(("app", "secret")), AclProvider::open());
     assert_eq!(observer.exists(&node), Ok(None));
 }
 
-#[test]
-fn an_acl_that_would_lock_ourselves_out_is_refused_before_anything_is_created() {
-    let Some(server) = shared_server() else {
-        return;
-    };
-    let observer = client(&server.connect_string(), None, AclProvider::open());
+fn an_acl_that_would_lock_ourselves_out_is_refused_before_anything_is_created(b: &dyn Secured) {
+    let observer = b.client(None, AclProvider::open());
     // Read-only for everybody, ourselves included.
     let top = unique("lockout");
-    let read_only = client(
-        &server.connect_string(),
+    let read_only = b.client(
         Some(("app", "secret")),
         AclProvider::per_path(|_| vec![Acl::world(perms::READ)]),
     );
@@ -180,7 +291,7 @@ fn an_acl_that_would_lock_ourselves_out_is_refused_before_anything_is_created() 
 
     // `creator_all` without credentials: the server would refuse the `auth` scheme.
     let top = unique("lockout");
-    let anonymous = client(&server.connect_string(), None, AclProvider::creator_all());
+    let anonymous = b.client(None, AclProvider::creator_all());
     let err = mutex(&anonymous, &format!("{top}/lock"))
         .acquire_timeout(SESSION)
         .unwrap_err();
@@ -188,17 +299,81 @@ fn an_acl_that_would_lock_ourselves_out_is_refused_before_anything_is_created() 
     assert_eq!(observer.exists(&top), Ok(None));
 }
 
-#[test]
-fn a_scheme_the_server_refuses_is_a_terminal_auth_failure() {
-    let Some(server) = shared_server() else {
-        return;
+fn a_scheme_the_server_refuses_is_a_terminal_auth_failure(b: &dyn Secured) {
+    let Err(err) = b.connect_with_auth("no-such-scheme", b"x") else {
+        panic!("a scheme the server refuses was accepted");
     };
-    let options = NativeOptions::new(server.connect_string())
-        .session_timeout(SESSION)
-        .auth("no-such-scheme", b"x");
-    let err = NativeClient::connect_with(options).unwrap_err();
-    assert!(
-        matches!(&err, Error::Connect { reason, .. } if reason.contains("authentication failed")),
-        "{err}"
+    assert!(err.to_lowercase().contains("auth"), "{err}");
+}
+
+fn a_digest_acl_naming_our_credentials_lets_us_in_and_another_is_refused_before_sending(
+    b: &dyn Secured,
+) {
+    let observer = b.client(None, AclProvider::open());
+    // Our own digest id, computed on the client: the server agrees that it is us.
+    let top = unique("digest-acl");
+    let ours = b.client(
+        Some(("app", "secret")),
+        AclProvider::per_path(|_| vec![Acl::digest(perms::ALL, "app", "secret")]),
     );
+    let lock = mutex(&ours, &format!("{top}/lock"));
+    lock.acquire().unwrap();
+    let node = lock.held_node().unwrap().path().to_string();
+    assert_eq!(observer.get_data(&node, None), Err(ZkError::NoAuth));
+    let impostor = b.client(Some(("app", "not-our-password")), AclProvider::open());
+    assert_eq!(impostor.get_data(&node, None), Err(ZkError::NoAuth));
+    let peer = b.client(Some(("app", "secret")), AclProvider::open());
+    assert!(peer.get_data(&node, None).is_ok());
+    lock.release().unwrap();
+
+    // The same user with another password is another identity: refused, nothing created.
+    let top = unique("digest-acl");
+    let other = b.client(
+        Some(("app", "secret")),
+        AclProvider::per_path(|_| vec![Acl::digest(perms::ALL, "app", "not-our-password")]),
+    );
+    let err = mutex(&other, &format!("{top}/lock"))
+        .acquire_timeout(SESSION)
+        .unwrap_err();
+    assert!(matches!(err, Error::InvalidAcl { .. }), "{err}");
+    assert_eq!(observer.exists(&top), Ok(None));
+}
+
+/// Which error wins when a request is both unauthorized and wrong otherwise, as ZooKeeper 3.8
+/// checks (the memory model must agree with the real server): a delete or create is checked
+/// against the parent's ACL before the node's existence, reads and writes find the node first,
+/// and `exists` is not checked at all.
+fn acl_checks_come_in_the_servers_order(b: &dyn Secured) {
+    let dir = unique("acl-order");
+    let owner = b.client(Some(("app", "secret")), AclProvider::creator_all());
+    owner
+        .create(&dir, b"", zk_locks::CreateMode::Persistent)
+        .unwrap();
+    let node = format!("{dir}/n");
+    owner
+        .create(&node, b"", zk_locks::CreateMode::Persistent)
+        .unwrap();
+    let stranger = b.client(None, AclProvider::open());
+    let missing = format!("{dir}/missing");
+    let persistent = zk_locks::CreateMode::Persistent;
+    assert_eq!(stranger.delete(&missing, None), Err(ZkError::NoAuth));
+    assert_eq!(stranger.delete(&node, Some(99)), Err(ZkError::NoAuth));
+    assert_eq!(
+        stranger.create(&node, b"", persistent),
+        Err(ZkError::NoAuth)
+    );
+    assert_eq!(
+        stranger.create(&format!("{missing}/child"), b"", persistent),
+        Err(ZkError::NoNode)
+    );
+    assert_eq!(stranger.get_data(&missing, None), Err(ZkError::NoNode));
+    assert_eq!(stranger.get_children(&missing, None), Err(ZkError::NoNode));
+    assert_eq!(stranger.set_data(&missing, b"", None), Err(ZkError::NoNode));
+    assert_eq!(
+        stranger.set_data(&node, b"", Some(99)),
+        Err(ZkError::NoAuth)
+    );
+    assert!(stranger.exists(&node).unwrap().is_some());
+    owner.delete(&node, None).unwrap();
+    owner.delete(&dir, None).unwrap();
 }

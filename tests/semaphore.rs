@@ -441,7 +441,7 @@ fn shared_count_follows_changes_after_a_blip(b: &dyn Backend) {
     drop(first);
 }
 
-suite!([
+suite!(tls [
     simple,
     simple2,
     threads_max_one,

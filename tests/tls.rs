@@ -1,29 +1,22 @@
 //! TLS (feature `tls`) on a real ZooKeeper 3.8 with a `secureClientPort`
-//! (`TestingServer::start_tls`, certificates made by `openssl`): the conformance suite and
-//! the mutex over TLS, a client certificate, and the failures — a CA that did not sign the
-//! server, plaintext to the TLS port, TLS to the plain port — as connect errors within the
-//! connect timeout.
+//! (`TestingServer::start_tls`, certificates made by `openssl`): the conformance suite over
+//! TLS (the lock suites run over TLS as their `native_tls::*` cases, faults included), a
+//! client certificate, and the failures — a CA that did not sign the server, plaintext to the
+//! TLS port, TLS to the plain port — as connect errors within the connect timeout.
 
 mod conformance;
 
-use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use zk_locks::client::native::{NativeClient, NativeOptions, TlsOptions};
-use zk_locks::testing::harness::{unique_root, watches, Backend, TestClient};
-use zk_locks::testing::{require_server, TestingServer};
-use zk_locks::{CreateMode, Error, InterProcessLock, InterProcessMutex, SharedClient, ZkClient};
+use zk_locks::testing::TestingServer;
+use zk_locks::{CreateMode, Error, ZkClient};
 
 const SESSION: Duration = Duration::from_secs(4);
 
 /// One TLS server per test process.
 fn tls_server() -> Option<&'static TestingServer> {
-    static SERVER: OnceLock<Option<TestingServer>> = OnceLock::new();
-    SERVER
-        .get_or_init(|| {
-            require_server().then(|| TestingServer::start_tls().expect("start a TLS server"))
-        })
-        .as_ref()
+    zk_locks::testing::shared_tls_server()
 }
 
 fn options(server: &TestingServer, ca: &std::path::Path) -> NativeOptions {
@@ -33,53 +26,7 @@ fn options(server: &TestingServer, ca: &std::path::Path) -> NativeOptions {
         .tls(TlsOptions::from_ca_file(ca).unwrap())
 }
 
-fn connect(server: &TestingServer) -> Arc<NativeClient> {
-    let files = server.tls_files().unwrap();
-    NativeClient::connect_with(options(server, &files.ca)).expect("connect over TLS")
-}
-
-/// The TLS server as a backend of the harness, for the conformance suite.
-struct TlsBackend {
-    server: &'static TestingServer,
-}
-
-impl Backend for TlsBackend {
-    fn try_connect(&self) -> zk_locks::Result<TestClient> {
-        Ok(TestClient::without_faults(connect(self.server)))
-    }
-
-    fn root(&self) -> String {
-        unique_root("tls")
-    }
-
-    fn watches_under(&self, root: &str) -> usize {
-        let wchp = self.server.four_letter("wchp").unwrap_or_default();
-        watches::watches_under(&wchp, root)
-    }
-
-    fn describe(&self) -> String {
-        "the TLS test server".into()
-    }
-}
-
-conformance_tests!(tls_server().map(|server| TlsBackend { server }));
-
-#[test]
-fn the_mutex_excludes_and_hands_over_over_tls() {
-    let Some(server) = tls_server() else {
-        return;
-    };
-    let path = unique_root("tls-mutex");
-    let a: SharedClient = connect(server);
-    let b: SharedClient = connect(server);
-    let first = InterProcessMutex::new(a, &path).unwrap();
-    let second = InterProcessMutex::new(b, &path).unwrap();
-    first.acquire().unwrap();
-    assert!(!second.acquire_timeout(Duration::from_millis(200)).unwrap());
-    first.release().unwrap();
-    assert!(second.acquire_timeout(SESSION * 5).unwrap());
-    second.release().unwrap();
-}
+conformance_tests!(zk_locks::testing::harness::Real::native_tls());
 
 #[test]
 fn a_client_certificate_is_presented_and_accepted() {

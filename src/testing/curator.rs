@@ -111,3 +111,21 @@ pub fn java(class_dir: &Path, main_class: &str) -> Result<Command> {
         .arg(main_class);
     Ok(cmd)
 }
+
+/// As [`java`], with the two Netty jars that `zookeeper.jar`'s manifest omits on the class
+/// path: a ZooKeeper client over TLS (`ClientCnxnSocketNetty`) needs them on Debian.
+pub fn java_tls(class_dir: &Path, main_class: &str) -> Result<Command> {
+    let cp = classpath().map_err(|reason| Error::InvalidArgument {
+        name: "curator classpath",
+        reason,
+    })?;
+    let netty: String = super::process::DEBIAN_NETTY_JARS
+        .iter()
+        .map(|jar| format!(":{jar}"))
+        .collect();
+    let mut cmd = Command::new("java");
+    cmd.arg("-cp")
+        .arg(format!("{}:{cp}{netty}", class_dir.display()))
+        .arg(main_class);
+    Ok(cmd)
+}

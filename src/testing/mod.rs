@@ -5,7 +5,8 @@
 //!   optionally with a TLS port ([`TestingServer::start_tls`], certificates in [`TlsFiles`]);
 //! - [`TestingCluster`]: an n-member quorum on 127.0.0.1;
 //! - [`FaultProxy`]: cut / freeze / refuse connections, expire a session for real;
-//! - [`shared_server`]: one lazily started server per test process;
+//! - [`shared_server`]: one lazily started server per test process ([`shared_tls_server`]:
+//!   the same with a TLS port);
 //! - [`require_server`]: the skip-or-fail rule for machines without Java or ZooKeeper;
 //! - [`curator`]: compile and run Java programs against Debian's Curator 5.4 jars;
 //! - [`harness`]: the one test harness (in-memory or real backend, faults per session, unique
@@ -31,7 +32,7 @@ use std::sync::OnceLock;
 pub use cluster::TestingCluster;
 pub use proxy::FaultProxy;
 pub use server::TestingServer;
-pub use tls::TlsFiles;
+pub use tls::{shared_tls_server, TlsFiles};
 
 /// The environment variable that turns a missing ZooKeeper into a test failure.
 pub const REQUIRE_SERVER_ENV: &str = "ZK_LOCKS_REQUIRE_SERVER";

@@ -156,7 +156,7 @@ pub(crate) struct NodeConfig {
 
 /// Two Netty jars that `zookeeper.jar`'s manifest omits: without them the Netty connection
 /// factory (needed for TLS) fails every connection with `NoClassDefFoundError`.
-const DEBIAN_NETTY_JARS: [&str; 2] = [
+pub(crate) const DEBIAN_NETTY_JARS: [&str; 2] = [
     "/usr/share/java/netty-codec.jar",
     "/usr/share/java/netty-resolver.jar",
 ];

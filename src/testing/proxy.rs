@@ -1,5 +1,9 @@
 //! [`FaultProxy`]: a loopback TCP proxy a test puts between a client and a server to inject
 //! connection loss, silent partitions, refused connections and targeted session expiry.
+//!
+//! Bytes are forwarded as they come, so the proxy works the same for TLS connections; only
+//! [`FaultProxy::expire_session`] reads the stream (the session in the first ConnectResponse),
+//! and over TLS [`FaultProxy::expire_session_with`] takes the session from the client instead.
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
@@ -216,9 +220,37 @@ impl FaultProxy {
                     name: "session",
                     reason: "no ConnectResponse seen through this proxy yet".into(),
                 })?;
-        let was_refusing = self.shared.refuse.swap(true, Ordering::SeqCst);
         let target = *self.shared.target.lock();
-        let result = close_session(target, &session);
+        self.close_while_refusing(target, &session)
+    }
+
+    /// Expires a session whose id and password the test took from the client (for instance
+    /// [`NativeClient::session_credentials`](crate::client::native::NativeClient::session_credentials)),
+    /// as [`expire_session`](Self::expire_session) does: new connections through this proxy
+    /// are refused meanwhile, and `closeSession` is sent on a plaintext connection to `via`, a
+    /// client port of the same server or ensemble. This is the way over TLS, where the proxy
+    /// forwards the bytes opaquely and cannot read the session off the wire. Returns the
+    /// expired session id.
+    pub fn expire_session_with(
+        &self,
+        via: SocketAddr,
+        session_id: i64,
+        password: &[u8],
+        timeout: Duration,
+    ) -> Result<i64> {
+        let session = SniffedSession {
+            id: session_id,
+            password: password.to_vec(),
+            timeout_ms: i32::try_from(timeout.as_millis()).unwrap_or(i32::MAX),
+        };
+        self.close_while_refusing(via, &session)
+    }
+
+    /// Sends closeSession for `session` to `target` while this proxy refuses new connections
+    /// (so the victim cannot win a race back onto the session).
+    fn close_while_refusing(&self, target: SocketAddr, session: &SniffedSession) -> Result<i64> {
+        let was_refusing = self.shared.refuse.swap(true, Ordering::SeqCst);
+        let result = close_session(target, session);
         self.shared.refuse.store(was_refusing, Ordering::SeqCst);
         result.map(|()| session.id)
     }
@@ -388,7 +420,7 @@ fn parse_connect_response(frame: &[u8]) -> Option<SniffedSession> {
     if frame.len() < 4 {
         return None;
     }
-    let len = be_i32(frame) as usize;
+    let len = usize::try_from(be_i32(frame)).ok()?;
     if frame.len() < 4 + len || len < 20 {
         return None;
     }
@@ -464,6 +496,9 @@ mod tests {
         let mut frame = (body.len() as i32).to_be_bytes().to_vec();
         frame.extend_from_slice(&body);
         assert_eq!(parse_connect_response(&frame[..10]), None);
+        // A negative length (any bytes may come first, e.g. a TLS record) is no frame.
+        assert_eq!(parse_connect_response(&[0xff; 64]), None);
+        assert_eq!(parse_connect_response(&[0x16, 3, 3, 0, 0x7a, 2]), None);
         let s = parse_connect_response(&frame).unwrap();
         assert_eq!(
             (s.id, s.password.as_slice(), s.timeout_ms),

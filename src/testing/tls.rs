@@ -5,9 +5,29 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::OnceLock;
 
 use super::process::io_err;
+use super::TestingServer;
 use crate::error::{Error, Result};
+
+/// One TLS server per test process ([`TestingServer::start_tls`]), started on first use and
+/// never stopped, as [`shared_server`](super::shared_server) is for plaintext (same skip-or-fail
+/// rule). Its plain port works too: tests expire sessions through it.
+pub fn shared_tls_server() -> Option<&'static TestingServer> {
+    static SERVER: OnceLock<Option<TestingServer>> = OnceLock::new();
+    SERVER
+        .get_or_init(|| {
+            if !super::require_server() {
+                return None;
+            }
+            match TestingServer::start_tls() {
+                Ok(server) => Some(server),
+                Err(e) => panic!("could not start the shared TLS ZooKeeper test server: {e}"),
+            }
+        })
+        .as_ref()
+}
 
 /// The PEM files of a TLS test server.
 #[derive(Debug, Clone)]

@@ -73,6 +73,15 @@ public class Interop {
                         @Override public List<ACL> getAclForPath(String path) { return ZooDefs.Ids.CREATOR_ALL_ACL; }
                     });
         }
+        // With INTEROP_TLS_CA=ca.pem: ZooKeeper's client TLS settings (Netty socket, the CA as a
+        // PEM trust store), read from system properties when the ZooKeeper handle is made.
+        String tlsCa = System.getenv("INTEROP_TLS_CA");
+        if (tlsCa != null) {
+            System.setProperty("zookeeper.clientCnxnSocket", "org.apache.zookeeper.ClientCnxnSocketNetty");
+            System.setProperty("zookeeper.client.secure", "true");
+            System.setProperty("zookeeper.ssl.trustStore.location", tlsCa);
+            System.setProperty("zookeeper.ssl.trustStore.type", "PEM");
+        }
         CuratorFramework client = builder.build();
         client.start();
         client.blockUntilConnected();

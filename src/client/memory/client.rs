@@ -11,6 +11,7 @@ use super::ensemble::MemoryEnsemble;
 use super::faults::{FaultTiming, Hook};
 use super::tree::ServerState;
 use super::watches::EventThreadShared;
+use crate::client::acl::AclProvider;
 use crate::client::counting::{Counters, Op};
 use crate::client::{CreateMode, Stat, Watcher, ZkClient, ZkError, ZkResult};
 use crate::session::{ConnectionState, Session};
@@ -29,6 +30,10 @@ pub struct MemoryClient {
     /// Serialises connection-state changes so they are reported in the order they happen.
     /// Reentrant: a session listener may call `expire`/`suspend` on its own thread.
     pub(super) transitions: ReentrantMutex<()>,
+    /// The ACL of every node this client creates.
+    pub(super) acl: AclProvider,
+    /// Its credentials, for the client-side lock-out check.
+    pub(super) auth: Vec<(String, Vec<u8>)>,
 }
 
 impl fmt::Debug for MemoryClient {
@@ -123,23 +128,28 @@ impl MemoryClient {
 }
 
 impl ZkClient for MemoryClient {
+    /// With this client's ACL (refused before the request when it would lock the client out).
     fn create(&self, path: &str, data: &[u8], mode: CreateMode) -> ZkResult<String> {
+        let acl = self.acl.checked_acl_for(path, &self.auth)?;
         self.request(Op::Create, path, |inner, session| {
-            inner.create(session, path, data, mode)
+            inner.create(session, path, data, mode, &acl)
         })
     }
 
     /// One request, as ZooKeeper's create2: the node's `Stat` comes with the create.
     fn create2(&self, path: &str, data: &[u8], mode: CreateMode) -> ZkResult<(String, Stat)> {
+        let acl = self.acl.checked_acl_for(path, &self.auth)?;
         self.request(Op::Create, path, |inner, session| {
-            let actual = inner.create(session, path, data, mode)?;
+            let actual = inner.create(session, path, data, mode, &acl)?;
             let stat = inner.exists(&actual)?.ok_or(ZkError::SystemError)?;
             Ok((actual, stat))
         })
     }
 
     fn delete(&self, path: &str, version: Option<i32>) -> ZkResult<()> {
-        self.request(Op::Delete, path, |inner, _| inner.delete(path, version))
+        self.request(Op::Delete, path, |inner, session| {
+            inner.delete(session, path, version)
+        })
     }
 
     fn exists(&self, path: &str) -> ZkResult<Option<Stat>> {
@@ -159,8 +169,8 @@ impl ZkClient for MemoryClient {
     }
 
     fn set_data(&self, path: &str, data: &[u8], version: Option<i32>) -> ZkResult<Stat> {
-        self.request(Op::SetData, path, |inner, _| {
-            inner.set_data(path, data, version)
+        self.request(Op::SetData, path, |inner, session| {
+            inner.set_data(session, path, data, version)
         })
     }
 

@@ -9,10 +9,11 @@ use std::thread;
 
 use parking_lot::{Mutex, ReentrantMutex, RwLock};
 
+use super::acl::{Identity, MemoryOptions};
 use super::client::MemoryClient;
 use super::tree::ServerState;
 use super::watches::{event_loop, ClientState, EventThreadShared};
-use crate::client::Stat;
+use crate::client::{Stat, ZkResult};
 use crate::session::{ConnectionState, Session};
 
 /// An in-memory ZooKeeper server: the shared state all its [`MemoryClient`]s talk to.
@@ -52,8 +53,19 @@ impl MemoryEnsemble {
     }
 
     /// A new client with a new session, already `Connected` (session id known), with its own
-    /// event thread for watch callbacks.
+    /// event thread for watch callbacks; no credentials, the open ACL.
     pub fn connect(&self) -> Arc<MemoryClient> {
+        self.open_client(MemoryOptions::new(), Vec::new())
+    }
+
+    /// As [`connect`](Self::connect), with credentials and an ACL provider. Credentials of a
+    /// scheme other than `digest` are refused with [`ZkError::AuthFailed`](crate::ZkError::AuthFailed).
+    pub fn connect_with(&self, options: MemoryOptions) -> ZkResult<Arc<MemoryClient>> {
+        let identities = options.identities()?;
+        Ok(self.open_client(options, identities))
+    }
+
+    fn open_client(&self, options: MemoryOptions, identities: Vec<Identity>) -> Arc<MemoryClient> {
         let (events, receiver) = mpsc::channel();
         let shared = Arc::new(EventThreadShared::default());
         let thread_shared = shared.clone();
@@ -77,6 +89,7 @@ impl MemoryEnsemble {
                         events,
                         held: Vec::new(),
                         handle: handle.clone(),
+                        identities,
                     },
                 );
                 (id, inner.new_session(id))
@@ -89,6 +102,8 @@ impl MemoryEnsemble {
                 closed: AtomicBool::new(false),
                 hook: RwLock::new(None),
                 transitions: ReentrantMutex::new(()),
+                acl: options.acl,
+                auth: options.auth,
             }
         })
     }

@@ -27,6 +27,8 @@
 //! - `faults`: [`Fault`] and [`FaultTiming`], and the client's fault API (link down and back,
 //!   expiry, delayed watch delivery, request hooks);
 //! - `tree`: the data tree and the server's checks for each request;
+//! - `acl`: [`MemoryOptions`] (credentials, ACL provider), identities and the server's ACL
+//!   rules (`world`, `auth`, `digest`; anything else is refused, never treated as open);
 //! - `watches`: the session and client registries, one-shot watches, the event thread.
 //!
 //! ```
@@ -45,6 +47,7 @@
 //! # Ok::<(), zk_locks::ZkError>(())
 //! ```
 
+mod acl;
 mod client;
 mod ensemble;
 mod faults;
@@ -52,6 +55,7 @@ mod tree;
 mod watches;
 
 pub use super::counting::{Counters, Op};
+pub use acl::MemoryOptions;
 pub use client::MemoryClient;
 pub use ensemble::MemoryEnsemble;
 pub use faults::{Fault, FaultTiming, RequestHook};

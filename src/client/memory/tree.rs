@@ -5,6 +5,7 @@ use std::collections::{HashMap, HashSet};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::watches::{ClientState, ServerSession, WatchEntry, WatchKind, FIRST_SESSION_ID};
+use crate::client::acl::{perms, Acl};
 use crate::client::{CreateMode, EventType, Stat, Watcher, ZkError, ZkResult};
 use crate::paths;
 
@@ -23,6 +24,8 @@ pub(super) struct Node {
     pub(super) next_sequence: i32,
     /// Unordered, like the server's `HashSet`: `get_children` order is not sorted.
     pub(super) children: HashSet<String>,
+    /// As stored by the create (`auth` entries already replaced by identities).
+    pub(super) acl: Vec<Acl>,
 }
 
 impl Node {
@@ -32,6 +35,7 @@ impl Node {
             data,
             stat,
             children: HashSet::new(),
+            acl: super::acl::open(),
         }
     }
 }
@@ -125,18 +129,22 @@ impl ServerState {
         self.zxid
     }
 
-    /// `create`, with the checks in `PrepRequestProcessor`'s order.
+    /// `create`, with the checks in `PrepRequestProcessor`'s order: path, ACL (`InvalidAcl`),
+    /// parent (`NoNode`), the parent's `CREATE` (`NoAuth`), `NodeExists`, ephemeral parent.
     pub(super) fn create(
         &mut self,
         session: i64,
         path: &str,
         data: &[u8],
         mode: CreateMode,
+        acl: &[Acl],
     ) -> ZkResult<String> {
         paths::validate_create_path(path, mode.is_sequential())
             .map_err(|_| ZkError::BadArguments)?;
         let slash = path.rfind('/').ok_or(ZkError::BadArguments)?;
         let parent_path = if slash == 0 { "/" } else { &path[..slash] };
+        let acl = super::acl::fixup(acl, &self.identities(session))?;
+        self.check_acl(session, parent_path, perms::CREATE)?;
         let parent = self.nodes.get(parent_path).ok_or(ZkError::NoNode)?;
         let sequence = parent.next_sequence;
         let parent_owner = parent.stat.ephemeral_owner;
@@ -187,8 +195,9 @@ impl ServerState {
             num_children: 0,
             pzxid: zxid,
         };
-        self.nodes
-            .insert(full.clone(), Node::new(data.to_vec(), stat));
+        let mut node = Node::new(data.to_vec(), stat);
+        node.acl = acl;
+        self.nodes.insert(full.clone(), node);
         if mode.is_ephemeral() {
             if let Some(s) = self.sessions.get_mut(&session) {
                 s.ephemerals.insert(full.clone());
@@ -202,11 +211,19 @@ impl ServerState {
         Ok(full)
     }
 
-    pub(super) fn delete(&mut self, path: &str, version: Option<i32>) -> ZkResult<()> {
+    /// `delete`: path, the parent's `DELETE` (`NoAuth`, even when the node is missing), the
+    /// node, its version, its children.
+    pub(super) fn delete(
+        &mut self,
+        session: i64,
+        path: &str,
+        version: Option<i32>,
+    ) -> ZkResult<()> {
         valid(path)?;
         if SPECIAL_PATHS.contains(&path) {
             return Err(ZkError::BadArguments);
         }
+        self.check_acl(session, split(path).0, perms::DELETE)?;
         let node = self.nodes.get(path).ok_or(ZkError::NoNode)?;
         check_version(node.stat.version, version)?;
         if !node.children.is_empty() {
@@ -277,11 +294,13 @@ impl ServerState {
 
     pub(super) fn set_data(
         &mut self,
+        session: i64,
         path: &str,
         data: &[u8],
         version: Option<i32>,
     ) -> ZkResult<Stat> {
         valid(path)?;
+        self.check_acl(session, path, perms::WRITE)?;
         let zxid = self.zxid + 1;
         let node = self.nodes.get_mut(path).ok_or(ZkError::NoNode)?;
         let new_version = check_version(node.stat.version, version)?;
@@ -307,7 +326,9 @@ impl ServerState {
         path: &str,
         watcher: Option<Watcher>,
     ) -> ZkResult<(Vec<u8>, Stat)> {
-        let found = valid(path).and_then(|()| self.nodes.get(path).ok_or(ZkError::NoNode));
+        let found = valid(path)
+            .and_then(|()| self.check_acl(session, path, perms::READ))
+            .and_then(|()| self.nodes.get(path).ok_or(ZkError::NoNode));
         match found {
             Ok(node) => {
                 let result = (node.data.clone(), node.stat);
@@ -329,7 +350,9 @@ impl ServerState {
         path: &str,
         watcher: Option<Watcher>,
     ) -> ZkResult<Vec<String>> {
-        let found = valid(path).and_then(|()| self.nodes.get(path).ok_or(ZkError::NoNode));
+        let found = valid(path)
+            .and_then(|()| self.check_acl(session, path, perms::READ))
+            .and_then(|()| self.nodes.get(path).ok_or(ZkError::NoNode));
         match found {
             Ok(node) => {
                 let result = node.children.iter().cloned().collect();

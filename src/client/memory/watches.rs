@@ -58,6 +58,9 @@ pub(super) struct ClientState {
     /// Events fired while the link was down (delivered at reconnect if watches survive).
     pub(super) held: Vec<Delivery>,
     pub(super) handle: Weak<MemoryClient>,
+    /// Who the client authenticated as (sent again after every reconnect, so kept per
+    /// client, not per session).
+    pub(super) identities: Vec<super::acl::Identity>,
 }
 
 /// How a client's link came back.

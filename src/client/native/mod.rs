@@ -203,6 +203,15 @@ impl NativeClient {
         self.core.negotiated_timeout()
     }
 
+    /// The session's id and password as the server granted them (feature `testing`): what a
+    /// test needs to expire this session for real
+    /// ([`FaultProxy::expire_session_with`](crate::testing::FaultProxy::expire_session_with)),
+    /// also over TLS where nothing can be read off the wire. `None` while no session is held.
+    #[cfg(feature = "testing")]
+    pub fn session_credentials(&self) -> Option<(i64, Vec<u8>)> {
+        self.core.credentials()
+    }
+
     /// Number of watch callbacks registered and not fired yet.
     pub fn watch_count(&self) -> usize {
         self.core.watches.len()

@@ -111,6 +111,14 @@ impl SessionCore {
         self.link.lock().negotiated
     }
 
+    /// The current session's id and password (`None` before the first session and after a
+    /// loss until the next one).
+    #[cfg(feature = "testing")]
+    pub fn credentials(&self) -> Option<(i64, Vec<u8>)> {
+        let link = self.link.lock();
+        (link.session_id != 0).then(|| (link.session_id, link.password.clone()))
+    }
+
     /// The connection requests may be sent on, waiting until one is ready or `deadline`.
     pub fn connection(&self, deadline: Instant) -> ZkResult<Arc<Connection>> {
         let mut link = self.link.lock();

@@ -119,6 +119,9 @@ pub(super) struct Conn {
     pub(super) signals: Arc<LinkSignals>,
     /// The way to the handle's socket, to end it when its link went silent.
     pub(super) socket: CrateSocket,
+    /// `signals.disconnects` when the client's credentials were last sent on this handle
+    /// ([`NEVER`](super::security::NEVER) before the first time).
+    pub(super) authed_at: AtomicU64,
 }
 
 /// Wakes the supervisor without flooding its channel (the crate can emit thousands of state
@@ -183,6 +186,7 @@ pub(super) fn open_crate_handle(
         generation,
         signals,
         socket,
+        authed_at: AtomicU64::new(super::security::NEVER),
     })
 }
 

@@ -16,6 +16,8 @@
 //! | client-side watch kept after `NoNode` | the watcher is disarmed when `get_data`/`get_children` fails |
 //! | `Container` creates persistent nodes | `Container` is sent as `Persistent` on purpose (same result, stated) |
 //! | chroot quirks (watch on the chroot root never fires, trailing `/`) | the chroot is applied by this module, not the crate; the crate always sees absolute server paths |
+//! | credentials forgotten on every reconnect (the server keeps `addAuth` per connection, the crate never sends it again) | `security.rs`: the client's credentials are sent again before the first request on a handle whose link changed since they were last sent (the probe after a reconnect does it first); a scheme the server refuses is `AuthFailed` at connect and closes the client for good after a reconnect |
+//! | `AuthFailed` and `NoAuth` are one code to the lock layer | mapped apart: [`ZkError::AuthFailed`], [`ZkError::NoAuth`] |
 //! | unknown server codes | mapped to [`ZkError::Unimplemented`] (retryable) |
 //! | a reconnect gives up (`Closed`) when the crate's own last ping is older than the session timeout, and it pings only when idle for ⅔ of it: a client older than its session loses the session on a mere cut | not neutralised: reported as `Lost` then a new session (a limitation of this backend) |
 //!
@@ -40,12 +42,14 @@
 //! - `supervisor.rs`: the supervisor (watchdog, session-id probes, handle replacement) and the
 //!   heartbeat;
 //! - `pool.rs`: the worker pool that gives crate calls a deadline;
-//! - `convert.rs`: errors, stats, modes, paths and watchers between the crate and this library.
+//! - `convert.rs`: errors, stats, modes, paths and watchers between the crate and this library;
+//! - `security.rs`: credentials sent again after reconnects, the ACL provider's `Acl`s.
 
 mod convert;
 mod handle;
 mod options;
 mod pool;
+mod security;
 mod socket;
 mod supervisor;
 
@@ -60,6 +64,7 @@ use self::convert::{check_path, crate_watcher, from_server, map_error, map_mode,
 use self::handle::{open_crate_handle, retire, Conn, Retiring, Waker, LINK_CONNECTED};
 use self::options::{parse_connect_string, Target};
 use self::pool::CallPool;
+use self::security::Security;
 use self::supervisor::{heartbeat, probe_session_id, Supervisor};
 use crate::client::{CreateMode, Stat, Watcher, ZkClient, ZkError, ZkResult};
 use crate::error::{Error, Result};
@@ -86,6 +91,8 @@ struct Shared {
     stop: Condvar,
     /// Handles given up on whose closing has not ended (swept by the supervisor).
     retiring: Mutex<Vec<Retiring>>,
+    /// Credentials (sent again on every reconnected handle) and the ACL provider.
+    security: Security,
 }
 
 /// A [`ZkClient`] on a real ensemble, over the `zookeeper` crate, with this library's session
@@ -168,11 +175,15 @@ impl ZookeeperClient {
         })?;
         let conn = Arc::new(conn);
         let pool = CallPool::new();
+        let security = Security {
+            auth: Arc::new(options.auth.clone()),
+            acl: options.acl.clone(),
+        };
         // The probe queues behind the crate's ConnectRequest, so it succeeds as soon as a
         // session exists; while servers refuse, it fails fast and is retried on the next
         // state change (or every 100 ms).
         let session_id = loop {
-            let attempt = probe_session_id(&pool, &conn, &target, deadline);
+            let attempt = probe_session_id(&pool, &conn, &target, &security, deadline);
             match attempt {
                 Ok(id) => {
                     conn.signals.saw_link_up();
@@ -190,6 +201,14 @@ impl ZookeeperClient {
                         reason: format!(
                             "no session within {connect_timeout:?} (last error: {e}; {link})"
                         ),
+                    });
+                }
+                Err(ZkError::AuthFailed) => {
+                    retire(conn, options.effective_call_timeout());
+                    return Err(Error::Connect {
+                        hosts: options.connect_string.clone(),
+                        reason: "authentication failed: the server refused the credentials' scheme"
+                            .into(),
                     });
                 }
                 Err(ZkError::NoAuth) | Err(ZkError::BadArguments) | Err(ZkError::InvalidAcl) => {
@@ -230,6 +249,7 @@ impl ZookeeperClient {
             stop_lock: Mutex::new(()),
             stop: Condvar::new(),
             retiring: Mutex::new(Vec::new()),
+            security,
         });
         let supervisor = Supervisor {
             shared: shared.clone(),
@@ -308,8 +328,11 @@ impl Shared {
     {
         let conn = self.current();
         let shared = Arc::downgrade(self);
+        let security = self.security.clone();
         let result = self.pool.run(deadline, move || {
-            let result = op(&conn.zk);
+            let result = security
+                .authenticate(&conn, &conn.authed_at)
+                .and_then(|()| op(&conn.zk));
             if let Some(shared) = shared.upgrade() {
                 shared.after_reply(&conn, &result);
             }
@@ -349,10 +372,9 @@ impl ZkClient for ZookeeperClient {
     fn create(&self, path: &str, data: &[u8], mode: CreateMode) -> ZkResult<String> {
         crate::paths::validate_create_path(path, mode.is_sequential())
             .map_err(|_| ZkError::BadArguments)?;
+        let acl = self.shared.security.acl_for(path)?;
         let (full, data) = (self.shared.to_server(path), data.to_vec());
-        let created = self.call(move |zk| {
-            zk.create(&full, data, zk::Acl::open_unsafe().clone(), map_mode(mode))
-        })?;
+        let created = self.call(move |zk| zk.create(&full, data, acl, map_mode(mode)))?;
         Ok(from_server(self.chroot(), &created))
     }
 
@@ -419,7 +441,14 @@ impl ZkClient for ZookeeperClient {
     }
 
     fn close(&self) {
-        let shared = &self.shared;
+        self.shared.shut_down();
+    }
+}
+
+impl Shared {
+    /// Closes the client for good: `Closed`, the session closed, every handle ended.
+    fn shut_down(&self) {
+        let shared = self;
         if shared.closed.swap(true, Ordering::SeqCst) {
             return;
         }

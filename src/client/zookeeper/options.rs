@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use crate::client::acl::AclProvider;
 use crate::error::Result;
 
 /// Options for [`ZookeeperClient::connect_with`](super::ZookeeperClient::connect_with).
@@ -14,7 +15,7 @@ use crate::error::Result;
 ///     .connect_timeout(Duration::from_secs(3));
 /// assert_eq!(options.effective_connect_timeout(), Duration::from_secs(3));
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct ZkOptions {
     /// Comma-separated `host:port` list (port 2181 when omitted), optional `/chroot` suffix.
     pub connect_string: String,
@@ -26,6 +27,26 @@ pub struct ZkOptions {
     /// The longest any single call may block before it fails with
     /// [`ZkError::OperationTimeout`](crate::ZkError::OperationTimeout) (default: the session timeout).
     pub call_timeout: Option<Duration>,
+    /// `(scheme, credentials)` pairs sent after every connect and reconnect.
+    pub auth: Vec<(String, Vec<u8>)>,
+    /// The ACL of every node the client creates (default [`AclProvider::open`]).
+    pub acl: AclProvider,
+}
+
+impl std::fmt::Debug for ZkOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ZkOptions")
+            .field("connect_string", &self.connect_string)
+            .field("session_timeout", &self.session_timeout)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("call_timeout", &self.call_timeout)
+            .field(
+                "auth_schemes",
+                &self.auth.iter().map(|a| &a.0).collect::<Vec<_>>(),
+            )
+            .field("acl", &self.acl)
+            .finish()
+    }
 }
 
 impl ZkOptions {
@@ -36,7 +57,31 @@ impl ZkOptions {
             session_timeout: Duration::from_secs(10),
             connect_timeout: None,
             call_timeout: None,
+            auth: Vec::new(),
+            acl: AclProvider::open(),
         }
+    }
+
+    /// Adds `digest` credentials (`user:password`), sent after every connect and reconnect.
+    pub fn digest_auth(mut self, user: &str, password: &str) -> ZkOptions {
+        self.auth
+            .push(("digest".into(), format!("{user}:{password}").into_bytes()));
+        self
+    }
+
+    /// Adds credentials of any scheme, sent after every connect and reconnect.
+    pub fn auth(mut self, scheme: &str, credentials: &[u8]) -> ZkOptions {
+        self.auth.push((scheme.into(), credentials.to_vec()));
+        self
+    }
+
+    /// Sets the ACL provider applied to every node the client creates (lock directories,
+    /// lock nodes, the chroot). An ACL that would not grant this client `READ`, `CREATE` and
+    /// `DELETE` is refused with [`ZkError::InvalidAcl`](crate::ZkError::InvalidAcl) before
+    /// anything is sent.
+    pub fn acl_provider(mut self, provider: AclProvider) -> ZkOptions {
+        self.acl = provider;
+        self
     }
 
     /// Sets the session timeout.

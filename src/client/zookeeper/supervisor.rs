@@ -10,22 +10,28 @@ use super::convert::map_error;
 use super::handle::{open_crate_handle, retire, Conn, LINK_CLOSED, LINK_CONNECTED};
 use super::options::Target;
 use super::pool::CallPool;
+use super::security::Security;
 use super::Shared;
 use crate::client::{ZkError, ZkResult};
 use crate::session::ConnectionState;
 
 /// Learns the current session id: create an ephemeral probe, read its owner, delete it. One
 /// pool job (one hand-off) for the three requests.
+/// The client's credentials are sent first (after every reconnect the crate has forgotten
+/// them), and a missing chroot gets the client's ACL.
 pub(super) fn probe_session_id(
     pool: &CallPool,
     conn: &Arc<Conn>,
     target: &Target,
+    security: &Security,
     deadline: Instant,
 ) -> ZkResult<i64> {
     let conn = conn.clone();
     let chroot = target.chroot.clone();
+    let security = security.clone();
     let result = pool.run(deadline, move || -> zk::ZkResult<i64> {
         let zk = &conn.zk;
+        security.authenticate(&conn, &conn.authed_at)?;
         let root = chroot.clone().unwrap_or_default();
         let probe = format!("{root}/.zk-locks-session-{}", uuid::Uuid::new_v4());
         let acl = zk::Acl::open_unsafe().clone();
@@ -37,7 +43,10 @@ pub(super) fn probe_session_id(
                 for part in root.split('/').filter(|p| !p.is_empty()) {
                     path.push('/');
                     path.push_str(part);
-                    match zk.create(&path, Vec::new(), acl.clone(), zk::CreateMode::Persistent) {
+                    let chroot_acl = security
+                        .acl_for(&path)
+                        .map_err(|_| zk::ZkError::InvalidACL)?;
+                    match zk.create(&path, Vec::new(), chroot_acl, zk::CreateMode::Persistent) {
                         Ok(_) | Err(zk::ZkError::NodeExists) => {}
                         Err(e) => return Err(e),
                     }
@@ -168,9 +177,23 @@ impl Supervisor {
             .min(until_lost)
             .max(Duration::from_millis(10));
         let conn = shared.current();
-        let Ok(id) = probe_session_id(&shared.pool, &conn, &shared.target, Instant::now() + budget)
-        else {
-            return; // retried on the next tick
+        let probed = probe_session_id(
+            &shared.pool,
+            &conn,
+            &shared.target,
+            &shared.security,
+            Instant::now() + budget,
+        );
+        let id = match probed {
+            Ok(id) => id,
+            Err(ZkError::AuthFailed) => {
+                // The server no longer accepts our credentials' scheme: terminal, as on the
+                // native client (no reconnect storm).
+                log::error!("zk-locks: authentication failed after a reconnect: closing");
+                shared.shut_down();
+                return;
+            }
+            Err(_) => return, // retried on the next tick
         };
         if conn.generation != shared.generation.load(Ordering::SeqCst) {
             return;

@@ -76,6 +76,20 @@ pub struct Real {
     session_timeout: Duration,
     /// Where each session's own fault proxy forwards to; `None`: sessions connect straight.
     proxied: Option<SocketAddr>,
+    /// Sessions speak TLS to the server's secure port (our own client only).
+    tls: Option<TlsTarget>,
+}
+
+/// What a TLS session needs besides the secure port it is proxied to.
+#[derive(Clone)]
+struct TlsTarget {
+    /// The CA the server's certificate is checked against.
+    #[cfg_attr(not(feature = "tls"), allow(dead_code))]
+    ca: std::path::PathBuf,
+    /// The same server's plain port, for four-letter words, and because the proxy cannot read
+    /// a TLS session off the wire: a targeted expiry closes the session (taken from the
+    /// client) through this port.
+    plain: SocketAddr,
 }
 
 impl Real {
@@ -101,6 +115,28 @@ impl Real {
             kind,
             session_timeout: REAL_SESSION_TIMEOUT,
             proxied: Some(server.addr()),
+            tls: None,
+        })
+    }
+
+    /// Our own client over TLS to the secure port of the shared TLS test server
+    /// (`testing::shared_tls_server`), each session through its own [`FaultProxy`] (which
+    /// forwards the TLS bytes as they come); `None` as for [`Real::new`].
+    #[cfg(feature = "tls")]
+    pub fn native_tls() -> Option<Real> {
+        crate::testing::shared_tls_server().map(|server| {
+            let secure = SocketAddr::from(([127, 0, 0, 1], server.secure_port().expect("TLS")));
+            let files = server.tls_files().expect("a TLS server has its files");
+            Real {
+                hosts: secure.to_string(),
+                kind: ClientKind::Native,
+                session_timeout: REAL_SESSION_TIMEOUT,
+                proxied: Some(secure),
+                tls: Some(TlsTarget {
+                    ca: files.ca,
+                    plain: server.addr(),
+                }),
+            }
         })
     }
 
@@ -112,6 +148,7 @@ impl Real {
             kind,
             session_timeout,
             proxied: None,
+            tls: None,
         }
     }
 
@@ -133,25 +170,36 @@ impl Backend for Real {
             return Ok(TestClient::without_faults(client));
         };
         let proxy = FaultProxy::start(server)?;
-        let client = self
-            .kind
-            .connect(&proxy.connect_string(), self.session_timeout)?;
+        let (client, expire_via) = match &self.tls {
+            None => (
+                self.kind
+                    .connect(&proxy.connect_string(), self.session_timeout)?,
+                None,
+            ),
+            Some(tls) => self.connect_tls(&proxy, tls)?,
+        };
         let faults = ProxyFaults {
             proxy,
             client: client.clone(),
             patience: self.session_timeout * 3,
+            expire_via,
         };
         Ok(TestClient::real(client, Arc::new(faults)))
     }
 
     fn root(&self) -> String {
-        unique_root(self.kind.name())
+        match self.tls {
+            Some(_) => unique_root("native-tls"),
+            None => unique_root(self.kind.name()),
+        }
     }
 
     fn watches_under(&self, root: &str) -> usize {
-        let server = match self.proxied {
-            Some(server) => server,
-            None => match first_server(&self.hosts) {
+        let server = match (&self.tls, self.proxied) {
+            // Four-letter words are plain text: ask a TLS server on its plain port.
+            (Some(tls), _) => tls.plain,
+            (None, Some(server)) => server,
+            (None, None) => match first_server(&self.hosts) {
                 Ok((server, _)) => server,
                 Err(_) => return 0,
             },
@@ -169,12 +217,39 @@ impl Backend for Real {
     }
 }
 
+impl Real {
+    /// Our own client over TLS through `proxy`, and what a targeted expiry of it needs.
+    #[cfg(feature = "tls")]
+    fn connect_tls(
+        &self,
+        proxy: &FaultProxy,
+        tls: &TlsTarget,
+    ) -> Result<(SharedClient, ExpireVia)> {
+        use crate::client::native::TlsOptions;
+        let options = NativeOptions::new(proxy.connect_string())
+            .session_timeout(self.session_timeout)
+            .tls(TlsOptions::from_ca_file(&tls.ca)?);
+        let native = NativeClient::connect_with(options)?;
+        Ok((native.clone(), Some((tls.plain, native))))
+    }
+
+    #[cfg(not(feature = "tls"))]
+    fn connect_tls(&self, _: &FaultProxy, _: &TlsTarget) -> Result<(SharedClient, ExpireVia)> {
+        unreachable!("a TLS backend is only made with the `tls` feature")
+    }
+}
+
+/// Over TLS the proxy cannot read the session off the wire: the session is taken from the
+/// client and closed through this plain port of the same server.
+type ExpireVia = Option<(SocketAddr, Arc<NativeClient>)>;
+
 /// Faults through the session's own proxy.
 struct ProxyFaults {
     proxy: FaultProxy,
     client: SharedClient,
     /// How long the client may take to notice a fault and serve again.
     patience: Duration,
+    expire_via: ExpireVia,
 }
 
 impl ProxyFaults {
@@ -197,7 +272,16 @@ impl ProxyFaults {
 impl Faults for ProxyFaults {
     fn expire(&self) {
         let before = self.client.session().snapshot();
-        self.proxy.expire_session().expect("targeted expiry");
+        match &self.expire_via {
+            None => self.proxy.expire_session().map(drop),
+            Some((via, native)) => {
+                let (id, password) = native.session_credentials().expect("a session");
+                self.proxy
+                    .expire_session_with(*via, id, &password, native.negotiated_timeout())
+                    .map(drop)
+            }
+        }
+        .expect("targeted expiry");
         self.wait("client did not notice its expiry", |s| {
             s.losses > before.losses && s.state.is_connected()
         });

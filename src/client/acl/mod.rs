@@ -21,12 +21,20 @@
 //!     }
 //! });
 //! assert_eq!(custom.acl_for_path("/public/x"), vec![Acl::world(perms::ALL)]);
+//! // A named digest identity, as ZooKeeper derives it (`digest` module).
+//! let billing = Acl::digest(perms::ALL, "billing", "s3cret");
+//! assert_eq!(billing.id, zk_locks::client::acl::digest_id("billing", "s3cret"));
 //! ```
+
+mod digest;
 
 use std::fmt;
 use std::sync::Arc;
 
 use crate::client::ZkError;
+
+pub use digest::digest_id;
+pub(crate) use digest::id_of_credentials;
 
 /// ZooKeeper's permission bits (`ZooDefs.Perms`).
 pub mod perms {
@@ -75,6 +83,13 @@ impl Acl {
     /// create a node with it (`InvalidAcl`).
     pub fn creator(perms: i32) -> Acl {
         Acl::new(perms, "auth", "")
+    }
+
+    /// `digest:user:base64(sha1(user:password))`: whoever authenticates with these digest
+    /// credentials (ZooKeeper's `DigestAuthenticationProvider.generateDigest`; see
+    /// [`digest_id`]).
+    pub fn digest(perms: i32, user: &str, password: &str) -> Acl {
+        Acl::new(perms, "digest", digest_id(user, password))
     }
 }
 
@@ -137,6 +152,22 @@ impl AclProvider {
     pub fn is_open(&self) -> bool {
         self.name == "open"
     }
+
+    /// The ACL for a node that a client with credentials `auth` creates at `path`
+    /// (`world:anyone:cdrwa` when open), refused with `InvalidAcl` when it would lock that
+    /// client out ([`check_self_access`]).
+    pub(crate) fn checked_acl_for(
+        &self,
+        path: &str,
+        auth: &[(String, Vec<u8>)],
+    ) -> Result<Vec<Acl>, ZkError> {
+        if self.is_open() {
+            return Ok(vec![Acl::world(perms::ALL)]);
+        }
+        let acl = self.acl_for_path(path);
+        check_self_access(&acl, auth)?;
+        Ok(acl)
+    }
 }
 
 impl Default for AclProvider {
@@ -164,13 +195,15 @@ impl Eq for AclProvider {}
 /// uses `auth` without credentials, or grants none of this client's identities
 /// [`SELF_REQUIRED`]. `auth` is the client's `(scheme, credentials)` list.
 ///
-/// Entries of schemes the client cannot evaluate (`ip`, `x509`, `sasl`, a digest of another
-/// user) are left to the server: the check only refuses what it knows to be a lock-out.
+/// `world`, `auth` and `digest` entries are evaluated here (a `digest` id is compared with the
+/// ids of our digest credentials, [`digest_id`]): a digest of another user or another password
+/// grants us nothing. Entries of schemes the client cannot evaluate (`ip`, `x509`, `sasl`) are
+/// left to the server: the check only refuses what it knows to be a lock-out.
 pub fn check_self_access(acl: &[Acl], auth: &[(String, Vec<u8>)]) -> Result<(), ZkError> {
-    let digest_users: Vec<&[u8]> = auth
+    let our_digests: Vec<String> = auth
         .iter()
         .filter(|(scheme, _)| scheme == "digest")
-        .filter_map(|(_, cred)| cred.split(|b| *b == b':').next())
+        .map(|(_, credentials)| digest::id_of_credentials(credentials))
         .collect();
     let mut granted = 0;
     let mut undecidable = false;
@@ -179,13 +212,8 @@ pub fn check_self_access(acl: &[Acl], auth: &[(String, Vec<u8>)]) -> Result<(), 
             ("world", "anyone") => granted |= entry.perms,
             ("auth", _) if auth.is_empty() => return Err(ZkError::InvalidAcl),
             ("auth", _) => granted |= entry.perms,
-            ("digest", id)
-                if digest_users
-                    .iter()
-                    .any(|user| id.as_bytes().split(|b| *b == b':').next() == Some(user)) =>
-            {
-                granted |= entry.perms
-            }
+            ("digest", id) if our_digests.iter().any(|ours| ours == id) => granted |= entry.perms,
+            ("digest", _) => {}
             _ => undecidable = true,
         }
     }
@@ -224,12 +252,37 @@ mod tests {
         );
         assert_eq!(
             check_self_access(&[Acl::new(perms::ALL, "digest", "b:xyz=")], &digest("a")),
-            Ok(()),
-            "another user's digest cannot be evaluated without the hash: left to the server"
+            Err(ZkError::InvalidAcl),
+            "another user's digest"
         );
         assert_eq!(
-            check_self_access(&[Acl::new(perms::READ, "digest", "a:xyz=")], &digest("a")),
+            check_self_access(&[Acl::digest(perms::ALL, "a", "other-pw")], &digest("a")),
+            Err(ZkError::InvalidAcl),
+            "our user with another password is another identity"
+        );
+        assert_eq!(
+            check_self_access(&[Acl::digest(perms::READ, "a", "pw")], &digest("a")),
             Err(ZkError::InvalidAcl)
+        );
+        assert_eq!(
+            check_self_access(&[Acl::digest(perms::ALL, "a", "pw")], &digest("a")),
+            Ok(())
+        );
+        assert_eq!(
+            check_self_access(
+                &[
+                    Acl::digest(perms::READ | perms::CREATE, "a", "pw"),
+                    Acl::digest(perms::DELETE, "b", "pw"),
+                ],
+                &[digest("a"), digest("b")].concat()
+            ),
+            Ok(()),
+            "permissions add up over every identity of ours"
+        );
+        assert_eq!(
+            check_self_access(&[Acl::new(perms::ALL, "ip", "10.0.0.1")], &digest("a")),
+            Ok(()),
+            "schemes the client cannot evaluate are left to the server"
         );
         assert_eq!(check_self_access(&[Acl::world(perms::ALL)], &none), Ok(()));
         for provider in [

@@ -1,0 +1,84 @@
+//! Credentials and ACLs on the crate: the crate sends `addAuth` only when asked and forgets it
+//! on every reconnect (the server keeps credentials per connection), so this module sends a
+//! client's credentials again before the first request on a handle whose link changed since
+//! they were last sent, and turns the client's ACL provider into the crate's `Acl`s.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use ::zookeeper as zk;
+
+use super::handle::Conn;
+use crate::client::acl::{perms, Acl, AclProvider};
+use crate::client::ZkResult;
+
+/// A client's credentials and ACL provider.
+#[derive(Clone, Default)]
+pub(super) struct Security {
+    pub(super) auth: Arc<Vec<(String, Vec<u8>)>>,
+    pub(super) acl: AclProvider,
+}
+
+/// No credentials were sent on a handle yet.
+pub(super) const NEVER: u64 = u64::MAX;
+
+impl Security {
+    /// Sends the credentials on `conn` unless they were sent since its last disconnect. Runs
+    /// on a pool job right before the job's request, so on the same connection the server
+    /// applies them first. (A link that drops and comes back between this check and the
+    /// request still sends that one request without credentials: it may fail with `NoAuth`;
+    /// the next request or the supervisor's probe authenticates again.)
+    pub(super) fn authenticate(&self, conn: &Conn, authed_at: &AtomicU64) -> zk::ZkResult<()> {
+        if self.auth.is_empty() {
+            return Ok(());
+        }
+        let link = conn.signals.disconnects.load(Ordering::SeqCst);
+        if authed_at.load(Ordering::SeqCst) == link {
+            return Ok(());
+        }
+        for (scheme, credentials) in self.auth.iter() {
+            conn.zk.add_auth(scheme, credentials.clone())?;
+        }
+        authed_at.store(link, Ordering::SeqCst);
+        Ok(())
+    }
+
+    /// The crate's ACL for a node created at the client path `path` (see
+    /// [`AclProvider::checked_acl_for`]).
+    pub(super) fn acl_for(&self, path: &str) -> ZkResult<Vec<zk::Acl>> {
+        Ok(self
+            .acl
+            .checked_acl_for(path, &self.auth)?
+            .iter()
+            .map(to_crate)
+            .collect())
+    }
+}
+
+fn to_crate(acl: &Acl) -> zk::Acl {
+    let bits = [
+        (perms::READ, zk::Permission::READ),
+        (perms::WRITE, zk::Permission::WRITE),
+        (perms::CREATE, zk::Permission::CREATE),
+        (perms::DELETE, zk::Permission::DELETE),
+        (perms::ADMIN, zk::Permission::ADMIN),
+    ];
+    let permission = bits
+        .iter()
+        .filter(|(bit, _)| acl.perms & bit != 0)
+        .fold(zk::Permission::NONE, |all, (_, p)| all | *p);
+    zk::Acl::new(permission, acl.scheme.clone(), acl.id.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn permissions_and_ids_carry_over() {
+        let acl = to_crate(&Acl::new(perms::READ | perms::DELETE, "digest", "a:b="));
+        assert_eq!(acl.perms, zk::Permission::READ | zk::Permission::DELETE);
+        assert_eq!((acl.scheme.as_str(), acl.id.as_str()), ("digest", "a:b="));
+        assert_eq!(to_crate(&Acl::world(perms::ALL)).perms, zk::Permission::ALL);
+    }
+}
