@@ -4,11 +4,12 @@
 //! queue, queue for the lock — and each is refused with `NoAuth`. A second instance of the
 //! service, with the same credentials, waits its turn and gets the lock.
 //!
-//! ACLs live on the server, so this recipe needs a real one: `--connect HOSTS`, or without it
-//! a throw-away `testing::TestingServer`.
+//! ACLs are checked by the server: the embedded in-memory ensemble checks them as ZooKeeper
+//! does (world, auth and digest entries; the parent's ACL for create and delete), and a real
+//! ensemble is one flag away.
 //!
 //! ```sh
-//! cargo run --example stolen_lock                       # starts a throw-away server
+//! cargo run --example stolen_lock                       # the embedded in-memory ensemble
 //! cargo run --example stolen_lock -- --connect 127.0.0.1:2181
 //! ```
 
@@ -17,6 +18,7 @@ use std::time::Duration;
 
 use log::info;
 use zk_locks::client::acl::AclProvider;
+use zk_locks::client::memory::{MemoryEnsemble, MemoryOptions};
 use zk_locks::client::native::{NativeClient, NativeOptions};
 use zk_locks::{Error, InterProcessLock, InterProcessMutex, SharedClient, ZkClient, ZkError};
 
@@ -38,41 +40,55 @@ fn main() {
     cookbook::main(env!("CARGO_CRATE_NAME"), run);
 }
 
-/// Runs the scenario on `--connect HOSTS`, or on a throw-away server.
+/// Runs the scenario on `--connect HOSTS`, or on the embedded in-memory ensemble.
 pub fn run(args: &[String]) -> AnyResult<Outcome> {
     let options = cookbook::Options::parse(args)?;
     match &options.connect {
-        Some(hosts) => scenario(hosts),
-        None => embedded(),
+        Some(hosts) => scenario(&|credentials| real_session(hosts, credentials)),
+        None => {
+            let ensemble = MemoryEnsemble::new();
+            scenario(&|credentials| memory_session(&ensemble, credentials))
+        }
     }
 }
 
-fn embedded() -> AnyResult<Outcome> {
-    info!("no --connect: starting a throw-away ZooKeeper (testing::TestingServer)");
-    let server = zk_locks::testing::TestingServer::start()?;
-    scenario(&server.connect_string())
-}
+/// A session with `credentials` (user, password), or none.
+type Connect<'a> = dyn Fn(Option<(&str, &str)>) -> AnyResult<SharedClient> + 'a;
 
-fn session(hosts: &str, credentials: Option<(&str, &str)>) -> AnyResult<Arc<NativeClient>> {
-    // Without credentials `creator_all` cannot be created: the intruder keeps the default.
+// Without credentials `creator_all` cannot be created: the intruder keeps the default (open).
+fn real_session(hosts: &str, credentials: Option<(&str, &str)>) -> AnyResult<SharedClient> {
     let mut options = NativeOptions::new(hosts).session_timeout(cookbook::SESSION_TIMEOUT);
     if let Some((user, password)) = credentials {
         options = options
             .digest_auth(user, password)
             .acl_provider(AclProvider::creator_all());
     }
-    Ok(NativeClient::connect_with(options)?)
+    let client: Arc<NativeClient> = NativeClient::connect_with(options)?;
+    Ok(client)
 }
 
-fn scenario(hosts: &str) -> AnyResult<Outcome> {
+fn memory_session(
+    ensemble: &MemoryEnsemble,
+    credentials: Option<(&str, &str)>,
+) -> AnyResult<SharedClient> {
+    let mut options = MemoryOptions::new();
+    if let Some((user, password)) = credentials {
+        options = options
+            .digest_auth(user, password)
+            .acl_provider(AclProvider::creator_all());
+    }
+    Ok(ensemble.connect_with(options)?)
+}
+
+fn scenario(session: &Connect) -> AnyResult<Outcome> {
     let mut outcome = Outcome::default();
-    let service: SharedClient = session(hosts, Some(("billing", "s3cret")))?;
+    let service: SharedClient = session(Some(("billing", "s3cret")))?;
     let lock = InterProcessMutex::new(service.clone(), LOCK)?;
     let guard = lock.lock()?;
     let node = guard.node_path().ok_or("the guard names no node")?;
     info!("the service holds {LOCK} as {node} (creator_all, user billing)");
 
-    let intruder = session(hosts, None)?;
+    let intruder = session(None)?;
     let mut refused = |what: &str, result: Result<(), ZkError>| -> AnyResult<()> {
         ensure(
             result == Err(ZkError::NoAuth),
@@ -103,7 +119,7 @@ fn scenario(hosts: &str) -> AnyResult<Outcome> {
             Some(("billing", "guess")),
         ),
     ] {
-        let client: SharedClient = session(hosts, credentials)?;
+        let client: SharedClient = session(credentials)?;
         let rival = InterProcessMutex::new(client, LOCK)?;
         match rival.acquire_timeout(Duration::from_secs(1)) {
             Err(e @ Error::NotAuthorized { .. }) => {
@@ -115,7 +131,7 @@ fn scenario(hosts: &str) -> AnyResult<Outcome> {
     }
 
     // A second instance of the service shares the lock: same credentials, same identity.
-    let peer: SharedClient = session(hosts, Some(("billing", "s3cret")))?;
+    let peer: SharedClient = session(Some(("billing", "s3cret")))?;
     let second = InterProcessMutex::new(peer, LOCK)?;
     ensure(
         !second.acquire_timeout(Duration::from_millis(200))?,
@@ -133,14 +149,21 @@ fn scenario(hosts: &str) -> AnyResult<Outcome> {
 mod tests {
     use super::*;
 
-    /// ACLs need a real server: every way in is refused to strangers, the peer takes over.
-    #[test]
-    fn stolen_lock_attempts_are_refused() {
-        let Some(args) = cookbook::shared_server_args() else {
-            return;
-        };
-        let outcome = run(&args).unwrap();
+    fn every_way_in_is_refused_and_the_peer_takes_over(args: &[String]) {
+        let outcome = run(args).unwrap();
         assert_eq!(outcome.refusals.len(), 6, "{:?}", outcome.refusals);
         assert!(outcome.peer_took_over);
+    }
+
+    #[test]
+    fn stolen_lock_attempts_are_refused_in_memory() {
+        every_way_in_is_refused_and_the_peer_takes_over(&cookbook::memory_args());
+    }
+
+    #[test]
+    fn stolen_lock_attempts_are_refused_on_a_real_server() {
+        if let Some(args) = cookbook::shared_server_args() {
+            every_way_in_is_refused_and_the_peer_takes_over(&args);
+        }
     }
 }
