@@ -201,16 +201,20 @@ impl InterProcessSemaphoreV2 {
                 return Ok(None);
             }
             let outcome = self.lease_while_admitted(deadline, &data, start);
-            // Bounded by the deadline too: a timed call returns by it even during an outage
-            // (the delete goes on in the background).
-            // A timed call past its deadline with its link in trouble makes no more requests.
-            let wait = match &outcome {
-                Ok(Granted::TimedOut { link_trouble }) => {
-                    Wait::after_timeout(self.leases.client(), deadline, *link_trouble)
-                }
-                _ => Wait::Until(deadline),
+            // With the lease granted, the caller does not wait for the admission delete:
+            // holding admission a little longer keeps others out a little longer, nothing
+            // more, and it is sent after the leases listing was answered (see the module
+            // docs). Otherwise it is bounded by the deadline: a timed call returns by it even
+            // during an outage (the delete goes on in the background), and one past its
+            // deadline with its link in trouble makes no more requests.
+            let released = match &outcome {
+                Ok(Granted::Yes(_)) => self.admission.release_unawaited(),
+                Ok(Granted::TimedOut { link_trouble }) => self.admission.release_within(
+                    Wait::after_timeout(self.leases.client(), deadline, *link_trouble),
+                ),
+                _ => self.admission.release_within(Wait::Until(deadline)),
             };
-            if let Err(e) = self.admission.release_within(wait) {
+            if let Err(e) = released {
                 log::warn!("releasing the admission mutex of {}: {e}", self.path);
             }
             match outcome? {
