@@ -8,6 +8,7 @@
 //! - [`shared_server`]: one lazily started server per test process;
 //! - [`require_server`]: the skip-or-fail rule for machines without Java or ZooKeeper;
 //! - [`curator`]: compile and run Java programs against Debian's Curator 5.4 jars;
+//! - [`compare`]: the zk-locks / Curator comparison engine (`measurements/compare.rs`);
 //! - [`torture`]: the torture engine (sessions loop on every recipe while faults strike);
 //! - [`watches`]: reading the server's watch listings (`wchp`, `wchs`).
 //!
@@ -17,6 +18,7 @@
 //! `/usr/share/java/zookeeper.jar`, whose manifest names its dependencies).
 
 mod cluster;
+pub mod compare;
 pub mod curator;
 mod process;
 mod proxy;
