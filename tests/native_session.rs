@@ -246,6 +246,61 @@ fn a_deletion_while_disconnected_fires_the_restored_watch() {
     assert_eq!(waiter.watch_count(), 0);
 }
 
+/// The same through the lock engine: a waiter whose holder released while the waiter's link
+/// was down is woken by its restored watch and takes the lock without listing again (its
+/// requests are counted), in the same session.
+#[test]
+fn a_waiter_with_a_restored_watch_takes_the_lock_without_listing_again() {
+    use zk_locks::client::CountingClient;
+    let Some(server) = shared_server() else {
+        return;
+    };
+    let proxy = FaultProxy::start(server.addr()).unwrap();
+    let native = connect(&proxy.connect_string());
+    let counting = Arc::new(CountingClient::new(native.clone()));
+    let holder_client = connect(&server.connect_string());
+    let path = unique("restored-hand-off");
+    let holder = InterProcessMutex::new(holder_client.clone(), &path).unwrap();
+    holder.acquire().unwrap();
+    let session = native.session().snapshot();
+    let (tx, rx) = mpsc::channel();
+    let waiter_lock = InterProcessMutex::new(counting.clone(), &path).unwrap();
+    let waiter = std::thread::spawn(move || {
+        let acquired = waiter_lock.acquire_timeout(SESSION * 10);
+        let held = matches!(acquired, Ok(true)) && waiter_lock.is_owned_by_current_thread();
+        tx.send(acquired).unwrap();
+        if held {
+            waiter_lock.release().unwrap();
+        }
+    });
+    // Queued and watching the holder's node.
+    let deadline = Instant::now() + SESSION * 2;
+    while native.watch_count() == 0 {
+        assert!(Instant::now() < deadline, "the waiter never watched");
+        native.session().wait_for_change(
+            native.session().epoch(),
+            Some(Instant::now() + SESSION / 20),
+        );
+    }
+    proxy.refuse(true);
+    proxy.cut();
+    reach(&native, ConnectionState::Suspended, SESSION * 2);
+    holder.release().unwrap();
+    proxy.refuse(false);
+    let acquired = rx.recv_timeout(SESSION * 4).expect("the waiter was woken");
+    assert!(acquired.unwrap(), "the waiter holds the lock");
+    let c = counting.counters();
+    assert_eq!(
+        (c.create, c.get_children, c.get_data),
+        (1, 1, 1),
+        "queued once (create and listing pipelined), watched once, no second listing: {c:?}"
+    );
+    let after = native.session().snapshot();
+    assert_eq!(after.session_id, session.session_id);
+    assert_eq!(after.losses, session.losses);
+    waiter.join().unwrap();
+}
+
 #[test]
 fn a_watch_restored_after_a_cut_fires_on_a_later_change() {
     let Some(server) = shared_server() else {
