@@ -22,7 +22,7 @@ use crate::client::{SharedClient, ZkError};
 use crate::error::{Error, Result};
 use crate::paths;
 use crate::retry::{ExponentialBackoffRetry, Retries, RetryPolicy, RetryStep};
-use crate::session::ConnectionState;
+use crate::session::{ConnectionState, ListenerId};
 
 use super::driver::StandardDriver;
 use super::held::{HeldNode, LockState};
@@ -280,18 +280,9 @@ impl InterProcessSemaphoreV2 {
         let our_name = paths::node_name(&our_path).to_string();
         let leases_path = self.leases.base_path().to_string();
         let waiter = Arc::new(Waiter::default());
-        let session_listener = wake_on_session_change(client, &waiter);
-        let count_listener = match &self.max {
-            MaxLeases::Shared(c) => {
-                let w = Arc::downgrade(&waiter);
-                Some(c.subscribe(move |_| {
-                    if let Some(w) = w.upgrade() {
-                        w.signal(None);
-                    }
-                }))
-            }
-            MaxLeases::Fixed(_) => None,
-        };
+        // Session changes and changes of a shared maximum wake the waiter: subscribed before
+        // the first listing that sets a watch (an uncontended lease never subscribes).
+        let mut listeners = None;
         let mut watch = false;
         let mut retries = Retries::new(self.leases.retry_policy().as_ref(), start, deadline);
         let result = loop {
@@ -356,6 +347,7 @@ impl InterProcessSemaphoreV2 {
             }
             if !watch {
                 watch = true;
+                listeners = Some(self.wake_on_changes(&waiter));
                 continue;
             }
             waiter.wait(deadline);
@@ -365,9 +357,11 @@ impl InterProcessSemaphoreV2 {
                 });
             }
         };
-        client.session().unsubscribe(session_listener);
-        if let (Some(id), MaxLeases::Shared(c)) = (count_listener, &self.max) {
-            c.unsubscribe(id);
+        if let Some((session_listener, count_listener)) = listeners {
+            client.session().unsubscribe(session_listener);
+            if let (Some(id), MaxLeases::Shared(c)) = (count_listener, &self.max) {
+                c.unsubscribe(id);
+            }
         }
         match result {
             Ok(Granted::Yes(lease)) => {
@@ -385,6 +379,23 @@ impl InterProcessSemaphoreV2 {
             // On `NodeGone` the lease is deleted by path all the same: it may still exist.
             other => other,
         }
+    }
+
+    /// Subscribes `waiter` to session changes and to the shared maximum's changes.
+    fn wake_on_changes(&self, waiter: &Arc<Waiter>) -> (ListenerId, Option<u64>) {
+        let session_listener = wake_on_session_change(self.leases.client(), waiter);
+        let count_listener = match &self.max {
+            MaxLeases::Shared(c) => {
+                let w = Arc::downgrade(waiter);
+                Some(c.subscribe(move |_| {
+                    if let Some(w) = w.upgrade() {
+                        w.signal(None);
+                    }
+                }))
+            }
+            MaxLeases::Fixed(_) => None,
+        };
+        (session_listener, count_listener)
     }
 
     /// The lease nodes' names, unsorted (as Curator's `getParticipantNodes` for semaphores).
