@@ -5,6 +5,12 @@
 //! `leases` directory. A lease is granted when the number of lease nodes (ours included) is at
 //! most the maximum; the admission mutex is released after each lease.
 //!
+//! Round trips on a pipelining backend: the admission create and its listing go together,
+//! then the lease create and the leases listing; once the lease is granted the admission
+//! delete is sent without waiting for its reply (it is still applied before this session's
+//! later requests, and finished in the background if its connection is lost), so an
+//! uncontended acquire is two round trips and the release one.
+//!
 //! Table of contents: this file holds [`InterProcessSemaphoreV2`] (admission, the lease
 //! node, the wait for room); `lease` the [`Lease`] it hands out; `mutex`
 //! [`InterProcessSemaphoreMutex`], a one-lease semaphore as a lock.
