@@ -10,7 +10,7 @@
 //! The `memory` backend always runs; the `native` (our own client) and `crate` (the
 //! `zookeeper`-crate backend) backends run when `ZK_CONNECT` names a ZooKeeper server
 //! (`ZK_CONNECT=127.0.0.1:2181 cargo bench --bench locks`).
-//! `recipes/compare.rs` puts the real-server numbers side by side with Curator's.
+//! `measurements/compare.rs` puts the real-server numbers side by side with Curator's.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};

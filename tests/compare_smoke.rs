@@ -1,11 +1,8 @@
-//! Runs the core of `recipes/compare.rs` with tiny counts against the shared server, so the
-//! comparison program (and its Java driver) cannot rot. No timing is asserted: only that every
-//! scenario produced a row with every side measured.
+//! Runs the comparison engine of `measurements/compare.rs` (`zk_locks::testing::compare`)
+//! with tiny counts against the shared server, so the program and its Java driver cannot rot.
+//! No timing is asserted: only that every scenario produced a row with every side measured.
 
-#[allow(dead_code)] // the full and quick plans are the program's
-#[path = "../recipes/compare/bench.rs"]
-mod bench;
-
+use zk_locks::testing::compare as bench;
 use zk_locks::testing::{curator, shared_server};
 
 #[test]
@@ -23,7 +20,8 @@ fn comparison_produces_every_row_for_every_client() {
     let _ = std::fs::remove_dir_all(&class_dir);
     let report = report.unwrap_or_else(|e| panic!("comparison failed: {e}"));
 
-    let expected = 1 + bench::RECIPES.len() + plan.sessions.len();
+    let expected = 1 + bench::RECIPES.len() + plan.sessions.len() + bench::CONTENDED_OTHERS.len();
+    assert_eq!(plan.scenarios().len(), expected);
     assert_eq!(report.rows.len(), expected, "{report:?}");
     for row in &report.rows {
         for (side, run) in [
@@ -63,6 +61,8 @@ fn comparison_produces_every_row_for_every_client() {
         "contended mutex, 2 sessions",
         "contended mutex, 4 sessions",
         "contended mutex, 8 sessions",
+        "contended semaphore-mutex, 4 sessions",
+        "contended write, 4 sessions",
     ] {
         assert!(table.contains(needle), "no {needle:?} row in\n{table}");
     }

@@ -479,3 +479,23 @@ fn a_session_lost_between_create_and_listing_queues_again() {
     drop(g);
     assert_eq!(e.children("/locks/a").unwrap(), Vec::<String>::new());
 }
+
+/// The semaphore does not wait for its admission delete once the lease is granted; when that
+/// delete's connection is lost, the delete goes on in the background and the next client is
+/// admitted.
+#[test]
+fn an_admission_delete_cut_off_goes_on_in_the_background() {
+    let e = MemoryEnsemble::new();
+    let (c, other) = (e.connect(), e.connect());
+    let s = InterProcessSemaphoreV2::new(c.clone(), "/sem", 1).unwrap();
+    drop(s.acquire().unwrap()); // directories exist from here on
+    c.inject(Fault::before(Op::Delete).on_path("/sem/locks/"));
+    let lease = s.acquire().unwrap();
+    eventually(PATIENCE, "the admission node is deleted", || {
+        e.children("/sem/locks").unwrap_or_default().is_empty()
+    });
+    drop(lease);
+    let s2 = InterProcessSemaphoreV2::new(other.clone(), "/sem", 1).unwrap();
+    let lease = s2.acquire_timeout(PATIENCE).unwrap();
+    assert!(lease.is_some(), "the next client is admitted");
+}

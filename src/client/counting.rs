@@ -23,7 +23,9 @@ use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use super::{CreateMode, Request, Response, Stat, WatchedEvent, Watcher, ZkClient, ZkResult};
+use super::{
+    CreateMode, DeleteDone, Request, Response, Stat, WatchedEvent, Watcher, ZkClient, ZkResult,
+};
 use crate::session::Session;
 
 /// A [`ZkClient`] operation, for counters, fault injection and request hooks.
@@ -63,7 +65,8 @@ pub struct Counters {
     pub watch_events: u64,
     /// Times the caller waited for the server: one per request, one per
     /// [`ZkClient::pipeline`] call through a [`CountingClient`] (whatever the backend does
-    /// with it), so a recipe's round trips can be asserted.
+    /// with it), none for [`ZkClient::delete_unawaited`], so a recipe's round trips can be
+    /// asserted.
     pub round_trips: u64,
 }
 
@@ -110,6 +113,11 @@ impl AtomicCounters {
     pub(crate) fn request(&self, op: Op) {
         self.ops[Self::index(op)].fetch_add(1, Ordering::Relaxed);
         self.round_trips.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A request nobody waits for: counted, no round trip.
+    pub(crate) fn unawaited(&self, op: Op) {
+        self.ops[Self::index(op)].fetch_add(1, Ordering::Relaxed);
     }
 
     /// Requests sent together: each is counted, the round trip once.
@@ -251,6 +259,13 @@ impl<C: ZkClient> ZkClient for CountingClient<C> {
                 Request::SetData { .. } => Op::SetData,
             }));
         self.inner.pipeline(requests)
+    }
+
+    /// Counts the delete; the caller does not wait, so no round trip (a backend that deletes
+    /// synchronously counts none either here).
+    fn delete_unawaited(&self, path: &str, done: DeleteDone) {
+        self.counters.unawaited(Op::Delete);
+        self.inner.delete_unawaited(path, done)
     }
 
     fn has_create2(&self) -> bool {

@@ -195,6 +195,10 @@ impl ZkError {
 /// Result of a [`ZkClient`] call.
 pub type ZkResult<T> = Result<T, ZkError>;
 
+/// What [`ZkClient::delete_unawaited`] does with the delete's outcome (on a backend thread:
+/// it must not call the client).
+pub type DeleteDone = Box<dyn FnOnce(ZkResult<()>) + Send>;
+
 /// One request of a [`ZkClient::pipeline`]: the watch-free operations, by value.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Request {
@@ -342,6 +346,16 @@ pub trait ZkClient: Send + Sync {
             .collect()
     }
 
+    /// Deletes `path` (any version) without the caller waiting for the reply; `done` gets the
+    /// outcome. The delete is ordered with this client's later requests as any request is: on
+    /// one connection the server applies it before whatever the session sends after it, and
+    /// when that connection is lost before the reply, `done` gets an error with an unknown
+    /// outcome ([`ZkError::is_retryable`]). `done` may run on a backend thread: it must not
+    /// call the client. The default deletes synchronously and then calls `done`.
+    fn delete_unawaited(&self, path: &str, done: DeleteDone) {
+        done(self.delete(path, None))
+    }
+
     /// True when [`Self::create2`] is one request (ZooKeeper's create2). The lock engine then
     /// sends it in a pipeline with the listing of the lock directory and takes the fencing
     /// token from its `Stat`; otherwise it creates with [`Self::create`] and reads the token
@@ -410,6 +424,10 @@ impl<T: ZkClient + ?Sized> ZkClient for Arc<T> {
 
     fn pipeline(&self, requests: &[Request]) -> Vec<ZkResult<Response>> {
         (**self).pipeline(requests)
+    }
+
+    fn delete_unawaited(&self, path: &str, done: DeleteDone) {
+        (**self).delete_unawaited(path, done)
     }
 
     fn has_create2(&self) -> bool {

@@ -6,11 +6,11 @@
 //! session). A background delete ends when the node is gone, the client is closed or dropped,
 //! or two more sessions were lost.
 
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::client::{SharedClient, ZkError};
+use crate::client::{SharedClient, ZkClient, ZkError};
 use crate::error::{Error, Result};
 use crate::retry::{Retries, RetryPolicy, RetryStep};
 use crate::session::ConnectionState;
@@ -84,10 +84,37 @@ pub(crate) fn delete_guaranteed(
 
 /// Deletes `path` on a background thread (see [`retry_in_background`]).
 fn delete_in_background(client: &SharedClient, path: &str) {
-    let p = path.to_string();
-    retry_in_background("zk-locks-delete", client, move |client| {
-        !matches!(try_delete(client, &p), Ok(Some(_)))
+    let losses = client.session().snapshot().losses;
+    delete_in_background_from(Arc::downgrade(client), losses, path.to_string());
+}
+
+fn delete_in_background_from(client: Weak<dyn ZkClient>, losses: u64, path: String) {
+    retry_in_background_from("zk-locks-delete", client, losses, move |client| {
+        !matches!(try_delete(client, &path), Ok(Some(_)))
     });
+}
+
+/// Deletes `path` without waiting for the reply ([`ZkClient::delete_unawaited`]): the
+/// caller goes on at once. A delete whose outcome stays unknown (its connection was lost)
+/// goes on in the background, as [`delete_guaranteed`]'s does; the client's later requests
+/// may then reach the server before it.
+pub(crate) fn delete_unawaited(client: &SharedClient, path: &str) {
+    let losses = client.session().snapshot().losses;
+    // Weak: the outcome may be handled on the client's own thread, which must not be the one
+    // that drops the last handle.
+    let weak = Arc::downgrade(client);
+    let p = path.to_string();
+    client.delete_unawaited(
+        path,
+        Box::new(move |result| match result {
+            Ok(()) | Err(ZkError::NoNode | ZkError::SessionExpired | ZkError::Closed) => {}
+            Err(code) if code.is_retryable() => {
+                log::info!("delete of {p} interrupted ({code}); deleting in the background");
+                delete_in_background_from(weak, losses, p);
+            }
+            Err(code) => log::warn!("could not delete {p}: {code}"),
+        }),
+    );
 }
 
 /// One delete of a lock node: `Ok(None)` when it is gone, `Ok(Some(code))` when the outcome
@@ -117,10 +144,20 @@ pub(super) fn try_delete(
 pub(super) fn retry_in_background(
     name: &str,
     client: &SharedClient,
-    mut attempt: impl FnMut(&SharedClient) -> bool + Send + 'static,
+    attempt: impl FnMut(&SharedClient) -> bool + Send + 'static,
 ) {
     let losses = client.session().snapshot().losses;
-    let weak = Arc::downgrade(client);
+    retry_in_background_from(name, Arc::downgrade(client), losses, attempt);
+}
+
+/// [`retry_in_background`] for a client known by a weak handle, counting lost sessions from
+/// `losses`.
+fn retry_in_background_from(
+    name: &str,
+    weak: Weak<dyn ZkClient>,
+    losses: u64,
+    mut attempt: impl FnMut(&SharedClient) -> bool + Send + 'static,
+) {
     spawn_background(name, move || loop {
         let Some(client) = weak.upgrade() else {
             return; // dropped: its session ends with it

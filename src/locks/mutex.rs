@@ -244,6 +244,24 @@ impl InterProcessMutex {
     /// [`InterProcessLock::release`], keeping the caller only as long as `wait` allows (then
     /// the delete goes on in the background and the error is returned).
     pub(crate) fn release_within(&self, wait: Wait) -> Result<()> {
+        match self.forget_hold()? {
+            Some(node) => self.internals.release_within(&node, wait),
+            None => Ok(()),
+        }
+    }
+
+    /// [`InterProcessLock::release`] without waiting for the delete's reply: the thread goes
+    /// on at once, and a delete whose outcome stays unknown goes on in the background. Only
+    /// for a hold that may outlive the call a little (the semaphore's admission).
+    pub(crate) fn release_unawaited(&self) -> Result<()> {
+        if let Some(node) = self.forget_hold()? {
+            self.internals.release_unawaited(&node);
+        }
+        Ok(())
+    }
+
+    /// Counts one release of the calling thread's hold; its node when that was the last.
+    fn forget_hold(&self) -> Result<Option<Arc<HeldNode>>> {
         let me = thread::current().id();
         let node = {
             let mut owners = self.owners.lock();
@@ -254,17 +272,14 @@ impl InterProcessMutex {
             };
             owner.count -= 1;
             if owner.count > 0 {
-                return Ok(());
+                return Ok(None);
             }
-            // Forget the hold even if the delete below fails: keeping it could make two
-            // holders (CURATOR-678); the delete goes on in the background instead.
+            // Forget the hold even if the delete fails: keeping it could make two holders
+            // (CURATOR-678); the delete goes on in the background instead.
             owners.remove(&me).map(|o| o.node)
         };
         *self.revocation.lock() = None;
-        match node {
-            Some(node) => self.internals.release_within(&node, wait),
-            None => Ok(()),
-        }
+        Ok(node)
     }
 }
 

@@ -11,6 +11,7 @@
 //! - [`curator`]: compile and run Java programs against Debian's Curator 5.4 jars;
 //! - [`harness`]: the one test harness (in-memory or real backend, faults per session, unique
 //!   roots, waiting, watch counting, four-letter words, the cookbook's command line);
+//! - [`compare`]: the zk-locks / Curator comparison engine (`measurements/compare.rs`);
 //! - [`torture`]: the torture engine (sessions loop on every recipe while faults strike).
 //!
 //! When Java or the jars are missing, tests skip with a note, unless the environment sets
@@ -19,6 +20,7 @@
 //! `/usr/share/java/zookeeper.jar`, whose manifest names its dependencies).
 
 mod cluster;
+pub mod compare;
 pub mod curator;
 pub mod harness;
 mod process;

@@ -3,7 +3,7 @@
 //! failed auth, timeouts too long for an `Instant`.
 
 use std::sync::mpsc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use zk_locks::client::native::{MultiOp, MultiResult, NativeClient, NativeOptions};
 use zk_locks::client::{EventType, Request, Response};
@@ -168,5 +168,48 @@ fn huge_timeouts_are_accepted_without_overflow() {
     assert!(matches!(
         NativeClient::connect_with(too_long),
         Err(Error::InvalidArgument { .. })
+    ));
+}
+
+/// A delete nobody waits for is still ordered before the session's later requests, and its
+/// outcome reaches the callback: the reply, or an unknown outcome when the link breaks first.
+#[test]
+fn an_unawaited_delete_is_ordered_and_reports_its_outcome() {
+    let Some(server) = shared_server() else {
+        return;
+    };
+    let proxy = FaultProxy::start(server.addr()).unwrap();
+    let client = native(&proxy.connect_string());
+    let node = unique_root("unawaited");
+    client.create(&node, b"", CreateMode::Persistent).unwrap();
+    let (tx, rx) = mpsc::channel();
+    let done = |tx: &mpsc::Sender<_>| {
+        let tx = tx.clone();
+        Box::new(move |r| tx.send(r).unwrap()) as zk_locks::client::DeleteDone
+    };
+    client.delete_unawaited(&node, done(&tx));
+    // Sent after the delete on the same connection: the server applied the delete first.
+    assert_eq!(client.exists(&node), Ok(None));
+    assert_eq!(rx.recv_timeout(SESSION), Ok(Ok(())));
+    client.delete_unawaited(&node, done(&tx));
+    assert_eq!(rx.recv_timeout(SESSION), Ok(Err(ZkError::NoNode)));
+
+    client.create(&node, b"", CreateMode::Persistent).unwrap();
+    proxy.freeze();
+    client.delete_unawaited(&node, done(&tx));
+    proxy.cut();
+    let outcome = rx.recv_timeout(SESSION).unwrap();
+    assert!(
+        outcome.is_err_and(ZkError::is_retryable),
+        "a delete cut off has an unknown outcome: {outcome:?}"
+    );
+    proxy.thaw();
+    let s = client
+        .session()
+        .wait_until_connected(Some(Instant::now() + SESSION * 2));
+    assert!(s.state.is_connected(), "{s:?}");
+    assert!(matches!(
+        client.delete(&node, None),
+        Ok(()) | Err(ZkError::NoNode)
     ));
 }

@@ -4,13 +4,14 @@
 //! on every connection.
 
 use std::sync::mpsc;
+use std::sync::Arc;
 use std::time::Instant;
 
 use zk_locks::client::native::{NativeClient, NativeOptions};
 use zk_locks::client::{EventType, Request};
 use zk_locks::session::ConnectionState;
 use zk_locks::testing::{shared_server, FaultProxy};
-use zk_locks::{CreateMode, ZkClient, ZkError};
+use zk_locks::{CreateMode, InterProcessLock, InterProcessMutex, ZkClient, ZkError};
 
 use crate::backend::{native, reach, unique_root, SESSION};
 
@@ -173,4 +174,63 @@ fn digest_credentials_are_resent_after_a_reconnect() {
     proxy.cut();
     reach(client.as_ref(), ConnectionState::Reconnected, SESSION * 2);
     assert_eq!(client.get_data(&path, None).unwrap().0, b"secret");
+}
+
+/// The same through the lock engine: a waiter whose holder released while the waiter's link
+/// was down is woken by its restored watch and takes the lock without listing again (its
+/// requests are counted), in the same session.
+#[test]
+fn a_waiter_with_a_restored_watch_takes_the_lock_without_listing_again() {
+    use zk_locks::client::CountingClient;
+    let Some(server) = shared_server() else {
+        return;
+    };
+    let proxy = FaultProxy::start(server.addr()).unwrap();
+    let waiting_client = native(&proxy.connect_string());
+    let counting = Arc::new(CountingClient::new(waiting_client.clone()));
+    let holder_client = native(&server.connect_string());
+    let path = unique_root("restored-hand-off");
+    let holder = InterProcessMutex::new(holder_client.clone(), &path).unwrap();
+    holder.acquire().unwrap();
+    let session = waiting_client.session().snapshot();
+    let (tx, rx) = mpsc::channel();
+    let waiter_lock = InterProcessMutex::new(counting.clone(), &path).unwrap();
+    let waiter = std::thread::spawn(move || {
+        let acquired = waiter_lock.acquire_timeout(SESSION * 10);
+        let held = matches!(acquired, Ok(true)) && waiter_lock.is_owned_by_current_thread();
+        tx.send(acquired).unwrap();
+        if held {
+            waiter_lock.release().unwrap();
+        }
+    });
+    // Queued and watching the holder's node.
+    let deadline = Instant::now() + SESSION * 2;
+    while waiting_client.watch_count() == 0 {
+        assert!(Instant::now() < deadline, "the waiter never watched");
+        waiting_client.session().wait_for_change(
+            waiting_client.session().epoch(),
+            Some(Instant::now() + SESSION / 20),
+        );
+    }
+    proxy.refuse(true);
+    proxy.cut();
+    reach(
+        waiting_client.as_ref(),
+        ConnectionState::Suspended,
+        SESSION * 2,
+    );
+    holder.release().unwrap();
+    proxy.refuse(false);
+    let acquired = rx.recv_timeout(SESSION * 4).expect("the waiter was woken");
+    assert!(acquired.unwrap(), "the waiter holds the lock");
+    let c = counting.counters();
+    assert_eq!(
+        (c.create, c.get_children, c.get_data),
+        (1, 1, 1),
+        "queued once (create and listing pipelined), watched once, no second listing: {c:?}"
+    );
+    let after = waiting_client.session().snapshot();
+    assert_eq!(after.session_id, session.session_id);
+    assert_eq!(after.losses, session.losses);
+    waiter.join().unwrap();
 }

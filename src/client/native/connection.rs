@@ -43,11 +43,17 @@ pub struct WatchRegistration {
     pub watcher: Watcher,
 }
 
+/// What is done with the reply of a request nobody waits for. Runs on the reader thread (or
+/// the thread that breaks the connection): it must not call the client.
+pub type Completion = Box<dyn FnOnce(ZkResult<Reply>) + Send>;
+
 /// Where one request's reply lands.
 pub struct Slot {
     result: Mutex<Option<ZkResult<Reply>>>,
     ready: Condvar,
     watch: Mutex<Option<WatchRegistration>>,
+    /// Set for a request nobody waits for: the reply goes to it instead of `result`.
+    completion: Mutex<Option<Completion>>,
 }
 
 impl Slot {
@@ -56,10 +62,16 @@ impl Slot {
             result: Mutex::new(None),
             ready: Condvar::new(),
             watch: Mutex::new(watch),
+            completion: Mutex::new(None),
         })
     }
 
     fn fill(&self, result: ZkResult<Reply>) {
+        let completion = self.completion.lock().take();
+        if let Some(done) = completion {
+            done(result);
+            return;
+        }
         let mut slot = self.result.lock();
         if slot.is_none() {
             *slot = Some(result);
@@ -185,15 +197,33 @@ impl Connection {
     /// Writes `requests` back to back (one write) and returns their slots, in order. A request
     /// over the packet limit gets [`ZkError::BadArguments`] and is not sent.
     pub fn send(&self, requests: Vec<(WireRequest, Option<WatchRegistration>)>) -> Vec<Arc<Slot>> {
+        let requests = requests
+            .into_iter()
+            .map(|(request, watch)| (request, Slot::new(watch)))
+            .collect();
+        self.send_slots(requests)
+    }
+
+    /// Sends `request` without a waiter: its outcome (reply, or the connection's loss) goes to
+    /// `done`. It is queued and written like any other request, so the server applies it
+    /// before anything this session sends later on this connection.
+    pub fn send_unawaited(&self, request: WireRequest, done: Completion) {
+        let slot = Slot::new(None);
+        *slot.completion.lock() = Some(done);
+        self.send_slots(vec![(request, slot)]);
+    }
+
+    fn send_slots(&self, requests: Vec<(WireRequest, Arc<Slot>)>) -> Vec<Arc<Slot>> {
         let mut out = self.out.lock();
         let mut bytes = Vec::new();
         let mut slots = Vec::with_capacity(requests.len());
+        // Filled after the locks are released: a completion runs no code under them.
+        let mut refused = Vec::new();
         {
             let mut pending = self.pending.lock();
-            for (request, watch) in requests {
-                let slot = Slot::new(watch);
+            for (request, slot) in requests {
                 if pending.broken {
-                    slot.fill(Err(ZkError::ConnectionLoss));
+                    refused.push((slot.clone(), ZkError::ConnectionLoss));
                     slots.push(slot);
                     continue;
                 }
@@ -204,7 +234,7 @@ impl Connection {
                 });
                 let frame = request.encode(xid);
                 if frame.len() - 4 >= self.packet_limit {
-                    slot.fill(Err(ZkError::BadArguments));
+                    refused.push((slot.clone(), ZkError::BadArguments));
                     slots.push(slot);
                     continue;
                 }
@@ -213,14 +243,21 @@ impl Connection {
                 slots.push(slot);
             }
         }
-        if !bytes.is_empty() {
-            if let Err(e) = out.stream.write_all(&bytes) {
-                drop(out);
+        let written = match bytes.is_empty() {
+            true => Ok(false),
+            false => out.stream.write_all(&bytes).map(|()| true),
+        };
+        drop(out);
+        match written {
+            Ok(true) => self.last_send.store(self.now(), Ordering::SeqCst),
+            Ok(false) => {}
+            Err(e) => {
                 log::debug!("zk-locks native: write failed: {e}");
                 self.close();
-            } else {
-                self.last_send.store(self.now(), Ordering::SeqCst);
             }
+        }
+        for (slot, code) in refused {
+            slot.fill(Err(code));
         }
         slots
     }

@@ -56,7 +56,9 @@ use self::session::{SessionConfig, SessionCore};
 pub use self::tls::TlsOptions;
 use self::watches::{from_server, to_server, WatchKind, Watches};
 use crate::client::acl::{check_self_access, Acl, AclProvider};
-use crate::client::{CreateMode, Request, Response, Stat, Watcher, ZkClient, ZkError, ZkResult};
+use crate::client::{
+    CreateMode, DeleteDone, Request, Response, Stat, Watcher, ZkClient, ZkError, ZkResult,
+};
 use crate::error::{Error, Result};
 use crate::session::Session;
 
@@ -525,6 +527,22 @@ impl ZkClient for NativeClient {
             .into_iter()
             .map(|r| r.unwrap_or(Err(ZkError::ConnectionLoss)))
             .collect()
+    }
+
+    /// Queued and written like any request, on the connection of now; no connection now is
+    /// `ConnectionLoss` at once (the caller does not wait for one).
+    fn delete_unawaited(&self, path: &str, done: DeleteDone) {
+        if let Err(e) = check_path(path) {
+            return done(Err(e));
+        }
+        let request = WireRequest::Delete {
+            path: self.server_path(path),
+            version: -1,
+        };
+        match self.core.connection(Instant::now()) {
+            Ok(conn) => conn.send_unawaited(request, Box::new(move |reply| done(reply.map(drop)))),
+            Err(e) => done(Err(e)),
+        }
     }
 
     /// Create2 is one request.

@@ -425,6 +425,12 @@ impl LockInternals {
     pub(crate) fn release_within(&self, held: &HeldNode, wait: Wait) -> Result<()> {
         delete_guaranteed(&self.client, held.path(), self.retry.as_ref(), wait)
     }
+
+    /// Deletes our node without waiting for the reply (see
+    /// [`super::cleanup::delete_unawaited`]).
+    pub(crate) fn release_unawaited(&self, held: &HeldNode) {
+        super::cleanup::delete_unawaited(&self.client, held.path())
+    }
 }
 
 /// Wakes `waiter` on every session transition (until unsubscribed).

@@ -4,16 +4,31 @@
 //! Admission is FIFO through the mutex: only the head waiter holds it, and only it watches the
 //! `leases` directory. A lease is granted when the number of lease nodes (ours included) is at
 //! most the maximum; the admission mutex is released after each lease.
+//!
+//! Round trips on a pipelining backend: the admission create and its listing go together,
+//! then the lease create and the leases listing; once the lease is granted the admission
+//! delete is sent without waiting for its reply (it is still applied before this session's
+//! later requests, and finished in the background if its connection is lost), so an
+//! uncontended acquire is two round trips and the release one.
+//!
+//! Table of contents: this file holds [`InterProcessSemaphoreV2`] (admission, the lease
+//! node, the wait for room); `lease` the [`Lease`] it hands out; `mutex`
+//! [`InterProcessSemaphoreMutex`], a one-lease semaphore as a lock.
+
+mod lease;
+mod mutex;
+
+pub use lease::Lease;
+pub use mutex::InterProcessSemaphoreMutex;
 
 use std::sync::Arc;
-use std::thread::{self, ThreadId};
 use std::time::{Duration, Instant};
 
 use crate::client::{SharedClient, ZkError};
 use crate::error::{Error, Result};
 use crate::paths;
 use crate::retry::{ExponentialBackoffRetry, Retries, RetryPolicy, RetryStep};
-use crate::session::ConnectionState;
+use crate::session::{ConnectionState, ListenerId};
 
 use super::driver::{LockDriver, StandardDriver};
 use super::held::{HeldNode, LockState};
@@ -24,7 +39,7 @@ use super::layout::{LEASE_BASE_NAME, LEASE_PARENT, LOCK_PARENT};
 use super::mutex::InterProcessMutex;
 use super::participants::{self as queue, Participant, ParticipantKind};
 use super::shared_count::SharedCount;
-use super::{deadline_after, default_node_data, validate_lock_path, InterProcessLock, LockGuard};
+use super::{deadline_after, default_node_data, validate_lock_path};
 
 /// Where the maximum number of leases comes from.
 #[derive(Debug, Clone)]
@@ -196,16 +211,20 @@ impl InterProcessSemaphoreV2 {
                 return Ok(None);
             }
             let outcome = self.lease_while_admitted(deadline, &data, start);
-            // Bounded by the deadline too: a timed call returns by it even during an outage
-            // (the delete goes on in the background).
-            // A timed call past its deadline with its link in trouble makes no more requests.
-            let wait = match &outcome {
-                Ok(Granted::TimedOut { link_trouble }) => {
-                    Wait::after_timeout(self.leases.client(), deadline, *link_trouble)
-                }
-                _ => Wait::Until(deadline),
+            // With the lease granted, the caller does not wait for the admission delete:
+            // holding admission a little longer keeps others out a little longer, nothing
+            // more, and it is sent after the leases listing was answered (see the module
+            // docs). Otherwise it is bounded by the deadline: a timed call returns by it even
+            // during an outage (the delete goes on in the background), and one past its
+            // deadline with its link in trouble makes no more requests.
+            let released = match &outcome {
+                Ok(Granted::Yes(_)) => self.admission.release_unawaited(),
+                Ok(Granted::TimedOut { link_trouble }) => self.admission.release_within(
+                    Wait::after_timeout(self.leases.client(), deadline, *link_trouble),
+                ),
+                _ => self.admission.release_within(Wait::Until(deadline)),
             };
-            if let Err(e) = self.admission.release_within(wait) {
+            if let Err(e) = released {
                 log::warn!("releasing the admission mutex of {}: {e}", self.path);
             }
             match outcome? {
@@ -262,18 +281,9 @@ impl InterProcessSemaphoreV2 {
         let our_name = paths::node_name(&our_path).to_string();
         let leases_path = self.leases.base_path().to_string();
         let waiter = Arc::new(Waiter::default());
-        let session_listener = wake_on_session_change(client, &waiter);
-        let count_listener = match &self.max {
-            MaxLeases::Shared(c) => {
-                let w = Arc::downgrade(&waiter);
-                Some(c.subscribe(move |_| {
-                    if let Some(w) = w.upgrade() {
-                        w.signal(None);
-                    }
-                }))
-            }
-            MaxLeases::Fixed(_) => None,
-        };
+        // Session changes and changes of a shared maximum wake the waiter: subscribed before
+        // the first listing that sets a watch (an uncontended lease never subscribes).
+        let mut listeners = None;
         let mut watch = false;
         let mut retries = Retries::new(self.leases.retry_policy().as_ref(), start, deadline);
         let result = loop {
@@ -338,6 +348,7 @@ impl InterProcessSemaphoreV2 {
             }
             if !watch {
                 watch = true;
+                listeners = Some(self.wake_on_changes(&waiter));
                 continue;
             }
             waiter.wait(deadline);
@@ -347,9 +358,11 @@ impl InterProcessSemaphoreV2 {
                 });
             }
         };
-        client.session().unsubscribe(session_listener);
-        if let (Some(id), MaxLeases::Shared(c)) = (count_listener, &self.max) {
-            c.unsubscribe(id);
+        if let Some((session_listener, count_listener)) = listeners {
+            client.session().unsubscribe(session_listener);
+            if let (Some(id), MaxLeases::Shared(c)) = (count_listener, &self.max) {
+                c.unsubscribe(id);
+            }
         }
         match result {
             Ok(Granted::Yes(lease)) => {
@@ -367,6 +380,23 @@ impl InterProcessSemaphoreV2 {
             // On `NodeGone` the lease is deleted by path all the same: it may still exist.
             other => other,
         }
+    }
+
+    /// Subscribes `waiter` to session changes and to the shared maximum's changes.
+    fn wake_on_changes(&self, waiter: &Arc<Waiter>) -> (ListenerId, Option<u64>) {
+        let session_listener = wake_on_session_change(self.leases.client(), waiter);
+        let count_listener = match &self.max {
+            MaxLeases::Shared(c) => {
+                let w = Arc::downgrade(waiter);
+                Some(c.subscribe(move |_| {
+                    if let Some(w) = w.upgrade() {
+                        w.signal(None);
+                    }
+                }))
+            }
+            MaxLeases::Fixed(_) => None,
+        };
+        (session_listener, count_listener)
     }
 
     /// The lease nodes' names, unsorted (as Curator's `getParticipantNodes` for semaphores).
@@ -404,228 +434,4 @@ enum Granted {
         link_trouble: bool,
     },
     NodeGone,
-}
-
-/// One lease of a semaphore. Returned (its node deleted) on [`Lease::close`] or drop.
-#[derive(Debug)]
-pub struct Lease {
-    node: Arc<HeldNode>,
-    retry: Arc<dyn RetryPolicy>,
-    closed: bool,
-}
-
-impl Lease {
-    /// Returns the lease now, reporting failure (drop only logs it).
-    pub fn close(mut self) -> Result<()> {
-        self.close_inner()
-    }
-
-    fn close_inner(&mut self) -> Result<()> {
-        if std::mem::replace(&mut self.closed, true) {
-            return Ok(());
-        }
-        super::internals::delete_guaranteed(
-            self.node.client(),
-            self.node.path(),
-            self.retry.as_ref(),
-            Wait::Until(None),
-        )
-    }
-
-    /// The lease node's full path.
-    pub fn node_path(&self) -> &str {
-        self.node.path()
-    }
-
-    /// The lease node's name.
-    pub fn node_name(&self) -> &str {
-        paths::node_name(self.node.path())
-    }
-
-    /// The lease node's data (one read).
-    pub fn data(&self) -> Result<Vec<u8>> {
-        self.node
-            .client()
-            .get_data(self.node.path(), None)
-            .map(|(d, _)| d)
-            .map_err(|c| Error::zk("get_data", self.node.path(), c))
-    }
-
-    /// The node this lease is held through (state, fencing token).
-    pub fn held_node(&self) -> &Arc<HeldNode> {
-        &self.node
-    }
-
-    /// Held, Suspect or Lost (see [`LockState`]).
-    pub fn state(&self) -> LockState {
-        self.node.state()
-    }
-
-    /// `state() == Held`.
-    pub fn is_valid(&self) -> bool {
-        self.node.is_valid()
-    }
-
-    /// The fencing token (the lease node's czxid).
-    pub fn fencing_token(&self) -> Result<i64> {
-        self.node.fencing_token()
-    }
-}
-
-impl Drop for Lease {
-    fn drop(&mut self) {
-        if let Err(e) = self.close_inner() {
-            log::warn!("returning lease {}: {e}", self.node.path());
-        }
-    }
-}
-
-/// A mutex made of a one-lease semaphore (Curator's `InterProcessSemaphoreMutex`).
-///
-/// **Not reentrant**: a second acquire by the holding thread waits (or times out) like any
-/// other contender.
-///
-/// A lease taken with [`InterProcessLock::acquire`] may be released from any thread, as in
-/// Curator. A lease taken with [`InterProcessLock::lock`] or
-/// [`InterProcessLock::try_lock_for`] belongs to its guard: the guard returns that lease and
-/// no other (after a session loss, this object may hold a newer lease by then), and
-/// [`InterProcessLock::release`] from another thread is [`Error::NotOwner`] and leaves it
-/// alone.
-#[derive(Debug)]
-pub struct InterProcessSemaphoreMutex {
-    semaphore: InterProcessSemaphoreV2,
-    lease: parking_lot::Mutex<Option<StoredLease>>,
-}
-
-/// The lease this object holds, and the thread whose guard owns it (if a guard does).
-#[derive(Debug)]
-struct StoredLease {
-    lease: Lease,
-    guard_thread: Option<ThreadId>,
-}
-
-impl InterProcessSemaphoreMutex {
-    /// A semaphore mutex at `path`.
-    pub fn new(client: SharedClient, path: &str) -> Result<Self> {
-        Ok(InterProcessSemaphoreMutex {
-            semaphore: InterProcessSemaphoreV2::new(client, path, 1)?,
-            lease: parking_lot::Mutex::new(None),
-        })
-    }
-
-    /// The lock's path.
-    pub fn path(&self) -> &str {
-        self.semaphore.path()
-    }
-
-    /// The lease node names (see [`InterProcessSemaphoreV2::participant_nodes`]).
-    pub fn participant_nodes(&self) -> Result<Vec<String>> {
-        self.semaphore.participant_nodes()
-    }
-
-    /// The lease nodes (the holder's, and one waiting for room), see
-    /// [`InterProcessSemaphoreV2::participants`].
-    pub fn participants(&self) -> Result<Vec<Participant>> {
-        self.semaphore.participants()
-    }
-
-    /// Keeps `lease` (owned by the calling thread's guard when `for_guard`); returns its node.
-    fn store(&self, lease: Lease, for_guard: bool) -> Arc<HeldNode> {
-        let node = lease.node.clone();
-        let stored = StoredLease {
-            lease,
-            guard_thread: for_guard.then(|| thread::current().id()),
-        };
-        // A lease still stored here was lost with its session (one lease: nothing else lets
-        // a second one be granted); dropping it deletes nothing of the new session.
-        let _old = self.lease.lock().replace(stored);
-        node
-    }
-
-    fn guard(&self, lease: Lease) -> LockGuard<'_, Self> {
-        let node = self.store(lease, true);
-        LockGuard::with_nodes(self, vec![node])
-    }
-}
-
-impl InterProcessLock for InterProcessSemaphoreMutex {
-    fn acquire(&self) -> Result<()> {
-        let lease = self.semaphore.acquire()?;
-        self.store(lease, false);
-        Ok(())
-    }
-
-    fn acquire_timeout(&self, timeout: Duration) -> Result<bool> {
-        match self.semaphore.acquire_timeout(timeout)? {
-            Some(lease) => {
-                self.store(lease, false);
-                Ok(true)
-            }
-            None => Ok(false),
-        }
-    }
-
-    fn release(&self) -> Result<()> {
-        // Taken out before closing, so a concurrent acquire never sees a closed lease (CURATOR-376).
-        let stored = {
-            let mut slot = self.lease.lock();
-            let guard_thread = slot.as_ref().and_then(|s| s.guard_thread);
-            if guard_thread.is_some_and(|t| t != thread::current().id()) {
-                return Err(Error::NotOwner {
-                    path: self.path().to_string(),
-                });
-            }
-            slot.take()
-        };
-        match stored {
-            Some(s) => s.lease.close(),
-            None => Err(Error::NotAcquired {
-                path: self.path().to_string(),
-            }),
-        }
-    }
-
-    fn release_hold(&self, nodes: &[Arc<HeldNode>]) -> Result<()> {
-        let stored = self
-            .lease
-            .lock()
-            .take_if(|s| nodes.iter().any(|n| Arc::ptr_eq(n, &s.lease.node)));
-        match stored {
-            Some(s) => s.lease.close(),
-            // Lost with its session: the server deleted it, nothing is left to return.
-            None if nodes.iter().all(|n| n.state() == LockState::Lost) => Ok(()),
-            None => Err(Error::NotAcquired {
-                path: self.path().to_string(),
-            }),
-        }
-    }
-
-    fn is_acquired_in_this_process(&self) -> bool {
-        self.lease.lock().is_some()
-    }
-
-    fn held_nodes(&self) -> Vec<Arc<HeldNode>> {
-        self.lease
-            .lock()
-            .as_ref()
-            .map(|s| s.lease.node.clone())
-            .into_iter()
-            .collect()
-    }
-
-    fn lock_paths(&self) -> Vec<String> {
-        vec![self.path().to_string()]
-    }
-
-    fn lock(&self) -> Result<LockGuard<'_, Self>> {
-        let lease = self.semaphore.acquire()?;
-        Ok(self.guard(lease))
-    }
-
-    fn try_lock_for(&self, timeout: Duration) -> Result<Option<LockGuard<'_, Self>>> {
-        Ok(self
-            .semaphore
-            .acquire_timeout(timeout)?
-            .map(|lease| self.guard(lease)))
-    }
 }

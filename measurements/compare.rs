@@ -1,7 +1,8 @@
 //! zk-locks against Curator 5.4, side by side, in one run against one ZooKeeper server:
-//! uncontended acquire+release latency per recipe, contended mutex throughput and hand-off
-//! latency with 2/4/8 sessions, and the server's requests per acquisition for both clients.
-//! Prints a markdown table (ratios are zk-locks / Curator) and the machine facts.
+//! uncontended acquire+release latency per recipe, contended throughput and hand-off latency
+//! (mutex with 2/4/8 sessions, semaphore mutex and write lock with 4), and the server's
+//! requests and the clients' round trips per operation. Prints a markdown table (ratios are
+//! zk-locks / Curator) and the machine facts. The engine is `zk_locks::testing::compare`.
 //!
 //! ```text
 //! cargo run --release --features testing --example compare [-- --quick]
@@ -11,13 +12,9 @@
 //! Without `ZK_CONNECT` it starts its own `TestingServer` (Debian's ZooKeeper 3.8, fsync off).
 //! Needs Java 17 and Debian's Curator jars (`scripts/test.sh` installs them).
 
-// The smoke test uses parts (the tiny plan) that this program does not.
-#[allow(dead_code)]
-#[path = "compare/bench.rs"]
-mod bench;
-
 use std::process::ExitCode;
 
+use zk_locks::testing::compare as bench;
 use zk_locks::testing::TestingServer;
 
 fn main() -> ExitCode {

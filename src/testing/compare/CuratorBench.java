@@ -1,14 +1,15 @@
-// The Curator 5.4 side of `cargo run --release --features testing --example compare`.
+// The Curator 5.4 side of `cargo run --release --features testing --example compare`
+// (driven by src/testing/compare/curator_side.rs).
 //
 // Usage: java CuratorBench <connectString> <sessions>
 // Opens <sessions> CuratorFrameworks (one ZooKeeper session each), prints "READY", then runs
 // one command per stdin line and answers each with one parseable line:
 //   roundtrip <path> <n>                       -> RESULT kind=roundtrip n=.. p50_ns=.. p99_ns=.. elapsed_ns=..
 //   uncontended <recipe> <path> <n>            -> RESULT kind=uncontended n=.. p50_ns=.. p99_ns=.. elapsed_ns=..
-//   contended <path> <sessions> <count>        -> RESULT kind=contended n=.. p50_ns=.. p99_ns=.. elapsed_ns=..
+//   contended <recipe> <path> <sessions> <count> -> RESULT kind=contended n=.. p50_ns=.. p99_ns=.. elapsed_ns=..
 //   quit
 // recipe: mutex | semaphore-mutex | write | read. Failures print "ERROR <message>".
-// The measurement loops mirror recipes/compare/core.rs line for line, so the numbers compare.
+// The measurement loops mirror src/testing/compare/ours.rs line for line, so the numbers compare.
 
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
@@ -66,7 +67,7 @@ public class CuratorBench {
                         r = uncontended(w[1], w[2], Integer.parseInt(w[3]));
                         break;
                     case "contended":
-                        r = contended(w[1], Integer.parseInt(w[2]), Integer.parseInt(w[3]));
+                        r = contended(w[1], w[2], Integer.parseInt(w[3]), Integer.parseInt(w[4]));
                         break;
                     default:
                         throw new IllegalArgumentException("unknown command " + w[0]);
@@ -125,11 +126,13 @@ public class CuratorBench {
     }
 
     /**
-     * One thread per session, zero hold time, until `count` acquisitions in total. The
+     * One thread per session, each with its own lock object of `recipe`, zero hold time,
+     * until `count` acquisitions in total. The
      * hand-off latency is from the moment a holder calls release to the moment the next
      * holder's acquire returns.
      */
-    private static long[] contended(String path, int sessions, int count) throws Exception {
+    private static long[] contended(String recipe, String path, int sessions, int count)
+            throws Exception {
         if (sessions > clients.length) throw new IllegalArgumentException("too many sessions");
         AtomicLong taken = new AtomicLong();
         AtomicLong releasedAt = new AtomicLong(-1);
@@ -142,7 +145,7 @@ public class CuratorBench {
             final int id = s;
             final long[] handoffs = new long[count + sessions];
             perThread.add(handoffs);
-            final InterProcessMutex lock = new InterProcessMutex(clients[s], path);
+            final InterProcessLock lock = recipe(clients[s], recipe, path);
             Thread t = new Thread(() -> {
                 try {
                     go.await();

@@ -1,0 +1,84 @@
+//! [`Lease`]: one lease of a semaphore, returned (its node deleted) on close or drop.
+
+use std::sync::Arc;
+
+use crate::error::Result;
+use crate::locks::held::{HeldNode, LockState};
+use crate::locks::internals::Wait;
+use crate::paths;
+use crate::retry::RetryPolicy;
+use crate::Error;
+
+/// One lease of a semaphore. Returned (its node deleted) on [`Lease::close`] or drop.
+#[derive(Debug)]
+pub struct Lease {
+    pub(super) node: Arc<HeldNode>,
+    pub(super) retry: Arc<dyn RetryPolicy>,
+    pub(super) closed: bool,
+}
+
+impl Lease {
+    /// Returns the lease now, reporting failure (drop only logs it).
+    pub fn close(mut self) -> Result<()> {
+        self.close_inner()
+    }
+
+    fn close_inner(&mut self) -> Result<()> {
+        if std::mem::replace(&mut self.closed, true) {
+            return Ok(());
+        }
+        crate::locks::internals::delete_guaranteed(
+            self.node.client(),
+            self.node.path(),
+            self.retry.as_ref(),
+            Wait::Until(None),
+        )
+    }
+
+    /// The lease node's full path.
+    pub fn node_path(&self) -> &str {
+        self.node.path()
+    }
+
+    /// The lease node's name.
+    pub fn node_name(&self) -> &str {
+        paths::node_name(self.node.path())
+    }
+
+    /// The lease node's data (one read).
+    pub fn data(&self) -> Result<Vec<u8>> {
+        self.node
+            .client()
+            .get_data(self.node.path(), None)
+            .map(|(d, _)| d)
+            .map_err(|c| Error::zk("get_data", self.node.path(), c))
+    }
+
+    /// The node this lease is held through (state, fencing token).
+    pub fn held_node(&self) -> &Arc<HeldNode> {
+        &self.node
+    }
+
+    /// Held, Suspect or Lost (see [`LockState`]).
+    pub fn state(&self) -> LockState {
+        self.node.state()
+    }
+
+    /// `state() == Held`.
+    pub fn is_valid(&self) -> bool {
+        self.node.is_valid()
+    }
+
+    /// The fencing token (the lease node's czxid).
+    pub fn fencing_token(&self) -> Result<i64> {
+        self.node.fencing_token()
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        if let Err(e) = self.close_inner() {
+            log::warn!("returning lease {}: {e}", self.node.path());
+        }
+    }
+}

@@ -1,0 +1,161 @@
+//! [`InterProcessSemaphoreMutex`]: a one-lease semaphore as a (non-reentrant) lock.
+
+use std::sync::Arc;
+use std::thread::{self, ThreadId};
+use std::time::Duration;
+
+use super::{InterProcessSemaphoreV2, Lease};
+use crate::client::SharedClient;
+use crate::error::{Error, Result};
+use crate::locks::held::{HeldNode, LockState};
+use crate::locks::{InterProcessLock, LockGuard, Participant};
+
+/// A mutex made of a one-lease semaphore (Curator's `InterProcessSemaphoreMutex`).
+///
+/// **Not reentrant**: a second acquire by the holding thread waits (or times out) like any
+/// other contender.
+///
+/// A lease taken with [`InterProcessLock::acquire`] may be released from any thread, as in
+/// Curator. A lease taken with [`InterProcessLock::lock`] or
+/// [`InterProcessLock::try_lock_for`] belongs to its guard: the guard returns that lease and
+/// no other (after a session loss, this object may hold a newer lease by then), and
+/// [`InterProcessLock::release`] from another thread is [`Error::NotOwner`] and leaves it
+/// alone.
+#[derive(Debug)]
+pub struct InterProcessSemaphoreMutex {
+    semaphore: InterProcessSemaphoreV2,
+    lease: parking_lot::Mutex<Option<StoredLease>>,
+}
+
+/// The lease this object holds, and the thread whose guard owns it (if a guard does).
+#[derive(Debug)]
+struct StoredLease {
+    lease: Lease,
+    guard_thread: Option<ThreadId>,
+}
+
+impl InterProcessSemaphoreMutex {
+    /// A semaphore mutex at `path`.
+    pub fn new(client: SharedClient, path: &str) -> Result<Self> {
+        Ok(InterProcessSemaphoreMutex {
+            semaphore: InterProcessSemaphoreV2::new(client, path, 1)?,
+            lease: parking_lot::Mutex::new(None),
+        })
+    }
+
+    /// The lock's path.
+    pub fn path(&self) -> &str {
+        self.semaphore.path()
+    }
+
+    /// The lease node names (see [`InterProcessSemaphoreV2::participant_nodes`]).
+    pub fn participant_nodes(&self) -> Result<Vec<String>> {
+        self.semaphore.participant_nodes()
+    }
+
+    /// The lease nodes (the holder's, and one waiting for room), see
+    /// [`InterProcessSemaphoreV2::participants`].
+    pub fn participants(&self) -> Result<Vec<Participant>> {
+        self.semaphore.participants()
+    }
+
+    /// Keeps `lease` (owned by the calling thread's guard when `for_guard`); returns its node.
+    fn store(&self, lease: Lease, for_guard: bool) -> Arc<HeldNode> {
+        let node = lease.node.clone();
+        let stored = StoredLease {
+            lease,
+            guard_thread: for_guard.then(|| thread::current().id()),
+        };
+        // A lease still stored here was lost with its session (one lease: nothing else lets
+        // a second one be granted); dropping it deletes nothing of the new session.
+        let _old = self.lease.lock().replace(stored);
+        node
+    }
+
+    fn guard(&self, lease: Lease) -> LockGuard<'_, Self> {
+        let node = self.store(lease, true);
+        LockGuard::with_nodes(self, vec![node])
+    }
+}
+
+impl InterProcessLock for InterProcessSemaphoreMutex {
+    fn acquire(&self) -> Result<()> {
+        let lease = self.semaphore.acquire()?;
+        self.store(lease, false);
+        Ok(())
+    }
+
+    fn acquire_timeout(&self, timeout: Duration) -> Result<bool> {
+        match self.semaphore.acquire_timeout(timeout)? {
+            Some(lease) => {
+                self.store(lease, false);
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    fn release(&self) -> Result<()> {
+        // Taken out before closing, so a concurrent acquire never sees a closed lease (CURATOR-376).
+        let stored = {
+            let mut slot = self.lease.lock();
+            let guard_thread = slot.as_ref().and_then(|s| s.guard_thread);
+            if guard_thread.is_some_and(|t| t != thread::current().id()) {
+                return Err(Error::NotOwner {
+                    path: self.path().to_string(),
+                });
+            }
+            slot.take()
+        };
+        match stored {
+            Some(s) => s.lease.close(),
+            None => Err(Error::NotAcquired {
+                path: self.path().to_string(),
+            }),
+        }
+    }
+
+    fn release_hold(&self, nodes: &[Arc<HeldNode>]) -> Result<()> {
+        let stored = self
+            .lease
+            .lock()
+            .take_if(|s| nodes.iter().any(|n| Arc::ptr_eq(n, &s.lease.node)));
+        match stored {
+            Some(s) => s.lease.close(),
+            // Lost with its session: the server deleted it, nothing is left to return.
+            None if nodes.iter().all(|n| n.state() == LockState::Lost) => Ok(()),
+            None => Err(Error::NotAcquired {
+                path: self.path().to_string(),
+            }),
+        }
+    }
+
+    fn is_acquired_in_this_process(&self) -> bool {
+        self.lease.lock().is_some()
+    }
+
+    fn held_nodes(&self) -> Vec<Arc<HeldNode>> {
+        self.lease
+            .lock()
+            .as_ref()
+            .map(|s| s.lease.node.clone())
+            .into_iter()
+            .collect()
+    }
+
+    fn lock_paths(&self) -> Vec<String> {
+        vec![self.path().to_string()]
+    }
+
+    fn lock(&self) -> Result<LockGuard<'_, Self>> {
+        let lease = self.semaphore.acquire()?;
+        Ok(self.guard(lease))
+    }
+
+    fn try_lock_for(&self, timeout: Duration) -> Result<Option<LockGuard<'_, Self>>> {
+        Ok(self
+            .semaphore
+            .acquire_timeout(timeout)?
+            .map(|lease| self.guard(lease)))
+    }
+}
