@@ -8,12 +8,12 @@ use std::sync::mpsc::{self, Receiver};
 use std::sync::{Arc, Barrier, OnceLock};
 use std::time::Duration;
 
-use crate::common::{eventually, unique_root};
 use zk_locks::client::native::NativeClient;
 use zk_locks::client::zookeeper::ZookeeperClient;
 use zk_locks::locks::{
     InterProcessLock, InterProcessMutex, InterProcessReadWriteLock, InterProcessSemaphoreV2,
 };
+use zk_locks::testing::harness::{eventually, unique_root};
 use zk_locks::testing::{curator, shared_server};
 use zk_locks::{SharedClient, ZkClient};
 

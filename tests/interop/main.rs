@@ -17,9 +17,6 @@
 //! - `revocation`: revoking in both directions;
 //! - `secured`: digest credentials with `CREATOR_ALL_ACL`, and a Curator peer over TLS.
 
-#[path = "../common/mod.rs"]
-mod common;
-
 mod exclusion;
 mod harness;
 mod queues;

@@ -3,11 +3,11 @@
 
 use std::sync::Arc;
 
-use crate::common::{eventually, unique_root};
 use zk_locks::locks::{
     sort_children, standard_sort_key, Decision, InterProcessLock, InterProcessMutex,
     InterProcessReadWriteLock, LockDriver, READ_LOCK_NAME, WRITE_LOCK_NAME,
 };
+use zk_locks::testing::harness::{eventually, unique_root};
 use zk_locks::testing::shared_server;
 use zk_locks::SharedClient;
 

@@ -2,8 +2,8 @@
 
 use std::sync::mpsc::{self};
 
-use crate::common::unique_root;
 use zk_locks::locks::{InterProcessLock, InterProcessMutex, Revoker};
+use zk_locks::testing::harness::unique_root;
 use zk_locks::{SharedClient, ZkClient};
 
 use crate::harness::*;

@@ -4,10 +4,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::common::{eventually, unique_root};
 use zk_locks::client::acl::AclProvider;
 use zk_locks::client::native::{NativeClient, NativeOptions};
 use zk_locks::locks::{InterProcessLock, InterProcessMutex};
+use zk_locks::testing::harness::{eventually, unique_root};
 use zk_locks::{SharedClient, ZkClient, ZkError};
 
 use crate::harness::*;

@@ -84,7 +84,7 @@ pub struct Real {
 #[derive(Clone)]
 struct TlsTarget {
     /// The CA the server's certificate is checked against.
-    #[cfg_attr(not(feature = "tls"), allow(dead_code))]
+    #[cfg(feature = "tls")]
     ca: std::path::PathBuf,
     /// The same server's plain port, for four-letter words, and because the proxy cannot read
     /// a TLS session off the wire: a targeted expiry closes the session (taken from the
