@@ -4,7 +4,8 @@
 //! lock node names carry a fresh UUID, so a node of that name can only be ours, and a create
 //! may have run in a session the client had not reported yet (the node then lives on in a live
 //! session). A background delete ends when the node is gone, the client is closed or dropped,
-//! or two more sessions were lost.
+//! or two more sessions were lost. Releasing a hold that is `Lost` never waits for the link:
+//! its session is over, and the background delete covers a node the server still has.
 
 use std::sync::Arc;
 use std::thread;
@@ -69,14 +70,23 @@ pub(crate) fn delete_guaranteed(
 /// the link, and returns `Ok`: nothing of the hold is left that the caller could act on.
 pub(crate) fn release_held(held: &HeldNode, retry: &dyn RetryPolicy, wait: Wait) -> Result<()> {
     delete_node(held.client(), held.path(), retry, wait, &|| {
-        held.state() == LockState::Lost
+        known_lost(held)
     })
+}
+
+/// Whether `held` is `Lost` as far as the client knows, without a request (a release with
+/// [`Wait::Background`] makes none, and one that waits for the link has none to make): its
+/// session is over, or, while not connected, it was found gone.
+fn known_lost(held: &HeldNode) -> bool {
+    let s = held.client().session().snapshot();
+    s.losses != held.losses()
+        || matches!(s.state, ConnectionState::Lost | ConnectionState::Closed)
+        || (!s.state.is_connected() && held.state() == LockState::Lost)
 }
 
 /// [`delete_guaranteed`], ending with `Ok` (and the delete in the background) as soon as
 /// `lost()` says the node has nothing left to protect and the outcome is unknown, or the link
-/// is down. `lost` is asked only when a request failed or the client is not connected, where
-/// a hold's state costs no request.
+/// is down.
 fn delete_node(
     client: &SharedClient,
     path: &str,
