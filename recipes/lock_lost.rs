@@ -200,10 +200,9 @@ fn hold_and_work(
             }
         }
     }
-    // The node is gone with the session; releasing reports that, and that is expected.
-    if let Err(e) = guard.unlock() {
-        info!("holder: release after the loss: {e}");
-    }
+    // The node went with the session: a lost hold releases at once, link or no link.
+    guard.unlock()?;
+    info!("holder: released the lost hold");
     Ok((states, steps))
 }
 

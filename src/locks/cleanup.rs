@@ -4,7 +4,8 @@
 //! lock node names carry a fresh UUID, so a node of that name can only be ours, and a create
 //! may have run in a session the client had not reported yet (the node then lives on in a live
 //! session). A background delete ends when the node is gone, the client is closed or dropped,
-//! or two more sessions were lost.
+//! or two more sessions were lost. Releasing a hold that is `Lost` never waits for the link:
+//! its session is over, and the background delete covers a node the server still has.
 
 use std::sync::{Arc, Weak};
 use std::thread;
@@ -15,6 +16,7 @@ use crate::error::{Error, Result};
 use crate::retry::{Retries, RetryPolicy, RetryStep};
 use crate::session::ConnectionState;
 
+use super::held::{HeldNode, LockState};
 use super::internals::LockInternals;
 
 /// How long a delete may keep its caller.
@@ -56,22 +58,69 @@ pub(crate) fn delete_guaranteed(
     retry: &dyn RetryPolicy,
     wait: Wait,
 ) -> Result<()> {
+    delete_node(client, path, retry, wait, &|| false)
+}
+
+/// Deletes the node of a hold being released, as [`delete_guaranteed`] while the hold may be
+/// alive (`Held` or `Suspect`: the session may live, and the node with it, until the delete
+/// is done). A hold that is `Lost`, or turns `Lost` while its release waits for the link, has
+/// nothing left to protect: its node went with its session, or lives in a session the client
+/// gave up on or has not reported yet, which the background delete by exact path covers. So
+/// its release makes one try when connected (a gone node answers at once), never waits for
+/// the link, and returns `Ok`: nothing of the hold is left that the caller could act on.
+pub(crate) fn release_held(held: &HeldNode, retry: &dyn RetryPolicy, wait: Wait) -> Result<()> {
+    delete_node(held.client(), held.path(), retry, wait, &|| {
+        known_lost(held)
+    })
+}
+
+/// Whether `held` is `Lost` as far as the client knows, without a request (a release with
+/// [`Wait::Background`] makes none, and one that waits for the link has none to make): its
+/// session is over, or, while not connected, it was found gone.
+fn known_lost(held: &HeldNode) -> bool {
+    let s = held.client().session().snapshot();
+    s.losses != held.losses()
+        || matches!(s.state, ConnectionState::Lost | ConnectionState::Closed)
+        || (!s.state.is_connected() && held.state() == LockState::Lost)
+}
+
+/// [`delete_guaranteed`], ending with `Ok` (and the delete in the background) as soon as
+/// `lost()` says the node has nothing left to protect and the outcome is unknown, or the link
+/// is down.
+fn delete_node(
+    client: &SharedClient,
+    path: &str,
+    retry: &dyn RetryPolicy,
+    wait: Wait,
+    lost: &dyn Fn() -> bool,
+) -> Result<()> {
     let Wait::Until(deadline) = wait else {
         delete_in_background(client, path);
-        return Err(Error::zk("delete", path, ZkError::ConnectionLoss));
+        return if lost() {
+            Ok(())
+        } else {
+            Err(Error::zk("delete", path, ZkError::ConnectionLoss))
+        };
     };
     let mut retries = Retries::new(retry, Instant::now(), deadline);
     loop {
+        if !client.session().state().is_connected() && lost() {
+            delete_in_background(client, path);
+            return Ok(());
+        }
         let code = match try_delete(client, path) {
             Ok(None) => return Ok(()),
             Ok(Some(code)) => code,
             Err(code) => return Err(Error::zk("delete", path, code)),
         };
+        if lost() {
+            delete_in_background(client, path);
+            return Ok(());
+        }
         match retries.next() {
             RetryStep::Again { slept } => {
-                let wait = Instant::now() + slept * 4;
-                let wait = deadline.map_or(wait, |d| d.min(wait));
-                client.session().wait_until_connected(Some(wait));
+                let until = Instant::now() + slept * 4;
+                wait_for_link(client, deadline.map_or(until, |d| d.min(until)), lost);
             }
             RetryStep::Exhausted | RetryStep::DeadlinePassed => {
                 log::warn!("could not delete {path} yet ({code}); deleting in the background");
@@ -79,6 +128,22 @@ pub(crate) fn delete_guaranteed(
                 return Err(Error::zk("delete", path, code));
             }
         }
+    }
+}
+
+/// Blocks until the client is connected or closed, `lost()`, or `until`.
+fn wait_for_link(client: &SharedClient, until: Instant, lost: &dyn Fn() -> bool) {
+    let session = client.session();
+    loop {
+        let s = session.snapshot();
+        if s.state.is_connected()
+            || s.state == ConnectionState::Closed
+            || Instant::now() >= until
+            || lost()
+        {
+            return;
+        }
+        session.wait_for_change(s.epoch, Some(until));
     }
 }
 

@@ -144,7 +144,9 @@ impl<'a, L: InterProcessLock + ?Sized> LockGuard<'a, L> {
         Ok(token)
     }
 
-    /// Releases now and reports a failure (dropping the guard only logs it).
+    /// Releases now and reports a failure (dropping the guard only logs it). A `Lost` guard
+    /// releases without waiting for the link, with `Ok`: its session is over, and a node of
+    /// it that the server still has is deleted in the background once the link is back.
     pub fn unlock(mut self) -> Result<()> {
         self.released = true;
         self.lock.release_hold(&self.nodes)

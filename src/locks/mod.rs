@@ -84,7 +84,9 @@ pub trait InterProcessLock: Send + Sync {
     /// Waits at most `timeout`; `Ok(false)` when it passed (nothing is left behind then).
     fn acquire_timeout(&self, timeout: Duration) -> Result<bool>;
 
-    /// Releases one hold of the lock.
+    /// Releases one hold of the lock. A hold that is [`LockState::Lost`] is released without
+    /// waiting for the link: `Ok`, its node (if the server still has it) deleted in the
+    /// background once the link is back.
     fn release(&self) -> Result<()>;
 
     /// True when some thread of this process holds it through this object.

@@ -257,6 +257,51 @@ fn expire_while_connected() {
     mine.assert_none();
 }
 
+/// A client that gives up on its session while its link is down reports `Lost` at once; the
+/// server still holds that session (and its ephemeral node) until it expires it; the link
+/// comes back with a new session.
+#[test]
+fn give_up_session_while_suspended() {
+    let (ensemble, client) = setup();
+    let log = record(&client);
+    let old = client.session().snapshot();
+    let lock = client
+        .create("/d/lock-", b"", CreateMode::EphemeralSequential)
+        .unwrap();
+    client.give_up_session(); // not suspended: no-op
+    assert_eq!(client.session().snapshot(), old);
+
+    client.suspend();
+    client.give_up_session();
+    client.give_up_session(); // once only
+
+    let lost = client.session().snapshot();
+    assert_eq!(lost.state, ConnectionState::Lost);
+    assert_eq!(lost.losses, old.losses + 1);
+    assert!(ensemble.node(&lock).is_some(), "the server was not told");
+    assert_eq!(client.exists("/d"), Err(ZkError::ConnectionLoss));
+
+    client.resume();
+    let new = client.session().snapshot();
+    assert_eq!(new.state, ConnectionState::Connected);
+    assert_ne!(new.session_id, old.session_id);
+    assert_eq!(new.losses, old.losses + 1, "one loss, not two");
+    assert_eq!(
+        states(&log),
+        [
+            ConnectionState::Suspended,
+            ConnectionState::Lost,
+            ConnectionState::Connected
+        ]
+    );
+    assert!(ensemble.node(&lock).is_some(), "the old session lives on");
+    client.exists("/d").unwrap();
+
+    ensemble.expire_session(old.session_id.unwrap());
+    assert!(ensemble.node(&lock).is_none());
+    assert_eq!(client.session().snapshot(), new, "the client is not told");
+}
+
 #[test]
 fn expire_while_suspended_is_learnt_at_resume() {
     let (ensemble, client) = setup();

@@ -84,6 +84,7 @@ impl MemoryEnsemble {
                         suspended: false,
                         blipping: false,
                         unreported: None,
+                        given_up: false,
                         keep_watches: false,
                         faults: VecDeque::new(),
                         events,

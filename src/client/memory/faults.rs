@@ -1,5 +1,6 @@
 //! Fault injection: the one-shot [`Fault`]s and the client's fault API (link down and back,
-//! session expiry, delayed watch delivery, a hook before each request).
+//! a session given up by the client, session expiry, delayed watch delivery, a hook before
+//! each request).
 
 use std::cell::Cell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -194,6 +195,31 @@ impl MemoryClient {
         }
     }
 
+    /// While the link is down, the client gives up on its session and reports `Lost` at once,
+    /// without the link coming back: what the native client does when no server accepted the
+    /// session within 4/3 of its timeout. The server is not told: the session and its
+    /// ephemeral nodes live on until the server expires it ([`expire`](Self::expire) while
+    /// the link is down, [`MemoryEnsemble::expire_session`](super::MemoryEnsemble::expire_session)
+    /// with the old id later), as a real server does about one timeout after it last heard
+    /// from the client; its watches are gone for the client. [`resume`](Self::resume) then
+    /// opens a new session (`Connected`). No-op unless suspended, or if given up already.
+    pub fn give_up_session(&self) {
+        let _order = self.transitions.lock();
+        let gave_up = self.ensemble.with_inner(|inner| {
+            let cs = inner.clients.get_mut(&self.id)?;
+            if !cs.suspended || cs.given_up {
+                return None;
+            }
+            cs.given_up = true;
+            let session = cs.session_id;
+            inner.remove_watches(session);
+            Some(())
+        });
+        if gave_up.is_some() {
+            self.session.transition(ConnectionState::Lost, None);
+        }
+    }
+
     /// Whether watches survive a reconnect of the same session (as with ZooKeeper's Java
     /// client, which re-sends them). Default false, like the `zookeeper` crate, which drops
     /// every watch on reconnect: recipes must be tested that way.
@@ -238,7 +264,10 @@ impl MemoryClient {
                 self.session.transition(ConnectionState::Reconnected, None);
             }
             Some(Reconnect::New(id)) => {
-                self.session.transition(ConnectionState::Lost, None);
+                // A session given up was reported `Lost` already.
+                if self.session.state() != ConnectionState::Lost {
+                    self.session.transition(ConnectionState::Lost, None);
+                }
                 self.session
                     .transition(ConnectionState::Connected, Some(id));
             }
@@ -251,7 +280,12 @@ impl MemoryClient {
         let _order = self.transitions.lock();
         let outcome = self.ensemble.with_inner(|inner| {
             let cs = inner.clients.get(&self.id)?;
-            if cs.session_id != session || !inner.sessions.contains_key(&session) {
+            if !inner.sessions.contains_key(&session) {
+                return None;
+            }
+            if cs.session_id != session {
+                // A session the client gave up on: it ends on the server, unheard by the client.
+                inner.kill_session(session);
                 return None;
             }
             inner.kill_session(session);

@@ -10,7 +10,8 @@
 //! Each [`MemoryClient`] (from [`MemoryEnsemble::connect`]) is one client with one session at
 //! a time. Faults are injected per client: a one-shot connection loss before or after a request
 //! is applied ([`Fault`]), a link that goes down and comes back ([`MemoryClient::suspend`] /
-//! [`MemoryClient::resume`]), server-side session expiry ([`MemoryClient::expire`]), delayed
+//! [`MemoryClient::resume`]), a session the client gives up on while its link is down
+//! ([`MemoryClient::give_up_session`]), server-side session expiry ([`MemoryClient::expire`]), delayed
 //! watch delivery, and a hook that runs before each request ([`MemoryClient::on_request`]).
 //! Every connection-state change goes through the client's [`Session`](crate::session::Session), exactly as the real
 //! backend reports them, and is reported synchronously (before the faulting call returns) so
@@ -25,7 +26,7 @@
 //! - `client`: [`MemoryClient`], its request path (count, hook, faults, apply) and its
 //!   [`ZkClient`](crate::client::ZkClient) implementation;
 //! - `faults`: [`Fault`] and [`FaultTiming`], and the client's fault API (link down and back,
-//!   expiry, delayed watch delivery, request hooks);
+//!   a session given up, expiry, delayed watch delivery, request hooks);
 //! - `tree`: the data tree and the server's checks for each request;
 //! - `acl`: [`MemoryOptions`] (credentials, ACL provider), identities and the server's ACL
 //!   rules (`world`, `auth`, `digest`; anything else is refused, never treated as open);

@@ -52,6 +52,10 @@ pub(super) struct ClientState {
     /// The session the client still reports after an [`FaultTiming::InNewSession`] fault moved
     /// it to `session_id` silently; `None` once reported.
     pub(super) unreported: Option<i64>,
+    /// The client gave up on `session_id` while the link was down and reported `Lost`
+    /// ([`MemoryClient::give_up_session`]): the next reconnect opens a new session, whatever
+    /// the server thinks of the old one.
+    pub(super) given_up: bool,
     pub(super) keep_watches: bool,
     pub(super) faults: VecDeque<Fault>,
     pub(super) events: mpsc::Sender<Delivery>,
@@ -203,6 +207,12 @@ impl ServerState {
         let cs = self.clients.get_mut(&client)?;
         let session = cs.session_id;
         let held = std::mem::take(&mut cs.held);
+        if std::mem::take(&mut cs.given_up) {
+            // The old session is no longer the client's: it lives on the server until expired.
+            cs.unreported = None;
+            self.trash.extend(held.into_iter().map(|d| d.watcher));
+            return Some(Reconnect::New(self.new_session(client)));
+        }
         if cs.unreported.take().is_some() && self.sessions.contains_key(&session) {
             // The session changed silently before the link went down: report it now.
             self.trash.extend(held.into_iter().map(|d| d.watcher));

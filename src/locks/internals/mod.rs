@@ -416,14 +416,15 @@ impl LockInternals {
     /// Deletes a node we hold, by its exact path (even after a session loss: the node may live
     /// in a session the client had not reported when it was created). `Ok` when it is gone.
     /// When the outcome stays unknown past the retry policy, a background delete keeps trying
-    /// and the error is returned.
+    /// and the error is returned. A `Lost` hold never waits for the link: one try when
+    /// connected, else the background delete, and `Ok`.
     pub fn release(&self, held: &HeldNode) -> Result<()> {
         self.release_within(held, Wait::Until(None))
     }
 
     /// [`Self::release`], keeping the caller only as long as `wait` allows.
     pub(crate) fn release_within(&self, held: &HeldNode, wait: Wait) -> Result<()> {
-        delete_guaranteed(&self.client, held.path(), self.retry.as_ref(), wait)
+        super::cleanup::release_held(held, self.retry.as_ref(), wait)
     }
 
     /// Deletes our node without waiting for the reply (see

@@ -27,12 +27,7 @@ impl Lease {
         if std::mem::replace(&mut self.closed, true) {
             return Ok(());
         }
-        crate::locks::internals::delete_guaranteed(
-            self.node.client(),
-            self.node.path(),
-            self.retry.as_ref(),
-            Wait::Until(None),
-        )
+        crate::locks::cleanup::release_held(&self.node, self.retry.as_ref(), Wait::Until(None))
     }
 
     /// The lease node's full path.
