@@ -6,6 +6,7 @@ use std::thread;
 use std::time::Duration;
 
 use super::config::{pause, Env, FaultKind};
+use super::timeline::FaultLog;
 use crate::client::memory::{Fault, MemoryClient, MemoryEnsemble, Op};
 use crate::{ConnectionState, SharedClient, ZkClient};
 
@@ -14,6 +15,7 @@ use crate::{ConnectionState, SharedClient, ZkClient};
 pub struct MemoryEnv {
     pub(super) ensemble: MemoryEnsemble,
     pub(super) clients: Vec<Arc<MemoryClient>>,
+    pub(super) late_loss_report: Duration,
 }
 
 impl MemoryEnv {
@@ -21,7 +23,44 @@ impl MemoryEnv {
     pub fn new(sessions: usize) -> MemoryEnv {
         let ensemble = MemoryEnsemble::new();
         let clients = (0..sessions).map(|_| ensemble.connect()).collect();
-        MemoryEnv { ensemble, clients }
+        MemoryEnv {
+            ensemble,
+            clients,
+            late_loss_report: Duration::ZERO,
+        }
+    }
+
+    /// A victim of a forced expiry hears of it `delay` after the server ended its session (and
+    /// other clients saw its nodes go), as a client of a real server does a network trip
+    /// later. Without it the gap is only as long as the scheduler makes it.
+    pub fn with_late_loss_reports(mut self, delay: Duration) -> MemoryEnv {
+        self.late_loss_report = delay;
+        self
+    }
+}
+
+/// Expires `c`'s session; its client reports the loss `late` after the server's change.
+fn expire(c: &MemoryClient, late: Duration) {
+    if !late.is_zero() {
+        // A watch of the victim's session is discarded by the expiry and dropped after the
+        // server's change, before the client reports it: its drop is the delay.
+        let delay = DelayOnDrop(late);
+        let _ = c.get_data(
+            "/",
+            Some(Box::new(move |_| {
+                let _keep = &delay;
+            })),
+        );
+    }
+    c.expire();
+}
+
+/// Sleeps for its duration when dropped.
+struct DelayOnDrop(Duration);
+
+impl Drop for DelayOnDrop {
+    fn drop(&mut self) {
+        pause(self.0);
     }
 }
 
@@ -37,8 +76,9 @@ impl Env for MemoryEnv {
             .collect()
     }
 
-    fn inject(&self, kind: FaultKind, victim: usize) -> Result<(), String> {
+    fn inject(&self, kind: FaultKind, victim: usize, log: &FaultLog) -> Result<(), String> {
         let c = &self.clients[victim];
+        let late = self.late_loss_report;
         match kind {
             FaultKind::Cut | FaultKind::CountBlip => {
                 c.suspend();
@@ -52,7 +92,7 @@ impl Env for MemoryEnv {
                 c.expire();
                 c.resume();
             }
-            FaultKind::Expire | FaultKind::DowngradeExpiry => c.expire(),
+            FaultKind::Expire | FaultKind::DowngradeExpiry => expire(c, late),
             FaultKind::CreateLookupLoss => {
                 let (fired, client) = (AtomicBool::new(false), Arc::downgrade(c));
                 c.on_request(Some(Box::new(move |op, path| {
@@ -69,11 +109,14 @@ impl Env for MemoryEnv {
             }
             FaultKind::AdmissionLeaseLoss => {
                 let (fired, client) = (AtomicBool::new(false), Arc::downgrade(c));
+                let log = log.clone();
                 c.on_request(Some(Box::new(move |op, path| {
                     if op == Op::Create && path.contains("/leases/") && !fired.swap(true, SeqCst) {
                         if let Some(c) = client.upgrade() {
                             // Expired from another thread, as the server would do it.
-                            let _ = thread::spawn(move || c.expire()).join();
+                            log.record(kind, Some(victim), true, || {
+                                let _ = thread::spawn(move || expire(&c, late)).join();
+                            });
                         }
                     }
                 })));

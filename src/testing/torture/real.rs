@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 use super::config::{pause, Env, FaultKind};
+use super::timeline::FaultLog;
 use crate::client::native::{NativeClient, NativeOptions};
 use crate::client::zookeeper::{ZkOptions, ZookeeperClient};
 use crate::testing::watches;
@@ -131,7 +132,7 @@ impl Env for RealEnv {
         self.clients.lock().clone()
     }
 
-    fn inject(&self, kind: FaultKind, victim: usize) -> Result<(), String> {
+    fn inject(&self, kind: FaultKind, victim: usize, _log: &FaultLog) -> Result<(), String> {
         *self.last_outage.lock() = Duration::ZERO;
         let proxies = &self.proxies[victim];
         let client = self.client(victim);
