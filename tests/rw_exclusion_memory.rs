@@ -2,12 +2,14 @@
 //! hold, forced on the in-memory ensemble at the exact point. Each test names the hypothesis
 //! it rules in or out; the torture's checker relies on the outcome of the first.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread;
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use zk_locks::client::memory::MemoryEnsemble;
+use zk_locks::client::memory::{Fault, MemoryClient, MemoryEnsemble};
+use zk_locks::client::Op;
 use zk_locks::locks::{InterProcessLock, InterProcessReadWriteLock, LockState};
 use zk_locks::ZkClient;
 
@@ -93,5 +95,154 @@ fn a_forced_expiry_reaches_other_clients_before_its_holder() {
     );
     release.send(()).unwrap();
     reader.join().unwrap();
+    drop(write);
+}
+
+/// Takes the write lock on `client` at `path` on a new thread and reports its guard's state;
+/// holds it until told (or the patience runs out).
+fn writer_thread(client: Arc<MemoryClient>, path: &'static str) -> Writer {
+    let (acquired_tx, acquired) = mpsc::channel();
+    let (release, release_rx) = mpsc::channel::<()>();
+    let got = Arc::new(AtomicBool::new(false));
+    let got2 = got.clone();
+    let t = thread::spawn(move || {
+        let rw = InterProcessReadWriteLock::new(client, path).unwrap();
+        let write = rw.write_lock().lock().unwrap();
+        got2.store(true, Ordering::SeqCst);
+        acquired_tx.send(write.state()).unwrap();
+        let _ = release_rx.recv_timeout(PATIENCE);
+        drop(write);
+    });
+    (acquired, release, t, got)
+}
+
+/// The writer's guard state once it holds, the sender that lets it release, its thread, and
+/// whether it holds already.
+type Writer = (
+    mpsc::Receiver<LockState>,
+    mpsc::Sender<()>,
+    thread::JoinHandle<()>,
+    Arc<AtomicBool>,
+);
+
+/// Hypothesis: a downgrade is granted on the holder's *belief* that it holds the write lock.
+/// The client moves to a new session without reporting it (the `zookeeper` crate can open one
+/// by itself and run queued calls in it): the write node dies with the old session, another
+/// writer takes the lock, and then the holder downgrades. Its read node takes the dead write
+/// node's sequence, so it sorts ahead of the new writer and is granted beside it.
+#[test]
+fn a_downgrade_after_a_silent_session_change_does_not_join_the_new_writer() {
+    let e = MemoryEnsemble::new();
+    let (a, b) = (e.connect(), e.connect());
+    let rw_a = InterProcessReadWriteLock::new(a.clone(), "/rw-silent").unwrap();
+    let write = rw_a.write_lock().lock().unwrap();
+    let (writer, release, t, _) = writer_thread(b.clone(), "/rw-silent");
+    until(|| e.children("/rw-silent").unwrap_or_default().len() == 2);
+
+    // Another request of A's client runs in a new session it does not report: A's write node
+    // goes with the old one, and B's writer takes the lock.
+    a.inject(Fault::in_new_session(Op::Exists));
+    let _ = a.exists("/rw-silent");
+    assert_eq!(writer.recv_timeout(PATIENCE), Ok(LockState::Held));
+
+    let read = rw_a
+        .read_lock()
+        .acquire_timeout(Duration::from_millis(200))
+        .unwrap();
+    let read_held = read && rw_a.read_lock().held_nodes()[0].state() == LockState::Held;
+    if read {
+        rw_a.read_lock().release().unwrap();
+    }
+    release.send(()).unwrap();
+    t.join().unwrap();
+    assert!(
+        !read_held,
+        "A's read lock was granted while B held the write lock"
+    );
+    drop(write);
+}
+
+/// Hypothesis: a writer queued behind a downgrading writer takes the lock when the write node
+/// goes, although the read node that replaced it sorts ahead (a hand-off without a re-list).
+#[test]
+fn a_writer_queued_behind_a_downgrade_waits_for_its_read_node() {
+    let e = MemoryEnsemble::new();
+    let (a, b) = (e.connect(), e.connect());
+    let rw_a = InterProcessReadWriteLock::new(a.clone(), "/rw-down").unwrap();
+    let write = rw_a.write_lock().lock().unwrap();
+    let (writer, release, t, got) = writer_thread(b.clone(), "/rw-down");
+    until(|| e.watch_count() == 1); // B watches A's write node
+
+    let read = rw_a.read_lock().lock().unwrap();
+    drop(write);
+    // B's watch fired with the write node's deletion; it must now watch the read node.
+    until(|| e.watch_count() == 1 || got.load(Ordering::SeqCst));
+    assert!(
+        !got.load(Ordering::SeqCst),
+        "B took the write lock while A read"
+    );
+    assert_eq!(read.state(), LockState::Held);
+    drop(read);
+    assert_eq!(writer.recv_timeout(PATIENCE), Ok(LockState::Held));
+    release.send(()).unwrap();
+    t.join().unwrap();
+}
+
+/// Hypothesis: a downgrade asked for while the server has ended the holder's session but the
+/// client has not reported it yet (an unannounced expiry) is granted from the lost write lock.
+/// Here B's writer takes the lock in that gap; A's read attempt starts in it too.
+#[test]
+fn a_downgrade_during_an_unannounced_expiry_waits_behind_the_new_writer() {
+    let e = MemoryEnsemble::new();
+    let (a, b) = (e.connect(), e.connect());
+    let rw_a = InterProcessReadWriteLock::new(a.clone(), "/rw-late").unwrap();
+    let write = rw_a.write_lock().lock().unwrap();
+    let (writer, release, t, _) = writer_thread(b.clone(), "/rw-late");
+    until(|| e.watch_count() == 1);
+
+    // A's first create after the expiry marks the moment its downgrade runs inside the gap.
+    let (created_tx, created) = mpsc::channel();
+    let created_tx = Mutex::new(Some(created_tx));
+    a.on_request(Some(Box::new(move |op, _| {
+        if op == Op::Create {
+            if let Some(tx) = created_tx.lock().take() {
+                let _ = tx.send(());
+            }
+        }
+    })));
+    // The expiry runs on its own thread; it holds the report back until B holds the write
+    // lock and A's downgrade has sent its create.
+    let (window_tx, window) = mpsc::channel();
+    let probe = OnDrop(Some(move || {
+        let _ = window_tx.send(());
+        let _ = created.recv_timeout(PATIENCE);
+    }));
+    a.get_data(
+        "/",
+        Some(Box::new(move |_| {
+            let _keep = &probe;
+        })),
+    )
+    .unwrap();
+    let expirer = {
+        let a = a.clone();
+        thread::spawn(move || a.expire())
+    };
+    window.recv_timeout(PATIENCE).unwrap();
+    assert_eq!(writer.recv_timeout(PATIENCE), Ok(LockState::Held));
+    let read = rw_a
+        .read_lock()
+        .acquire_timeout(Duration::from_millis(300))
+        .unwrap();
+    expirer.join().unwrap();
+    a.on_request(None);
+    let read_held = read && rw_a.read_lock().held_nodes()[0].state() == LockState::Held;
+    if read {
+        rw_a.read_lock().release().unwrap();
+    }
+    release.send(()).unwrap();
+    t.join().unwrap();
+    assert!(!read_held, "A read beside B's write lock");
+    assert_eq!(write.state(), LockState::Lost);
     drop(write);
 }

@@ -284,7 +284,10 @@ fn the_checker_sees_overlaps_and_excess_holders() {
           faults: none) overlaps worker 1 (exclusive, 7.00ms, no node; faults: cut@+3.00ms)"
     );
     let expiry = fault(FaultKind::Expire, 0, 8, 9);
-    assert!(expired_unannounced(&overlapping[0], std::slice::from_ref(&expiry)));
+    assert!(expired_unannounced(
+        &overlapping[0],
+        std::slice::from_ref(&expiry)
+    ));
     assert_eq!(check_exclusion(&overlapping, 1, &[expiry]).0, 0);
     for other in [
         fault(FaultKind::Freeze, 0, 8, 9),

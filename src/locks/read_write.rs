@@ -229,8 +229,15 @@ impl ReadLock {
         // The read node borrowed the write node's place in the queue; that is only right when
         // the write node lived until the read node existed. If the write lock was lost in
         // between (its session with it), a writer may hold the lock now: give the place back
-        // and queue as any reader.
-        if held_write_node(&self.write).is_some() {
+        // and queue as any reader. Asked of the server, not of the client's belief: a client
+        // can run requests in a new session before it reports the old one lost, and the read
+        // node, created in the new session, would sort ahead of the writer that took over.
+        // Nodes do not come back, so a write node that exists now existed then.
+        if self
+            .write
+            .held_node()
+            .is_some_and(|w| w.confirm() == LockState::Held)
+        {
             return Ok(true);
         }
         self.read.release()?;
