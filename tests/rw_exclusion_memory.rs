@@ -246,3 +246,43 @@ fn a_downgrade_during_an_unannounced_expiry_waits_behind_the_new_writer() {
     assert_eq!(write.state(), LockState::Lost);
     drop(write);
 }
+
+/// Hypothesis: a writer decides in its first round (its create and its listing sent together)
+/// from a listing that misses a read node sorting ahead of it: a downgrade's read node takes a
+/// lower sequence than the writer's, after the writer's create.
+#[test]
+fn a_writer_whose_first_listing_follows_a_downgrade_waits_for_the_read_node() {
+    let e = MemoryEnsemble::new();
+    let (a, b) = (e.connect(), e.connect());
+    let rw_a = InterProcessReadWriteLock::new(a.clone(), "/rw-first").unwrap();
+    let write = rw_a.write_lock().lock().unwrap();
+
+    // Between B's create and its listing, A downgrades and lets the write lock go.
+    let (between_tx, between) = mpsc::channel();
+    let (downgraded, downgraded_rx) = mpsc::channel::<()>();
+    let hook = Mutex::new(Some((between_tx, downgraded_rx)));
+    b.on_request(Some(Box::new(move |op, path| {
+        if op == Op::GetChildren && path == "/rw-first" {
+            if let Some((between, downgraded)) = hook.lock().take() {
+                between.send(()).unwrap();
+                let _ = downgraded.recv_timeout(PATIENCE);
+            }
+        }
+    })));
+    let (writer, release, t, got) = writer_thread(b.clone(), "/rw-first");
+    between.recv_timeout(PATIENCE).unwrap();
+    let read = rw_a.read_lock().lock().unwrap();
+    drop(write);
+    downgraded.send(()).unwrap();
+
+    until(|| e.watch_count() == 1 || got.load(Ordering::SeqCst));
+    assert!(
+        !got.load(Ordering::SeqCst),
+        "B took the write lock while A read"
+    );
+    drop(read);
+    assert_eq!(writer.recv_timeout(PATIENCE), Ok(LockState::Held));
+    b.on_request(None);
+    release.send(()).unwrap();
+    t.join().unwrap();
+}

@@ -234,6 +234,7 @@ fn the_checker_sees_overlaps_and_excess_holders() {
         valid_at_enter: true,
         valid_at_exit: valid,
         nodes: Vec::new(),
+        nodes_alive: None,
         write_refused: false,
         write_stale: false,
     };

@@ -33,6 +33,9 @@ pub struct Section {
     pub valid_at_exit: bool,
     /// The nodes the holder held through: path and owning session id (when known).
     pub nodes: Vec<(String, Option<i64>)>,
+    /// Whether every node of the hold still existed right after the last check (`None` where
+    /// the environment cannot tell without a request).
+    pub nodes_alive: Option<bool>,
     /// The section's fenced write was refused (exclusive recipes only).
     pub write_refused: bool,
     /// The section's fenced write was accepted although a newer holder had acquired.

@@ -85,11 +85,16 @@ pub enum FaultKind {
     /// One session expires just as it sends its next semaphore lease create, between
     /// admission and lease (memory backend).
     AdmissionLeaseLoss,
+    /// One session's client moves to a new session without reporting it (as the `zookeeper`
+    /// crate can) while its read/write worker holds the write lock and is about to downgrade;
+    /// another session takes the write lock; the change is reported after the worker asked for
+    /// the read lock (memory backend).
+    DowngradeSilentSession,
 }
 
 impl FaultKind {
     /// Every kind, in cycle order.
-    pub const ALL: [FaultKind; 9] = [
+    pub const ALL: [FaultKind; 10] = [
         FaultKind::Cut,
         FaultKind::Freeze,
         FaultKind::Expire,
@@ -99,6 +104,7 @@ impl FaultKind {
         FaultKind::CountBlip,
         FaultKind::CreateLookupLoss,
         FaultKind::AdmissionLeaseLoss,
+        FaultKind::DowngradeSilentSession,
     ];
 
     /// The kinds a real ensemble can inject (the others need request-level injection).
@@ -119,7 +125,8 @@ impl FaultKind {
             FaultKind::Freeze
             | FaultKind::Expire
             | FaultKind::DowngradeExpiry
-            | FaultKind::AdmissionLeaseLoss => true,
+            | FaultKind::AdmissionLeaseLoss
+            | FaultKind::DowngradeSilentSession => true,
             FaultKind::Cut
             | FaultKind::ServerRestart
             | FaultKind::LeaderRestart
@@ -132,7 +139,10 @@ impl FaultKind {
     /// connected, so others can see its nodes gone before it hears of it (see
     /// [`super::timeline`]). `admission-lease-loss` is one too, recorded when its hook fires.
     pub fn expires_unannounced(self) -> bool {
-        matches!(self, FaultKind::Expire | FaultKind::DowngradeExpiry)
+        matches!(
+            self,
+            FaultKind::Expire | FaultKind::DowngradeExpiry | FaultKind::DowngradeSilentSession
+        )
     }
 
     /// True for the kinds that strike every session at once.
@@ -152,6 +162,7 @@ impl FaultKind {
             FaultKind::CountBlip => "count-blip",
             FaultKind::CreateLookupLoss => "create-lookup-loss",
             FaultKind::AdmissionLeaseLoss => "admission-lease-loss",
+            FaultKind::DowngradeSilentSession => "downgrade-silent-session",
         }
     }
 }
@@ -185,12 +196,23 @@ pub trait Env: Sync {
     fn last_outage(&self) -> Duration {
         Duration::ZERO
     }
+    /// Whether the ensemble has a node at this path now, when the environment can tell without
+    /// a request (the memory ensemble can). Lets the checker tell a holder whose node the
+    /// server ended from one whose node lives.
+    fn node_oracle(&self) -> Option<NodeOracle> {
+        None
+    }
+    /// Reports a session change that a fault made silently (no-op where none can be).
+    fn report_session_change(&self, _victim: usize) {}
     /// The watches under `prefix`, one line each: server, path, watching session, and what
     /// the path is now (for a report on leaked watches).
     fn describe_watches_under(&self, _prefix: &str) -> Vec<String> {
         Vec::new()
     }
 }
+
+/// Whether a node exists now (see [`Env::node_oracle`]).
+pub type NodeOracle = std::sync::Arc<dyn Fn(&str) -> bool + Send + Sync>;
 
 /// Parameters of a run.
 #[derive(Debug, Clone)]

@@ -9,7 +9,7 @@ use parking_lot::Mutex;
 
 use super::checks::FencedStore;
 use super::config::{Env, FaultKind, Recipe, SEMAPHORE_MAX};
-use super::timeline::FaultLog;
+use super::timeline::{FaultLog, FaultRecord};
 use super::workers::{DowngradeRequest, Run};
 use crate::locks::InterProcessReadWriteLock;
 use crate::{InterProcessLock, InterProcessMutex, SharedClient};
@@ -92,8 +92,9 @@ pub(super) fn count_path(root: &str) -> String {
     format!("{root}/sem-max")
 }
 
-/// Expires the victim's session while its read/write worker holds the write lock and is about
-/// to downgrade; the worker then asks for the read lock, which must not be granted as a
+/// Ends the victim's session while its read/write worker holds the write lock and is about
+/// to downgrade (`kind`: an expiry, or a move to a new session that the client reports only
+/// afterwards); the worker then asks for the read lock, which must not be granted as a
 /// downgrade of the lost write lock (the checker sees a reader beside the next writer).
 ///
 /// To make the check sharp, the fault thread then takes the write lock through another session
@@ -104,6 +105,29 @@ pub(super) fn expire_during_downgrade(
     clients: &[SharedClient],
     run: &Run,
     victim: usize,
+    kind: FaultKind,
+) -> Result<(), String> {
+    let start = Instant::now();
+    let result = end_session_at_downgrade(env, clients, run, victim, kind);
+    if kind == FaultKind::DowngradeSilentSession {
+        env.report_session_change(victim);
+        run.log.push(FaultRecord {
+            kind,
+            victim: Some(victim),
+            start,
+            end: Instant::now(),
+            unannounced_expiry: true,
+        });
+    }
+    result
+}
+
+fn end_session_at_downgrade(
+    env: &dyn Env,
+    clients: &[SharedClient],
+    run: &Run,
+    victim: usize,
+    kind: FaultKind,
 ) -> Result<(), String> {
     let (reached_tx, reached) = mpsc::channel();
     let (resume, resume_rx) = mpsc::channel();
@@ -119,7 +143,7 @@ pub(super) fn expire_during_downgrade(
         run.downgrade.lock().take();
         return Err("the read/write worker never reached a downgrade".into());
     }
-    inject(env, &run.log, FaultKind::DowngradeExpiry, victim)?;
+    inject(env, &run.log, kind, victim)?;
     let path = Recipe::ReadWrite.path(&run.config.root);
     let other = clients[(victim + 1) % clients.len()].clone();
     let rw = InterProcessReadWriteLock::new(other, &path).map_err(|e| e.to_string())?;

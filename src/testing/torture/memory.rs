@@ -5,9 +5,10 @@ use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
+use super::config::NodeOracle;
 use super::config::{pause, Env, FaultKind};
 use super::timeline::FaultLog;
-use crate::client::memory::{Fault, MemoryClient, MemoryEnsemble, Op};
+use crate::client::memory::{Fault, FaultTiming, MemoryClient, MemoryEnsemble, Op};
 use crate::{ConnectionState, SharedClient, ZkClient};
 
 /// The in-memory ensemble: exact, fast faults. A "server restart" drops every session's link
@@ -93,6 +94,15 @@ impl Env for MemoryEnv {
                 c.resume();
             }
             FaultKind::Expire | FaultKind::DowngradeExpiry => expire(c, late),
+            FaultKind::DowngradeSilentSession => {
+                // The next request runs in a new session, unreported: make one now.
+                c.inject(Fault {
+                    op: None,
+                    path_prefix: None,
+                    timing: FaultTiming::InNewSession,
+                });
+                let _ = c.exists("/");
+            }
             FaultKind::CreateLookupLoss => {
                 let (fired, client) = (AtomicBool::new(false), Arc::downgrade(c));
                 c.on_request(Some(Box::new(move |op, path| {
@@ -168,5 +178,14 @@ impl Env for MemoryEnv {
 
     fn session_timeout(&self) -> Duration {
         Duration::from_secs(1)
+    }
+
+    fn node_oracle(&self) -> Option<NodeOracle> {
+        let ensemble = self.ensemble.clone();
+        Some(Arc::new(move |path: &str| ensemble.node(path).is_some()))
+    }
+
+    fn report_session_change(&self, victim: usize) {
+        self.clients[victim].report_session_change();
     }
 }

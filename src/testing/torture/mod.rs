@@ -39,7 +39,7 @@ mod timeline;
 mod workers;
 
 pub use checks::{check_exclusion, FencedStore, Section, StaleToken, Summary};
-pub use config::{Config, Env, FaultKind, Recipe, SEMAPHORE_MAX};
+pub use config::{Config, Env, FaultKind, NodeOracle, Recipe, SEMAPHORE_MAX};
 pub use memory::MemoryEnv;
 pub use real::{ClientKind, RealEnv};
 pub use run::run;

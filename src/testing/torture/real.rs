@@ -204,7 +204,9 @@ impl Env for RealEnv {
                     .wait_for_quorum(Duration::from_secs(90))
                     .map_err(|e| e.to_string())
             }
-            FaultKind::CreateLookupLoss | FaultKind::AdmissionLeaseLoss => {
+            FaultKind::CreateLookupLoss
+            | FaultKind::AdmissionLeaseLoss
+            | FaultKind::DowngradeSilentSession => {
                 Err("needs request-level injection (memory backend only)".into())
             }
         }

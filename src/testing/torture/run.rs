@@ -34,6 +34,7 @@ pub fn run(env: &dyn Env, config: &Config) -> Summary {
         counts: Mutex::new(BTreeMap::new()),
         downgrade: Mutex::new(None),
         log: FaultLog::default(),
+        oracle: env.node_oracle(),
     });
     let probe = Probe::default();
     let mut faults: BTreeMap<FaultKind, u64> = BTreeMap::new();
@@ -88,7 +89,9 @@ pub fn run(env: &dyn Env, config: &Config) -> Summary {
             n += 1;
             let injected = match kind {
                 FaultKind::Freeze => fence_probe(env, &clients, &run, victim, &probe),
-                FaultKind::DowngradeExpiry => expire_during_downgrade(env, &clients, &run, victim),
+                FaultKind::DowngradeExpiry | FaultKind::DowngradeSilentSession => {
+                    expire_during_downgrade(env, &clients, &run, victim, kind)
+                }
                 FaultKind::CountBlip => count_blip(env, &run, victim),
                 _ => inject(env, &run.log, kind, victim),
             };

@@ -62,6 +62,11 @@ impl FaultLog {
         result
     }
 
+    /// Records a fault whose window the caller measured.
+    pub fn push(&self, record: FaultRecord) {
+        self.records.lock().push(record);
+    }
+
     /// Every record so far.
     pub fn records(&self) -> Vec<FaultRecord> {
         self.records.lock().clone()
@@ -69,14 +74,18 @@ impl FaultLog {
 }
 
 /// True when `s` ran while the server ended its session without warning (from before its last
-/// validity check to after its enter): its holder could not know, so exclusion cannot judge it.
+/// validity check to after its enter) and, where the environment can tell, a node of the
+/// section was gone by its last check: its holder could not know, so exclusion cannot judge
+/// it. A section whose nodes all still existed then held them throughout (nodes do not come
+/// back), and is judged, even in a new session its client had not reported yet.
 pub fn expired_unannounced(s: &Section, faults: &[FaultRecord]) -> bool {
-    faults.iter().any(|f| {
-        f.unannounced_expiry
-            && f.victim.is_none_or(|v| v == s.worker)
-            && f.start <= s.checked
-            && f.end >= s.enter
-    })
+    s.nodes_alive != Some(true)
+        && faults.iter().any(|f| {
+            f.unannounced_expiry
+                && f.victim.is_none_or(|v| v == s.worker)
+                && f.start <= s.checked
+                && f.end >= s.enter
+        })
 }
 
 /// The faults that struck `s`'s session between its request for the lock and its last check,

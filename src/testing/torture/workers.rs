@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 use super::checks::{error_key, FencedStore, Section, Tally};
-use super::config::{Config, Recipe, SEMAPHORE_MAX};
+use super::config::{Config, NodeOracle, Recipe, SEMAPHORE_MAX};
 use super::faults::count_path;
 use super::timeline::FaultLog;
 use crate::locks::{
@@ -69,6 +69,8 @@ pub(super) struct Run {
     pub(super) downgrade: Mutex<Option<DowngradeRequest>>,
     /// Every fault injected so far.
     pub(super) log: FaultLog,
+    /// The environment's view of which nodes exist, when it has one without requests.
+    pub(super) oracle: Option<NodeOracle>,
 }
 
 /// Asks the read/write worker of session `worker` to stop between taking the write lock and
@@ -139,6 +141,12 @@ impl Run {
         }
         let exit = Instant::now();
         let valid_at_exit = held.valid();
+        let checked = Instant::now();
+        let nodes = held.nodes();
+        let nodes_alive = self
+            .oracle
+            .as_ref()
+            .map(|exists| nodes.iter().all(|(path, _)| exists(path)));
         let s = Section {
             recipe,
             exclusive,
@@ -146,10 +154,11 @@ impl Run {
             asked,
             enter,
             exit,
-            checked: Instant::now(),
+            checked,
             valid_at_enter,
             valid_at_exit,
-            nodes: held.nodes(),
+            nodes,
+            nodes_alive,
             write_refused: matches!(write, Some(Err(_))),
             write_stale: matches!(write, Some(Ok(true))),
         };
