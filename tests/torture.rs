@@ -132,7 +132,7 @@ fn unannounced_expiries_are_set_aside_not_counted() {
         summary.line(),
         summary.violation_details
     );
-    assert!(summary.expired_sections > 0, "{}", summary.line());
+    assert!(summary.expired_overlaps > 0, "{}", summary.line());
 }
 
 /// The loop driver for exclusion on the read/write lock (not part of CI): the memory torture
@@ -172,7 +172,8 @@ fn rw_exclusion_loop() {
             })
         })
         .collect();
-    let (mut runs, mut violations, mut expired, mut acquisitions) = (0u64, 0u64, 0u64, 0u64);
+    let (mut runs, mut violations, mut acquisitions) = (0u64, 0u64, 0u64);
+    let (mut expired, mut overlaps) = (0u64, 0u64);
     let mut dirty = Vec::new();
     for kind in FaultKind::ALL {
         for seed in 1..=seeds {
@@ -196,6 +197,7 @@ fn rw_exclusion_loop() {
             runs += 1;
             violations += summary.violations;
             expired += summary.expired_sections;
+            overlaps += summary.expired_overlaps;
             acquisitions += summary.acquisitions.values().sum::<u64>();
             if !summary.is_clean() {
                 println!("{} seed {seed}: {}", kind.name(), summary.line());
@@ -211,7 +213,7 @@ fn rw_exclusion_loop() {
     println!(
         "rw exclusion loop: runs={runs} ({} kinds x {seeds} seeds x {secs}s, {busy} busy threads, \
          hold={hold:?}, late={late:?}) acquisitions={acquisitions} violations={violations} \
-         expired-sections={expired} unclean={dirty:?}",
+         expired-sections={expired} expired-overlaps={overlaps} unclean={dirty:?}",
         FaultKind::ALL.len()
     );
     assert!(dirty.is_empty(), "unclean runs: {dirty:?}");

@@ -58,7 +58,8 @@ impl Section {
                 let seq = name
                     .len()
                     .checked_sub(10)
-                    .and_then(|at| crate::paths::parse_sequence(&name[at..]));
+                    .and_then(|at| name.get(at..))
+                    .and_then(crate::paths::parse_sequence);
                 let seq = seq.map_or("?".to_string(), |n| n.to_string());
                 let session = session.map_or("?".to_string(), |id| format!("0x{id:x}"));
                 format!("{path} seq {seq} session {session}")
@@ -188,6 +189,9 @@ pub struct Summary {
     /// Valid sections during which the server ended the holder's session without warning
     /// (an unannounced expiry: not counted for exclusion, still fenced).
     pub expired_sections: u64,
+    /// Overlaps between those and other sections (what the check would report without the
+    /// set-aside).
+    pub expired_overlaps: u64,
     /// Faults injected, by kind.
     pub faults: BTreeMap<FaultKind, u64>,
     /// Faults skipped (with the reason of the last one).
@@ -277,7 +281,7 @@ impl Summary {
         format!(
             "torture backend={} sessions={} duration={:.0}s acquisitions={total} ({}) timeouts={} \
              errors={{{}}} release-errors={{{}}} token-errors={} invalid-sections={} \
-             expired-sections={} faults={{{} skipped={}}} violations={} fencing={{accepted={} rejected={} \
+             expired-sections={} expired-overlaps={} faults={{{} skipped={}}} violations={} fencing={{accepted={} rejected={} \
              stale-accepted={} rejected-valid={} probes={} probes-refused={} \
              probe-holders-not-lost={}}} stale-counts={} panics={} hung={} orphans={} \
              leaked-watches={{live={} closed={}}} spurious-losses={} long-elections={}",
@@ -291,6 +295,7 @@ impl Summary {
             self.token_errors,
             self.invalid_sections,
             self.expired_sections,
+            self.expired_overlaps,
             faults.join(" "),
             self.faults_skipped,
             self.violations,

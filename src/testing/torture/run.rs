@@ -185,6 +185,7 @@ pub fn run(env: &dyn Env, config: &Config) -> Summary {
     let sections = std::mem::take(&mut *run.sections.lock());
     let log = run.log.records();
     let mut violations = 0;
+    let mut expired_overlaps = 0;
     let mut violation_details = Vec::new();
     for recipe in Recipe::ALL {
         let of: Vec<Section> = sections
@@ -200,6 +201,8 @@ pub fn run(env: &dyn Env, config: &Config) -> Summary {
         let (v, d) = check_exclusion(&of, max, &log);
         violations += v;
         violation_details.extend(d);
+        // What the same sections would show with nothing set aside.
+        expired_overlaps += check_exclusion(&of, max, &[]).0.saturating_sub(v);
     }
     let count = |f: &dyn Fn(&Section) -> bool| sections.iter().filter(|s| f(s)).count() as u64;
     let invalid_sections = count(&|s| !s.counts());
@@ -238,6 +241,7 @@ pub fn run(env: &dyn Env, config: &Config) -> Summary {
         token_errors: tally.token_errors,
         invalid_sections,
         expired_sections,
+        expired_overlaps,
         faults,
         faults_skipped: skipped,
         violations,
