@@ -286,3 +286,33 @@ fn a_writer_whose_first_listing_follows_a_downgrade_waits_for_the_read_node() {
     release.send(()).unwrap();
     t.join().unwrap();
 }
+
+/// The downgrade's check of its write node (above) can itself fail with an unknown outcome.
+/// Giving the borrowed place back then would queue this thread's reader behind a writer that
+/// waits for this thread's own write lock; the check is asked again once the link is back.
+#[test]
+fn a_downgrade_whose_check_meets_a_connection_loss_keeps_its_place() {
+    let e = MemoryEnsemble::new();
+    let (a, b) = (e.connect(), e.connect());
+    let rw_a = InterProcessReadWriteLock::new(a.clone(), "/rw-blip").unwrap();
+    let write = rw_a.write_lock().lock().unwrap();
+    let (writer, release, t, got) = writer_thread(b.clone(), "/rw-blip");
+    until(|| e.watch_count() == 1); // B waits for A's write node
+
+    a.inject(Fault::before(Op::Exists));
+    let read = rw_a.read_lock().acquire_timeout(PATIENCE).unwrap();
+    assert!(read, "the downgrade was not granted");
+    assert_eq!(rw_a.read_lock().held_nodes()[0].state(), LockState::Held);
+    assert!(!got.load(Ordering::SeqCst), "B holds the write lock");
+    drop(write);
+    // B now waits for A's read node, which holds the write node's place ahead of it.
+    until(|| e.watch_count() == 1 || got.load(Ordering::SeqCst));
+    assert!(
+        !got.load(Ordering::SeqCst),
+        "B took the write lock while A read"
+    );
+    rw_a.read_lock().release().unwrap();
+    assert_eq!(writer.recv_timeout(PATIENCE), Ok(LockState::Held));
+    release.send(()).unwrap();
+    t.join().unwrap();
+}

@@ -5,8 +5,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
-use super::config::NodeOracle;
-use super::config::{pause, Env, FaultKind};
+use super::config::{pause, Env, FaultKind, NodeOracle};
 use super::timeline::FaultLog;
 use crate::client::memory::{Fault, FaultTiming, MemoryClient, MemoryEnsemble, Op};
 use crate::{ConnectionState, SharedClient, ZkClient};

@@ -226,7 +226,9 @@ pub fn run(env: &dyn Env, config: &Config) -> Summary {
     // A superseded holder's write that came before its successor's first write is accepted
     // by any fenced store; when the server ended the holder's session without warning, the
     // holder could not know either (see `timeline`).
-    fencing.2 -= count(&|s| s.write_stale && expired_unannounced(s, &log));
+    fencing.2 = fencing
+        .2
+        .saturating_sub(count(&|s| s.write_stale && expired_unannounced(s, &log)));
     let probes = *probe.runs.lock();
     let probes_refused = *probe.refused.lock();
     let probe_holders_not_lost = *probe.not_lost.lock();
