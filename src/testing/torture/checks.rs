@@ -281,9 +281,9 @@ impl Summary {
         format!(
             "torture backend={} sessions={} duration={:.0}s acquisitions={total} ({}) timeouts={} \
              errors={{{}}} release-errors={{{}}} token-errors={} invalid-sections={} \
-             expired-sections={} expired-overlaps={} faults={{{} skipped={}}} violations={} fencing={{accepted={} rejected={} \
-             stale-accepted={} rejected-valid={} probes={} probes-refused={} \
-             probe-holders-not-lost={}}} stale-counts={} panics={} hung={} orphans={} \
+             expired-sections={} expired-overlaps={} faults={{{} skipped={}}} violations={} \
+             fencing={{accepted={} rejected={} stale-accepted={} rejected-valid={} probes={} \
+             probes-refused={} probe-holders-not-lost={}}} stale-counts={} panics={} hung={} orphans={} \
              leaked-watches={{live={} closed={}}} spurious-losses={} long-elections={}",
             self.backend,
             self.sessions,
@@ -337,7 +337,8 @@ pub(super) fn error_key(e: &Error) -> String {
 /// Exclusion violations (count, first descriptions) among sections that count: overlapping
 /// exclusive sections (with anything), or more than `max` concurrent holders. A section counts
 /// when its holder was valid at both ends and no unannounced expiry of its session ran
-/// meanwhile (see [`super::timeline`]); `faults` also name what struck each holder.
+/// meanwhile (see [`expired_unannounced`](super::expired_unannounced)); `faults` also name
+/// what struck each holder.
 pub fn check_exclusion(
     sections: &[Section],
     max: i64,

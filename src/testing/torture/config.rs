@@ -137,7 +137,8 @@ impl FaultKind {
 
     /// True for the kinds that end the victim's session on the server while its client is
     /// connected, so others can see its nodes gone before it hears of it (see
-    /// [`super::timeline`]). `admission-lease-loss` is one too, recorded when its hook fires.
+    /// [`expired_unannounced`](super::expired_unannounced)). `admission-lease-loss` is one
+    /// too, recorded when its hook fires.
     pub fn expires_unannounced(self) -> bool {
         matches!(
             self,

@@ -214,7 +214,8 @@ pub fn run(env: &dyn Env, config: &Config) -> Summary {
     if tally.downgrade_violations > 0 {
         violations += tally.downgrade_violations;
         violation_details.push(format!(
-            "rw: {} read lock(s) granted to a session whose write lock expired, beside another writer",
+            "rw: {} read lock(s) granted to a session whose write lock was lost (expired, or \
+             left in a session the client had not reported), beside another writer",
             tally.downgrade_violations
         ));
     }
