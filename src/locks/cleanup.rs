@@ -100,11 +100,11 @@ pub(super) fn try_delete(
         return Ok(None); // closing ended the client's session, and its ephemeral nodes
     }
     match client.delete(path, None) {
-        // SessionExpired: the session the request ran in is over, and every older one of this
-        // client: the node, created in one of them, is gone.
-        Ok(()) | Err(ZkError::NoNode) | Err(ZkError::SessionExpired) | Err(ZkError::Closed) => {
-            Ok(None)
-        }
+        Ok(()) | Err(ZkError::NoNode) | Err(ZkError::Closed) => Ok(None),
+        // The session the request was sent in is over, but the node may live in a newer one:
+        // a create can run in a session the client had not reported yet. Try again in the
+        // session of now (one request: `NoNode` when the node went with the old session).
+        Err(ZkError::SessionExpired) => Ok(Some(ZkError::SessionExpired)),
         Err(code) if code.is_retryable() => Ok(Some(code)),
         Err(code) => Err(code),
     }

@@ -179,6 +179,29 @@ impl Env for MemoryEnv {
         Duration::from_secs(1)
     }
 
+    /// The memory ensemble does not list watches by path: what waiters can be watching is
+    /// described instead, every contender node under `prefix` with its owner, and the
+    /// sessions of the clients.
+    fn describe_watches_under(&self, prefix: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        for recipe in super::config::Recipe::ALL {
+            for dir in recipe.node_dirs(prefix) {
+                for child in self.ensemble.children(&dir).unwrap_or_default() {
+                    let path = format!("{dir}/{child}");
+                    let owner = self.ensemble.node(&path).map(|(_, s)| s.ephemeral_owner);
+                    out.push(format!("{path} owner 0x{:x}", owner.unwrap_or(0)));
+                }
+            }
+        }
+        let sessions: Vec<String> = self
+            .clients
+            .iter()
+            .map(|c| format!("{:?}", c.session().snapshot()))
+            .collect();
+        out.push(format!("sessions: {}", sessions.join("; ")));
+        out
+    }
+
     fn node_oracle(&self) -> Option<NodeOracle> {
         let ensemble = self.ensemble.clone();
         Some(Arc::new(move |path: &str| ensemble.node(path).is_some()))
