@@ -3,7 +3,7 @@
 //! Deletes are by exact path, whatever happened to the session since the node was created:
 //! lock node names carry a fresh UUID, so a node of that name can only be ours, and a create
 //! may have run in a session the client had not reported yet (the node then lives on in a live
-//! session). A background delete ends when the node is gone, the client is closed or dropped,
+//! session; a delete answered `SessionExpired` is therefore sent again). A background delete ends when the node is gone, the client is closed or dropped,
 //! or two more sessions were lost.
 
 use std::sync::Arc;
