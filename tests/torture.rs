@@ -218,11 +218,11 @@ fn rw_exclusion_loop() {
     }
     stop.store(true, Ordering::Relaxed);
     spinners.into_iter().for_each(|t| t.join().unwrap());
+    let kinds = runs / seeds.max(1);
     println!(
-        "rw exclusion loop: runs={runs} ({} kinds x {seeds} seeds x {secs}s, {busy} busy threads, \
+        "rw exclusion loop: runs={runs} ({kinds} kinds x {seeds} seeds x {secs}s, {busy} busy threads, \
          hold={hold:?}, late={late:?}) acquisitions={acquisitions} violations={violations} \
-         expired-sections={expired} expired-overlaps={overlaps} unclean={dirty:?}",
-        FaultKind::ALL.len()
+         expired-sections={expired} expired-overlaps={overlaps} unclean={dirty:?}"
     );
     assert!(dirty.is_empty(), "unclean runs: {dirty:?}");
 }
