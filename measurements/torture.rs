@@ -107,6 +107,9 @@ fn main() -> ExitCode {
             FaultKind::REAL.to_vec()
         },
         finish_cycle_within: Duration::from_secs(120),
+        recipes: torture::Recipe::ALL.to_vec(),
+        hold: Duration::ZERO,
+        seed: 0,
     };
     let summary = if let Some(kind) = args.client {
         if !zk_locks::testing::require_server() {

@@ -7,11 +7,12 @@ use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
-use zk_locks::client::memory::MemoryEnsemble;
+use zk_locks::client::memory::{Fault, MemoryEnsemble};
 use zk_locks::client::Op;
 use zk_locks::locks::{InterProcessSemaphoreV2, LockState};
 use zk_locks::testing::torture::{
-    self, ClientKind, Config, FaultKind, FencedStore, MemoryEnv, RealEnv, StaleToken,
+    self, expired_unannounced, ClientKind, Config, FaultKind, FaultRecord, FencedStore, MemoryEnv,
+    RealEnv, Recipe, StaleToken,
 };
 use zk_locks::{InterProcessLock, InterProcessMutex, SharedClient};
 
@@ -22,19 +23,14 @@ fn config(
     acquire_timeout: Duration,
     gap: Duration,
 ) -> Config {
-    Config {
-        root: root.into(),
-        duration,
-        acquire_timeout,
-        fault_gap: gap,
-        faults: faults.to_vec(),
-        finish_cycle_within: Duration::from_secs(90),
-    }
+    Config::new(root, faults, duration, acquire_timeout, gap)
 }
 
 #[test]
 fn torture_memory_backend() {
-    let env = MemoryEnv::new(8);
+    // Forced expiries are reported late, as by a real server: the checker must set the
+    // victims' sections aside rather than count them.
+    let env = MemoryEnv::new(8).with_late_loss_reports(Duration::from_millis(2));
     let summary = torture::run(
         &env,
         &config(
@@ -110,20 +106,147 @@ fn torture_real_cluster() {
     assert_eq!(summary.spurious_losses, 0, "{}", summary.line());
 }
 
+/// The read/write lock under forced expiries only, reported late (as a real server's client
+/// hears of one a network trip later) and with longer sections: a victim writer's section is
+/// then often still running when the readers queued behind it take over. Found as
+/// `violations=3` in one CI run of `torture_memory_backend` (a writer "overlapping" the three
+/// readers queued behind it); the checker sets those sections aside (`expired-sections`), and
+/// nothing else overlaps.
+#[test]
+fn unannounced_expiries_are_set_aside_not_counted() {
+    let env = MemoryEnv::new(6).with_late_loss_reports(Duration::from_millis(5));
+    let mut config = config(
+        &[FaultKind::Expire],
+        "/torture-expiry",
+        Duration::from_secs(3),
+        Duration::from_secs(2),
+        Duration::from_millis(10),
+    );
+    config.recipes = vec![Recipe::ReadWrite];
+    config.hold = Duration::from_millis(1);
+    let summary = torture::run(&env, &config);
+    println!("{}", summary.line());
+    assert!(
+        summary.is_clean(),
+        "{}\n{:#?}",
+        summary.line(),
+        summary.violation_details
+    );
+    assert!(summary.expired_overlaps > 0, "{}", summary.line());
+}
+
+/// The loop driver for exclusion on the read/write lock (not part of CI): the memory torture
+/// with the rw workers only (and the semaphore's, for the kinds that need them), each fault
+/// kind alone, many seeds, beside busy threads. Prints every violation with its holders' nodes
+/// and faults, and the totals.
+///
+/// ```text
+/// ZK_LOCKS_LOOP_SEEDS=20 ZK_LOCKS_LOOP_SECS=2 ZK_LOCKS_LOOP_BUSY=2 [ZK_LOCKS_LOOP_KIND=cut] \
+///   cargo test --release --all-features --test torture -- --ignored rw_exclusion_loop --nocapture
+/// ```
+#[test]
+#[ignore = "a loop driver, run by hand"]
+fn rw_exclusion_loop() {
+    use std::sync::atomic::AtomicBool;
+    let var = |name: &str, default: u64| {
+        std::env::var(name)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(default)
+    };
+    let (seeds, secs, busy) = (
+        var("ZK_LOCKS_LOOP_SEEDS", 10),
+        var("ZK_LOCKS_LOOP_SECS", 2),
+        var("ZK_LOCKS_LOOP_BUSY", 2),
+    );
+    let hold = Duration::from_micros(var("ZK_LOCKS_LOOP_HOLD_US", 0));
+    let only = std::env::var("ZK_LOCKS_LOOP_KIND").ok();
+    let late = Duration::from_micros(var("ZK_LOCKS_LOOP_LATE_US", 0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let spinners: Vec<_> = (0..busy)
+        .map(|_| {
+            let stop = stop.clone();
+            thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    std::hint::spin_loop();
+                }
+            })
+        })
+        .collect();
+    let (mut runs, mut violations, mut acquisitions) = (0u64, 0u64, 0u64);
+    let (mut expired, mut overlaps) = (0u64, 0u64);
+    let mut dirty = Vec::new();
+    for kind in FaultKind::ALL {
+        if only.as_deref().is_some_and(|k| k != kind.name()) {
+            continue;
+        }
+        for seed in 1..=seeds {
+            let env = MemoryEnv::new(8).with_late_loss_reports(late);
+            let mut config = config(
+                &[kind],
+                &format!("/loop-{}-{seed}", kind.name()),
+                Duration::from_secs(secs),
+                Duration::from_secs(2),
+                Duration::from_millis(20),
+            );
+            config.recipes = match kind {
+                FaultKind::CountBlip | FaultKind::AdmissionLeaseLoss => {
+                    vec![Recipe::ReadWrite, Recipe::Semaphore]
+                }
+                _ => vec![Recipe::ReadWrite],
+            };
+            config.hold = hold;
+            config.seed = seed;
+            let summary = torture::run(&env, &config);
+            runs += 1;
+            violations += summary.violations;
+            expired += summary.expired_sections;
+            overlaps += summary.expired_overlaps;
+            acquisitions += summary.acquisitions.values().sum::<u64>();
+            if !summary.is_clean() {
+                println!("{} seed {seed}: {}", kind.name(), summary.line());
+                for d in summary
+                    .violation_details
+                    .iter()
+                    .chain(&summary.leaked_watch_details)
+                {
+                    println!("  {d}");
+                }
+                dirty.push(format!("{} seed {seed}", kind.name()));
+            }
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    spinners.into_iter().for_each(|t| t.join().unwrap());
+    let kinds = runs / seeds.max(1);
+    println!(
+        "rw exclusion loop: runs={runs} ({kinds} kinds x {seeds} seeds x {secs}s, {busy} busy threads, \
+         hold={hold:?}, late={late:?}) acquisitions={acquisitions} violations={violations} \
+         expired-sections={expired} expired-overlaps={overlaps} unclean={dirty:?}"
+    );
+    assert!(dirty.is_empty(), "unclean runs: {dirty:?}");
+}
+
 #[test]
 fn the_checker_sees_overlaps_and_excess_holders() {
     use std::time::Instant;
-    use zk_locks::testing::torture::{check_exclusion, Recipe, Section};
+    use zk_locks::testing::torture::{check_exclusion, Section};
     let t = Instant::now();
     let at = |ms: u64| t + Duration::from_millis(ms);
     let section = |worker, exclusive, enter, exit, valid| Section {
         recipe: Recipe::Mutex,
         exclusive,
         worker,
+        asked: at(0),
         enter: at(enter),
         exit: at(exit),
+        checked: at(exit),
         valid_at_enter: true,
         valid_at_exit: valid,
+        nodes: Vec::new(),
+        nodes_alive: None,
+        write_refused: false,
+        write_stale: false,
     };
     // Touching and disjoint exclusive sections are fine; an invalid one does not count.
     let ok = [
@@ -132,26 +255,59 @@ fn the_checker_sees_overlaps_and_excess_holders() {
         section(2, true, 15, 30, false),
         section(3, true, 30, 40, true),
     ];
-    assert_eq!(check_exclusion(&ok, 1).0, 0);
+    assert_eq!(check_exclusion(&ok, 1, &[]).0, 0);
     let overlapping = [section(0, true, 0, 10, true), section(1, true, 5, 12, true)];
-    assert!(check_exclusion(&overlapping, 1).0 > 0);
+    assert!(check_exclusion(&overlapping, 1, &[]).0 > 0);
     // Readers share, a writer among them does not.
     let readers = [
         section(0, false, 0, 10, true),
         section(1, false, 5, 12, true),
     ];
-    assert_eq!(check_exclusion(&readers, i64::MAX).0, 0);
+    assert_eq!(check_exclusion(&readers, i64::MAX, &[]).0, 0);
     let writer = [
         section(0, false, 0, 10, true),
         section(1, true, 5, 12, true),
     ];
-    assert!(check_exclusion(&writer, i64::MAX).0 > 0);
+    assert!(check_exclusion(&writer, i64::MAX, &[]).0 > 0);
     // Four leases at once on a semaphore of three.
     let four: Vec<Section> = (0..4)
         .map(|w| section(w, false, w as u64, 20, true))
         .collect();
-    assert_eq!(check_exclusion(&four[..3], 3).0, 0);
-    assert!(check_exclusion(&four, 3).0 > 0);
+    assert_eq!(check_exclusion(&four[..3], 3, &[]).0, 0);
+    assert!(check_exclusion(&four, 3, &[]).0 > 0);
+
+    // An overlap whose holder's session the server ended without warning meanwhile is set
+    // aside; the same overlap under a freeze of that session, or an expiry of another
+    // session, is not. The message names both holders' nodes and the faults that hit them.
+    let fault = |kind: FaultKind, victim, start, end| FaultRecord {
+        kind,
+        victim: Some(victim),
+        start: at(start),
+        end: at(end),
+        unannounced_expiry: kind.expires_unannounced(),
+    };
+    let mut overlapping = overlapping;
+    overlapping[0].nodes = vec![("/m/_c_x-lock-0000000007".into(), Some(0x10))];
+    let (_, details) = check_exclusion(&overlapping, 1, &[fault(FaultKind::Cut, 1, 3, 4)]);
+    assert_eq!(
+        details[0],
+        "mutex: worker 0 (exclusive, 10.00ms, /m/_c_x-lock-0000000007 seq 7 session 0x10; \
+          faults: none) overlaps worker 1 (exclusive, 7.00ms, no node; faults: cut@+3.00ms)"
+    );
+    let expiry = fault(FaultKind::Expire, 0, 8, 9);
+    assert!(expired_unannounced(
+        &overlapping[0],
+        std::slice::from_ref(&expiry)
+    ));
+    assert_eq!(check_exclusion(&overlapping, 1, &[expiry]).0, 0);
+    for other in [
+        fault(FaultKind::Freeze, 0, 8, 9),
+        fault(FaultKind::Expire, 2, 8, 9),
+        fault(FaultKind::Expire, 0, 11, 12), // after worker 0's last check
+        fault(FaultKind::Expire, 1, 1, 2),   // reported before worker 1 entered
+    ] {
+        assert!(check_exclusion(&overlapping, 1, &[other]).0 > 0);
+    }
 }
 
 /// Fencing, deterministically: a holder whose session expired writes after its successor and
@@ -208,7 +364,7 @@ fn a_release_that_meets_the_expiry_is_ok() {
     })));
     let released = m.release();
     c.on_request(None);
-    assert_eq!(fired.load(Ordering::SeqCst), 1);
+    assert!(fired.load(Ordering::SeqCst) >= 1, "the expiry was injected");
     assert!(released.is_ok(), "{released:?}");
     assert_eq!(e.children("/expiring-release").unwrap_or_default().len(), 0);
 }
@@ -244,5 +400,40 @@ fn a_semaphore_acquire_survives_an_expiry_while_listing_leases() {
     assert_eq!(
         e.children("/expiring-sem/leases").unwrap_or_default().len(),
         0
+    );
+}
+
+/// Found by the loop driver (`downgrade-silent-session`: the rw lock blocked for good by a read
+/// node of the victim's new, live session): a delete that meets the report of a session change
+/// fails with `SessionExpired`, which was taken as "gone with the session". But the node was
+/// created in the session the client had moved to without reporting it, and lives on.
+#[test]
+fn a_delete_that_meets_a_session_change_report_is_retried() {
+    let e = MemoryEnsemble::new();
+    let c = e.connect();
+    let m = InterProcessMutex::new(c.clone(), "/silent-release").unwrap();
+    // The client moves to a new session it does not report yet; the lock node is made there.
+    c.inject(Fault::in_new_session(Op::Create));
+    m.acquire().unwrap();
+    assert_eq!(e.children("/silent-release").unwrap().len(), 1);
+    // The change is reported while the release's delete is on its way.
+    let (c2, fired) = (c.clone(), Arc::new(AtomicUsize::new(0)));
+    let f = fired.clone();
+    c.on_request(Some(Box::new(move |op, _| {
+        if op == Op::Delete && f.fetch_add(1, Ordering::SeqCst) == 0 {
+            let c3 = c2.clone();
+            thread::spawn(move || c3.report_session_change())
+                .join()
+                .unwrap();
+        }
+    })));
+    let released = m.release();
+    c.on_request(None);
+    assert!(fired.load(Ordering::SeqCst) >= 1, "the report was injected");
+    assert!(released.is_ok(), "{released:?}");
+    assert_eq!(
+        e.children("/silent-release").unwrap_or_default(),
+        Vec::<String>::new(),
+        "the node lives on in the new session"
     );
 }

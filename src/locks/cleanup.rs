@@ -3,9 +3,10 @@
 //! Deletes are by exact path, whatever happened to the session since the node was created:
 //! lock node names carry a fresh UUID, so a node of that name can only be ours, and a create
 //! may have run in a session the client had not reported yet (the node then lives on in a live
-//! session). A background delete ends when the node is gone, the client is closed or dropped,
-//! or two more sessions were lost. Releasing a hold that is `Lost` never waits for the link:
-//! its session is over, and the background delete covers a node the server still has.
+//! session; a delete answered `SessionExpired` is therefore sent again). A background delete
+//! ends when the node is gone, the client is closed or dropped, or two more sessions were
+//! lost. Releasing a hold that is `Lost` never waits for the link: its session is over, and
+//! the background delete covers a node the server still has.
 
 use std::sync::{Arc, Weak};
 use std::thread;
@@ -103,6 +104,9 @@ fn delete_node(
         };
     };
     let mut retries = Retries::new(retry, Instant::now(), deadline);
+    // A `SessionExpired` answer came from a session that is over: the delete is owed once to
+    // the session of now, in the foreground when the link is up (the answer is immediate).
+    let mut sent_in_session_of_now = false;
     loop {
         if !client.session().state().is_connected() && lost() {
             delete_in_background(client, path);
@@ -113,6 +117,10 @@ fn delete_node(
             Ok(Some(code)) => code,
             Err(code) => return Err(Error::zk("delete", path, code)),
         };
+        if code == ZkError::SessionExpired && !sent_in_session_of_now {
+            sent_in_session_of_now = true;
+            continue;
+        }
         if lost() {
             delete_in_background(client, path);
             return Ok(());
@@ -192,11 +200,11 @@ pub(super) fn try_delete(
         return Ok(None); // closing ended the client's session, and its ephemeral nodes
     }
     match client.delete(path, None) {
-        // SessionExpired: the session the request ran in is over, and every older one of this
-        // client: the node, created in one of them, is gone.
-        Ok(()) | Err(ZkError::NoNode) | Err(ZkError::SessionExpired) | Err(ZkError::Closed) => {
-            Ok(None)
-        }
+        Ok(()) | Err(ZkError::NoNode) | Err(ZkError::Closed) => Ok(None),
+        // The session the request was sent in is over, but the node may live in a newer one:
+        // a create can run in a session the client had not reported yet. Try again in the
+        // session of now (one request: `NoNode` when the node went with the old session).
+        Err(ZkError::SessionExpired) => Ok(Some(ZkError::SessionExpired)),
         Err(code) if code.is_retryable() => Ok(Some(code)),
         Err(code) => Err(code),
     }

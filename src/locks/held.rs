@@ -121,6 +121,17 @@ impl HeldNode {
         LockState::Held
     }
 
+    /// Reads the node from the server now, whatever the client believes: `Held` only when it
+    /// exists and belongs to our session. For a decision that must not rest on a belief: the
+    /// client may be in a session it has not reported yet, in which the node is gone.
+    pub(crate) fn confirm(&self) -> LockState {
+        let epoch = self.client.session().epoch();
+        match self.state() {
+            LockState::Lost => LockState::Lost,
+            _ => self.verify(epoch),
+        }
+    }
+
     /// Re-reads the node after a reconnect: gone or owned by another session means lost.
     fn verify(&self, epoch: u64) -> LockState {
         match self.client.exists(&self.path) {

@@ -8,7 +8,7 @@
 //! the write lock gets [`Error::UpgradeNotSupported`] at once (Curator waits forever).
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::client::SharedClient;
 use crate::error::{Error, Result};
@@ -91,8 +91,13 @@ impl LockDriver for ReadDriver {
 
     fn decide(&self, sorted: &[String], our_index: usize) -> Decision {
         // Called on the acquiring thread: a downgrading write holder reads at once (its own
-        // write node, with the same sequence, may sort either side of its read node).
-        if held_write_node(&self.write).is_some_and(|w| sorted.contains(&w)) {
+        // write node, with the same sequence, may sort either side of its read node). Only the
+        // read node that took that sequence: another read node of this thread sits where any
+        // reader would, possibly behind writers that wait for this thread's write node.
+        let ours = rw_sort_key(&sorted[our_index]);
+        if held_write_node(&self.write)
+            .is_some_and(|w| sorted.contains(&w) && rw_sort_key(&w) == ours)
+        {
             return Decision::Acquired;
         }
         let mut writers = sorted[..our_index].iter().filter(|c| is_writer(c));
@@ -285,13 +290,49 @@ impl ReadLock {
         // The read node borrowed the write node's place in the queue; that is only right when
         // the write node lived until the read node existed. If the write lock was lost in
         // between (its session with it), a writer may hold the lock now: give the place back
-        // and queue as any reader.
-        if held_write_node(&self.write).is_some() {
-            return Ok(true);
+        // and queue as any reader. Asked of the server, not of the client's belief: a client
+        // can run requests in a new session before it reports the old one lost, and the read
+        // node, created in the new session, would sort ahead of the writer that took over.
+        // Nodes do not come back, so a write node that exists now existed then.
+        match self.write_node_exists(deadline) {
+            Some(true) => return Ok(true),
+            Some(false) => {}
+            None => {
+                // Unknown by the deadline: not granted (keeping the place could put a reader
+                // beside a writer; giving it back while the write node lives would queue this
+                // thread behind writers that wait for its own write lock).
+                self.read.release()?;
+                return Ok(false);
+            }
         }
         self.read.release()?;
-        let left = deadline.map(|d| d.saturating_duration_since(std::time::Instant::now()));
+        let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
         self.read.acquire_with(left, NodeKind::Sequential)
+    }
+
+    /// Whether the calling thread's write node exists on the server (`Some(false)`: gone),
+    /// asked again after each session change while the answer is unknown (a link down, a
+    /// timed-out read); `None` when `deadline` passed first.
+    fn write_node_exists(&self, deadline: Option<Instant>) -> Option<bool> {
+        let Some(write) = self.write.held_node() else {
+            return Some(false);
+        };
+        loop {
+            let session = write.client().session();
+            let epoch = session.epoch();
+            match write.confirm() {
+                LockState::Held => return Some(true),
+                LockState::Lost => return Some(false),
+                LockState::Suspect => {}
+            }
+            let now = Instant::now();
+            if deadline.is_some_and(|d| now >= d) {
+                return None;
+            }
+            // A failed read while connected has no transition to wait for: ask again soon.
+            let soon = now + Duration::from_millis(250);
+            session.wait_for_change(epoch, Some(deadline.map_or(soon, |d| d.min(soon))));
+        }
     }
 
     /// When this thread holds the write lock, not lost (and not yet the read lock), the read

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 use super::config::{FaultKind, Recipe};
+use super::timeline::{expired_unannounced, faults_hitting, FaultRecord};
 use crate::Error;
 
 /// One critical section as a worker saw it (public for the checker's own tests).
@@ -18,19 +19,73 @@ pub struct Section {
     pub exclusive: bool,
     /// The session whose worker held it.
     pub worker: usize,
+    /// When the worker asked for the lock.
+    pub asked: Instant,
     /// When the section began, taken after the first validity check.
     pub enter: Instant,
     /// When the section ended, taken before the second validity check.
     pub exit: Instant,
+    /// When the second validity check was over.
+    pub checked: Instant,
     /// Whether the holder was valid at the first check.
     pub valid_at_enter: bool,
     /// Whether the holder was valid at the second check.
     pub valid_at_exit: bool,
+    /// The nodes the holder held through: path and owning session id (when known).
+    pub nodes: Vec<(String, Option<i64>)>,
+    /// Whether every node of the hold still existed right after the last check (`None` where
+    /// the environment cannot tell without a request).
+    pub nodes_alive: Option<bool>,
+    /// The section's fenced write was refused (exclusive recipes only).
+    pub write_refused: bool,
+    /// The section's fenced write was accepted although a newer holder had acquired.
+    pub write_stale: bool,
 }
 
 impl Section {
     pub(super) fn counts(&self) -> bool {
         self.valid_at_enter && self.valid_at_exit
+    }
+
+    /// `worker 6 (exclusive, 5.66ms, /torture/rw/_c_…-__WRIT__0000000012 seq 12 session
+    /// 0x…; faults: expire@+1.20ms)`: who held what, and what struck that session meanwhile.
+    pub fn describe(&self, faults: &[FaultRecord]) -> String {
+        let nodes: Vec<String> = self
+            .nodes
+            .iter()
+            .map(|(path, session)| {
+                let name = crate::paths::node_name(path);
+                let seq = name
+                    .len()
+                    .checked_sub(10)
+                    .and_then(|at| name.get(at..))
+                    .and_then(crate::paths::parse_sequence);
+                let seq = seq.map_or("?".to_string(), |n| n.to_string());
+                let session = session.map_or("?".to_string(), |id| format!("0x{id:x}"));
+                format!("{path} seq {seq} session {session}")
+            })
+            .collect();
+        let hits = faults_hitting(self, faults);
+        format!(
+            "worker {} ({}, {:.2}ms, {}; faults: {})",
+            self.worker,
+            if self.exclusive {
+                "exclusive"
+            } else {
+                "shared"
+            },
+            (self.exit - self.enter).as_secs_f64() * 1e3,
+            if nodes.is_empty() {
+                "no node".to_string()
+            } else {
+                nodes.join(", ")
+            },
+            if hits.is_empty() {
+                "none".to_string()
+            } else {
+                hits.join(", ")
+            },
+        )
     }
 }
 
@@ -69,6 +124,12 @@ impl FencedStore {
 
     /// Writes with `token`: refused when a higher token was already written.
     pub fn write(&self, token: i64) -> Result<(), StaleToken> {
+        self.write_noting_stale(token).map(|_| ())
+    }
+
+    /// [`Self::write`]; `Ok(true)` when the write was accepted although a newer holder had
+    /// already acquired (it came from a superseded holder before its successor wrote).
+    pub fn write_noting_stale(&self, token: i64) -> Result<bool, StaleToken> {
         let mut s = self.inner.lock();
         if let Some(highest) = s.highest_written.filter(|&h| token < h) {
             s.rejected += 1;
@@ -76,11 +137,12 @@ impl FencedStore {
         }
         s.highest_written = Some(token);
         s.accepted += 1;
-        if s.highest_acquired.is_some_and(|h| token < h) {
+        let stale = s.highest_acquired.is_some_and(|h| token < h);
+        if stale {
             // A newer holder had acquired already: this write came from a superseded holder.
             s.stale_accepted += 1;
         }
-        Ok(())
+        Ok(stale)
     }
 
     /// (accepted, rejected, stale accepted).
@@ -98,8 +160,6 @@ pub(super) struct Tally {
     pub(super) errors: BTreeMap<String, u64>,
     pub(super) release_errors: BTreeMap<String, u64>,
     pub(super) token_errors: u64,
-    pub(super) invalid_sections: u64,
-    pub(super) rejected_valid_writes: u64,
     pub(super) panics: u64,
     pub(super) stale_counts: u64,
     pub(super) downgrade_violations: u64,
@@ -126,6 +186,12 @@ pub struct Summary {
     pub token_errors: u64,
     /// Sections whose holder was not valid at one end (not counted for exclusion).
     pub invalid_sections: u64,
+    /// Valid sections during which the server ended the holder's session without warning
+    /// (an unannounced expiry: not counted for exclusion, still fenced).
+    pub expired_sections: u64,
+    /// Overlaps between those and other sections (what the check would report without the
+    /// set-aside).
+    pub expired_overlaps: u64,
     /// Faults injected, by kind.
     pub faults: BTreeMap<FaultKind, u64>,
     /// Faults skipped (with the reason of the last one).
@@ -134,7 +200,9 @@ pub struct Summary {
     pub violations: u64,
     /// Human-readable description of the first violations.
     pub violation_details: Vec<String>,
-    /// Fenced writes accepted / rejected / accepted although stale.
+    /// Fenced writes accepted / rejected / accepted although stale (but for writes of holders
+    /// whose session the server ended without warning: no store can refuse those before the
+    /// successor's first write).
     pub fencing: (u64, u64, u64),
     /// Rejected writes from holders valid at both ends (tokens out of acquisition order).
     pub rejected_valid_writes: u64,
@@ -213,9 +281,9 @@ impl Summary {
         format!(
             "torture backend={} sessions={} duration={:.0}s acquisitions={total} ({}) timeouts={} \
              errors={{{}}} release-errors={{{}}} token-errors={} invalid-sections={} \
-             faults={{{} skipped={}}} violations={} fencing={{accepted={} rejected={} \
-             stale-accepted={} rejected-valid={} probes={} probes-refused={} \
-             probe-holders-not-lost={}}} stale-counts={} panics={} hung={} orphans={} \
+             expired-sections={} expired-overlaps={} faults={{{} skipped={}}} violations={} \
+             fencing={{accepted={} rejected={} stale-accepted={} rejected-valid={} probes={} \
+             probes-refused={} probe-holders-not-lost={}}} stale-counts={} panics={} hung={} orphans={} \
              leaked-watches={{live={} closed={}}} spurious-losses={} long-elections={}",
             self.backend,
             self.sessions,
@@ -226,6 +294,8 @@ impl Summary {
             map(&self.release_errors),
             self.token_errors,
             self.invalid_sections,
+            self.expired_sections,
+            self.expired_overlaps,
             faults.join(" "),
             self.faults_skipped,
             self.violations,
@@ -264,10 +334,20 @@ pub(super) fn error_key(e: &Error) -> String {
     }
 }
 
-/// Exclusion violations (count, first descriptions) among sections that count: overlapping exclusive sections (with
-/// anything), or more than `max` concurrent holders.
-pub fn check_exclusion(sections: &[Section], max: i64) -> (u64, Vec<String>) {
-    let mut valid: Vec<&Section> = sections.iter().filter(|s| s.counts()).collect();
+/// Exclusion violations (count, first descriptions) among sections that count: overlapping
+/// exclusive sections (with anything), or more than `max` concurrent holders. A section counts
+/// when its holder was valid at both ends and no unannounced expiry of its session ran
+/// meanwhile (see [`expired_unannounced`](super::expired_unannounced)); `faults` also name
+/// what struck each holder.
+pub fn check_exclusion(
+    sections: &[Section],
+    max: i64,
+    faults: &[FaultRecord],
+) -> (u64, Vec<String>) {
+    let mut valid: Vec<&Section> = sections
+        .iter()
+        .filter(|s| s.counts() && !expired_unannounced(s, faults))
+        .collect();
     valid.sort_by_key(|s| s.enter);
     let mut violations = 0;
     let mut details = Vec::new();
@@ -279,14 +359,10 @@ pub fn check_exclusion(sections: &[Section], max: i64) -> (u64, Vec<String>) {
                 violations += 1;
                 if details.len() < 5 {
                     details.push(format!(
-                        "{}: worker {} ({}, {:?}) overlaps worker {} ({}, {:?})",
+                        "{}: {} overlaps {}",
                         a.recipe.name(),
-                        a.worker,
-                        if a.exclusive { "exclusive" } else { "shared" },
-                        a.exit - a.enter,
-                        b.worker,
-                        if b.exclusive { "exclusive" } else { "shared" },
-                        b.exit - b.enter
+                        a.describe(faults),
+                        b.describe(faults)
                     ));
                 }
             }

@@ -4,6 +4,7 @@
 use std::thread;
 use std::time::Duration;
 
+use super::timeline::FaultLog;
 use crate::SharedClient;
 
 /// Leases of the semaphore recipe.
@@ -84,11 +85,16 @@ pub enum FaultKind {
     /// One session expires just as it sends its next semaphore lease create, between
     /// admission and lease (memory backend).
     AdmissionLeaseLoss,
+    /// One session's client moves to a new session without reporting it (as the `zookeeper`
+    /// crate can) while its read/write worker holds the write lock and is about to downgrade;
+    /// another session takes the write lock; the change is reported after the worker asked for
+    /// the read lock (memory backend).
+    DowngradeSilentSession,
 }
 
 impl FaultKind {
     /// Every kind, in cycle order.
-    pub const ALL: [FaultKind; 9] = [
+    pub const ALL: [FaultKind; 10] = [
         FaultKind::Cut,
         FaultKind::Freeze,
         FaultKind::Expire,
@@ -98,6 +104,7 @@ impl FaultKind {
         FaultKind::CountBlip,
         FaultKind::CreateLookupLoss,
         FaultKind::AdmissionLeaseLoss,
+        FaultKind::DowngradeSilentSession,
     ];
 
     /// The kinds a real ensemble can inject (the others need request-level injection).
@@ -118,13 +125,30 @@ impl FaultKind {
             FaultKind::Freeze
             | FaultKind::Expire
             | FaultKind::DowngradeExpiry
-            | FaultKind::AdmissionLeaseLoss => true,
+            | FaultKind::AdmissionLeaseLoss
+            | FaultKind::DowngradeSilentSession => true,
             FaultKind::Cut
             | FaultKind::ServerRestart
             | FaultKind::LeaderRestart
             | FaultKind::CountBlip
             | FaultKind::CreateLookupLoss => false,
         }
+    }
+
+    /// True for the kinds that end the victim's session on the server while its client is
+    /// connected, so others can see its nodes gone before it hears of it (see
+    /// [`expired_unannounced`](super::expired_unannounced)). `admission-lease-loss` is one
+    /// too, recorded when its hook fires.
+    pub fn expires_unannounced(self) -> bool {
+        matches!(
+            self,
+            FaultKind::Expire | FaultKind::DowngradeExpiry | FaultKind::DowngradeSilentSession
+        )
+    }
+
+    /// True for the kinds that strike every session at once.
+    pub fn strikes_all(self) -> bool {
+        matches!(self, FaultKind::ServerRestart | FaultKind::LeaderRestart)
     }
 
     /// Short name for the summary.
@@ -139,6 +163,7 @@ impl FaultKind {
             FaultKind::CountBlip => "count-blip",
             FaultKind::CreateLookupLoss => "create-lookup-loss",
             FaultKind::AdmissionLeaseLoss => "admission-lease-loss",
+            FaultKind::DowngradeSilentSession => "downgrade-silent-session",
         }
     }
 }
@@ -150,8 +175,10 @@ pub trait Env: Sync {
     /// One client per session.
     fn clients(&self) -> Vec<SharedClient>;
     /// Injects `kind` (on session `victim` for per-session faults); returns once the fault is
-    /// over (a frozen link thawed, a server serving again). `Err` explains a skipped fault.
-    fn inject(&self, kind: FaultKind, victim: usize) -> Result<(), String>;
+    /// over (a frozen link thawed, a server serving again, an expired session reported lost by
+    /// its client). `Err` explains a skipped fault. A fault that strikes later (from a request
+    /// hook) records itself in `log` when it does.
+    fn inject(&self, kind: FaultKind, victim: usize, log: &FaultLog) -> Result<(), String>;
     /// Undoes anything a fault may have left (thaw, accept connections).
     fn heal(&self);
     /// The children of every directory in `dirs` as the ensemble sees them now, as full
@@ -170,12 +197,23 @@ pub trait Env: Sync {
     fn last_outage(&self) -> Duration {
         Duration::ZERO
     }
+    /// Whether the ensemble has a node at this path now, when the environment can tell without
+    /// a request (the memory ensemble can). Lets the checker tell a holder whose node the
+    /// server ended from one whose node lives.
+    fn node_oracle(&self) -> Option<NodeOracle> {
+        None
+    }
+    /// Reports a session change that a fault made silently (no-op where none can be).
+    fn report_session_change(&self, _victim: usize) {}
     /// The watches under `prefix`, one line each: server, path, watching session, and what
     /// the path is now (for a report on leaked watches).
     fn describe_watches_under(&self, _prefix: &str) -> Vec<String> {
         Vec::new()
     }
 }
+
+/// Whether a node exists now (see [`Env::node_oracle`]).
+pub type NodeOracle = std::sync::Arc<dyn Fn(&str) -> bool + Send + Sync>;
 
 /// Parameters of a run.
 #[derive(Debug, Clone)]
@@ -193,6 +231,60 @@ pub struct Config {
     /// Past `duration`, finish the current cycle of faults (every kind at least once per run),
     /// for at most this much longer.
     pub finish_cycle_within: Duration,
+    /// The recipes that get workers (every recipe: [`Recipe::ALL`]).
+    pub recipes: Vec<Recipe>,
+    /// How long a holder stays in its critical section (zero: a few yields). Longer sections
+    /// widen every overlap a defect could cause.
+    pub hold: Duration,
+    /// Varies the run: which session each fault strikes first, and the pauses between faults
+    /// (up to twice `fault_gap`). Seed 0 keeps the plain rotation and gap.
+    pub seed: u64,
+}
+
+impl Config {
+    /// Every recipe, every kind in `faults`, short sections, seed 0.
+    pub fn new(
+        root: impl Into<String>,
+        faults: &[FaultKind],
+        duration: Duration,
+        acquire_timeout: Duration,
+        fault_gap: Duration,
+    ) -> Config {
+        Config {
+            root: root.into(),
+            duration,
+            acquire_timeout,
+            fault_gap,
+            faults: faults.to_vec(),
+            finish_cycle_within: Duration::from_secs(90),
+            recipes: Recipe::ALL.to_vec(),
+            hold: Duration::ZERO,
+            seed: 0,
+        }
+    }
+
+    /// The session the `n`th fault strikes among `sessions`.
+    pub(super) fn victim(&self, n: usize, sessions: usize) -> usize {
+        let cycle = self.faults.len().max(1);
+        (n / cycle + n + self.seed as usize) % sessions.max(1)
+    }
+
+    /// The pause before the `n`th fault: `fault_gap`, stretched by up to as much again per
+    /// the seed.
+    pub(super) fn gap(&self, n: usize) -> Duration {
+        if self.seed == 0 {
+            return self.fault_gap;
+        }
+        // splitmix64 of (seed, n): a well-spread fraction in [0, 1).
+        let mut z = self.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ n as u64;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        self.fault_gap
+            + self
+                .fault_gap
+                .mul_f64((z >> 11) as f64 / (1u64 << 53) as f64)
+    }
 }
 
 /// Pacing between and within faults (how long a link stays frozen, the undisturbed time

@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 use super::checks::FencedStore;
-use super::config::{Config, Env, FaultKind, Recipe, SEMAPHORE_MAX};
+use super::config::{Env, FaultKind, Recipe, SEMAPHORE_MAX};
+use super::timeline::{FaultLog, FaultRecord};
 use super::workers::{DowngradeRequest, Run};
 use crate::locks::InterProcessReadWriteLock;
 use crate::{InterProcessLock, InterProcessMutex, SharedClient};
@@ -35,10 +36,11 @@ pub(super) struct Probe {
 pub(super) fn fence_probe(
     env: &dyn Env,
     clients: &[SharedClient],
+    run: &Run,
     victim: usize,
-    config: &Config,
     probe: &Probe,
 ) -> Result<(), String> {
+    let config = &run.config;
     let path = probe_path(&config.root);
     let holder =
         InterProcessMutex::new(clients[victim].clone(), &path).map_err(|e| e.to_string())?;
@@ -48,7 +50,7 @@ pub(super) fn fence_probe(
         probe.store.acquired(old);
         let _ = probe.store.write(old);
     }
-    env.inject(FaultKind::Freeze, victim)?;
+    inject(env, &run.log, FaultKind::Freeze, victim)?;
     let (Some(guard), Some(old)) = (guard, old) else {
         return Ok(());
     };
@@ -72,13 +74,27 @@ pub(super) fn fence_probe(
     Ok(())
 }
 
+/// Injects `kind` on `victim` (every session for a server fault) and records it in `log`.
+pub(super) fn inject(
+    env: &dyn Env,
+    log: &FaultLog,
+    kind: FaultKind,
+    victim: usize,
+) -> Result<(), String> {
+    let struck = (!kind.strikes_all()).then_some(victim);
+    log.record(kind, struck, kind.expires_unannounced(), || {
+        env.inject(kind, victim, log)
+    })
+}
+
 /// The semaphore's maximum.
 pub(super) fn count_path(root: &str) -> String {
     format!("{root}/sem-max")
 }
 
-/// Expires the victim's session while its read/write worker holds the write lock and is about
-/// to downgrade; the worker then asks for the read lock, which must not be granted as a
+/// Ends the victim's session while its read/write worker holds the write lock and is about
+/// to downgrade (`kind`: an expiry, or a move to a new session that the client reports only
+/// afterwards); the worker then asks for the read lock, which must not be granted as a
 /// downgrade of the lost write lock (the checker sees a reader beside the next writer).
 ///
 /// To make the check sharp, the fault thread then takes the write lock through another session
@@ -89,6 +105,29 @@ pub(super) fn expire_during_downgrade(
     clients: &[SharedClient],
     run: &Run,
     victim: usize,
+    kind: FaultKind,
+) -> Result<(), String> {
+    let start = Instant::now();
+    let result = end_session_at_downgrade(env, clients, run, victim, kind);
+    if kind == FaultKind::DowngradeSilentSession {
+        env.report_session_change(victim);
+        run.log.push(FaultRecord {
+            kind,
+            victim: Some(victim),
+            start,
+            end: Instant::now(),
+            unannounced_expiry: true,
+        });
+    }
+    result
+}
+
+fn end_session_at_downgrade(
+    env: &dyn Env,
+    clients: &[SharedClient],
+    run: &Run,
+    victim: usize,
+    kind: FaultKind,
 ) -> Result<(), String> {
     let (reached_tx, reached) = mpsc::channel();
     let (resume, resume_rx) = mpsc::channel();
@@ -104,7 +143,7 @@ pub(super) fn expire_during_downgrade(
         run.downgrade.lock().take();
         return Err("the read/write worker never reached a downgrade".into());
     }
-    env.inject(FaultKind::Expire, victim)?;
+    inject(env, &run.log, kind, victim)?;
     let path = Recipe::ReadWrite.path(&run.config.root);
     let other = clients[(victim + 1) % clients.len()].clone();
     let rw = InterProcessReadWriteLock::new(other, &path).map_err(|e| e.to_string())?;
@@ -129,7 +168,7 @@ pub(super) fn expire_during_downgrade(
 /// Cuts the victim's connections (its watches go), then changes the semaphore's maximum from
 /// another session; the victim's `SharedCount` must show the new value within the patience.
 pub(super) fn count_blip(env: &dyn Env, run: &Run, victim: usize) -> Result<(), String> {
-    env.inject(FaultKind::Cut, victim)?;
+    inject(env, &run.log, FaultKind::CountBlip, victim)?;
     let counts = run.counts.lock().clone();
     let watcher = counts
         .get(&victim)

@@ -5,8 +5,9 @@ use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
-use super::config::{pause, Env, FaultKind};
-use crate::client::memory::{Fault, MemoryClient, MemoryEnsemble, Op};
+use super::config::{pause, Env, FaultKind, NodeOracle};
+use super::timeline::FaultLog;
+use crate::client::memory::{Fault, FaultTiming, MemoryClient, MemoryEnsemble, Op};
 use crate::{ConnectionState, SharedClient, ZkClient};
 
 /// The in-memory ensemble: exact, fast faults. A "server restart" drops every session's link
@@ -14,6 +15,7 @@ use crate::{ConnectionState, SharedClient, ZkClient};
 pub struct MemoryEnv {
     pub(super) ensemble: MemoryEnsemble,
     pub(super) clients: Vec<Arc<MemoryClient>>,
+    pub(super) late_loss_report: Duration,
 }
 
 impl MemoryEnv {
@@ -21,7 +23,44 @@ impl MemoryEnv {
     pub fn new(sessions: usize) -> MemoryEnv {
         let ensemble = MemoryEnsemble::new();
         let clients = (0..sessions).map(|_| ensemble.connect()).collect();
-        MemoryEnv { ensemble, clients }
+        MemoryEnv {
+            ensemble,
+            clients,
+            late_loss_report: Duration::ZERO,
+        }
+    }
+
+    /// A victim of a forced expiry hears of it `delay` after the server ended its session (and
+    /// other clients saw its nodes go), as a client of a real server does a network trip
+    /// later. Without it the gap is only as long as the scheduler makes it.
+    pub fn with_late_loss_reports(mut self, delay: Duration) -> MemoryEnv {
+        self.late_loss_report = delay;
+        self
+    }
+}
+
+/// Expires `c`'s session; its client reports the loss `late` after the server's change.
+fn expire(c: &MemoryClient, late: Duration) {
+    if !late.is_zero() {
+        // A watch of the victim's session is discarded by the expiry and dropped after the
+        // server's change, before the client reports it: its drop is the delay.
+        let delay = DelayOnDrop(late);
+        let _ = c.get_data(
+            "/",
+            Some(Box::new(move |_| {
+                let _keep = &delay;
+            })),
+        );
+    }
+    c.expire();
+}
+
+/// Sleeps for its duration when dropped.
+struct DelayOnDrop(Duration);
+
+impl Drop for DelayOnDrop {
+    fn drop(&mut self) {
+        pause(self.0);
     }
 }
 
@@ -37,8 +76,9 @@ impl Env for MemoryEnv {
             .collect()
     }
 
-    fn inject(&self, kind: FaultKind, victim: usize) -> Result<(), String> {
+    fn inject(&self, kind: FaultKind, victim: usize, log: &FaultLog) -> Result<(), String> {
         let c = &self.clients[victim];
+        let late = self.late_loss_report;
         match kind {
             FaultKind::Cut | FaultKind::CountBlip => {
                 c.suspend();
@@ -52,7 +92,16 @@ impl Env for MemoryEnv {
                 c.expire();
                 c.resume();
             }
-            FaultKind::Expire | FaultKind::DowngradeExpiry => c.expire(),
+            FaultKind::Expire | FaultKind::DowngradeExpiry => expire(c, late),
+            FaultKind::DowngradeSilentSession => {
+                // The next request runs in a new session, unreported: make one now.
+                c.inject(Fault {
+                    op: None,
+                    path_prefix: None,
+                    timing: FaultTiming::InNewSession,
+                });
+                let _ = c.exists("/");
+            }
             FaultKind::CreateLookupLoss => {
                 let (fired, client) = (AtomicBool::new(false), Arc::downgrade(c));
                 c.on_request(Some(Box::new(move |op, path| {
@@ -69,11 +118,14 @@ impl Env for MemoryEnv {
             }
             FaultKind::AdmissionLeaseLoss => {
                 let (fired, client) = (AtomicBool::new(false), Arc::downgrade(c));
+                let log = log.clone();
                 c.on_request(Some(Box::new(move |op, path| {
                     if op == Op::Create && path.contains("/leases/") && !fired.swap(true, SeqCst) {
                         if let Some(c) = client.upgrade() {
                             // Expired from another thread, as the server would do it.
-                            let _ = thread::spawn(move || c.expire()).join();
+                            log.record(kind, Some(victim), true, || {
+                                let _ = thread::spawn(move || expire(&c, late)).join();
+                            });
                         }
                     }
                 })));
@@ -125,5 +177,37 @@ impl Env for MemoryEnv {
 
     fn session_timeout(&self) -> Duration {
         Duration::from_secs(1)
+    }
+
+    /// The memory ensemble does not list watches by path: what waiters can be watching is
+    /// described instead, every contender node under `prefix` with its owner, and the
+    /// sessions of the clients.
+    fn describe_watches_under(&self, prefix: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        for recipe in super::config::Recipe::ALL {
+            for dir in recipe.node_dirs(prefix) {
+                for child in self.ensemble.children(&dir).unwrap_or_default() {
+                    let path = format!("{dir}/{child}");
+                    let owner = self.ensemble.node(&path).map(|(_, s)| s.ephemeral_owner);
+                    out.push(format!("{path} owner 0x{:x}", owner.unwrap_or(0)));
+                }
+            }
+        }
+        let sessions: Vec<String> = self
+            .clients
+            .iter()
+            .map(|c| format!("{:?}", c.session().snapshot()))
+            .collect();
+        out.push(format!("sessions: {}", sessions.join("; ")));
+        out
+    }
+
+    fn node_oracle(&self) -> Option<NodeOracle> {
+        let ensemble = self.ensemble.clone();
+        Some(Arc::new(move |path: &str| ensemble.node(path).is_some()))
+    }
+
+    fn report_session_change(&self, victim: usize) {
+        self.clients[victim].report_session_change();
     }
 }

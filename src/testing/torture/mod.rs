@@ -9,7 +9,10 @@
 //! whose holder was valid at both ends count for exclusion. To stay sound on a loaded machine
 //! the enter time is taken *after* the validity check and the exit time *before* the second
 //! one: a holder valid at both checks held the lock during the whole recorded interval
-//! (a session never comes back once lost, and a node found deleted stays lost).
+//! (a session never comes back once lost, and a node found deleted stays lost) — unless the
+//! server ended its session without warning meanwhile, which its client learns only after
+//! others could see its nodes go: such sections are set aside (`expired-sections`) and left to
+//! fencing.
 //!
 //! The environment ([`Env`]) is either a real 3-node cluster with one
 //! [`FaultProxy`](crate::testing::FaultProxy) per (session, server) — so a cut, a freeze or an expiry hits exactly one session — or the
@@ -22,6 +25,8 @@
 //! - `faults`: the composite faults the fault thread drives (fencing probe, expiry during a
 //!   downgrade, count blip) and waiting for the server to settle;
 //! - `checks`: recorded sections, the [`FencedStore`], [`check_exclusion`] and the [`Summary`];
+//! - `timeline`: when each fault struck whom ([`FaultLog`]), to name the faults behind a
+//!   violation and to set aside holders whose session the server ended without warning;
 //! - `real` and `memory`: the two environments, [`RealEnv`] and [`MemoryEnv`].
 
 mod checks;
@@ -30,11 +35,13 @@ mod faults;
 mod memory;
 mod real;
 mod run;
+mod timeline;
 mod workers;
 
 pub use crate::testing::harness::ClientKind;
 pub use checks::{check_exclusion, FencedStore, Section, StaleToken, Summary};
-pub use config::{Config, Env, FaultKind, Recipe, SEMAPHORE_MAX};
+pub use config::{Config, Env, FaultKind, NodeOracle, Recipe, SEMAPHORE_MAX};
 pub use memory::MemoryEnv;
 pub use real::RealEnv;
 pub use run::run;
+pub use timeline::{expired_unannounced, FaultLog, FaultRecord};

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 use super::config::{pause, Env, FaultKind};
+use super::timeline::FaultLog;
 use crate::client::native::NativeClient;
 use crate::testing::harness::{watches, ClientKind};
 use crate::testing::{FaultProxy, TestingCluster};
@@ -111,7 +112,7 @@ impl Env for RealEnv {
         self.clients.lock().clone()
     }
 
-    fn inject(&self, kind: FaultKind, victim: usize) -> Result<(), String> {
+    fn inject(&self, kind: FaultKind, victim: usize, _log: &FaultLog) -> Result<(), String> {
         *self.last_outage.lock() = Duration::ZERO;
         let proxies = &self.proxies[victim];
         let client = self.client(victim);
@@ -183,7 +184,9 @@ impl Env for RealEnv {
                     .wait_for_quorum(Duration::from_secs(90))
                     .map_err(|e| e.to_string())
             }
-            FaultKind::CreateLookupLoss | FaultKind::AdmissionLeaseLoss => {
+            FaultKind::CreateLookupLoss
+            | FaultKind::AdmissionLeaseLoss
+            | FaultKind::DowngradeSilentSession => {
                 Err("needs request-level injection (memory backend only)".into())
             }
         }

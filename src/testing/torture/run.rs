@@ -12,8 +12,9 @@ use parking_lot::Mutex;
 use super::checks::{check_exclusion, FencedStore, Section, Summary, Tally};
 use super::config::{pause, Config, Env, FaultKind, Recipe, SEMAPHORE_MAX};
 use super::faults::{
-    count_blip, count_path, expire_during_downgrade, fence_probe, probe_path, settle, Probe,
+    count_blip, count_path, expire_during_downgrade, fence_probe, inject, probe_path, settle, Probe,
 };
+use super::timeline::{expired_unannounced, FaultLog};
 use super::workers::Run;
 use crate::ZkClient;
 
@@ -32,6 +33,8 @@ pub fn run(env: &dyn Env, config: &Config) -> Summary {
         stop: AtomicBool::new(false),
         counts: Mutex::new(BTreeMap::new()),
         downgrade: Mutex::new(None),
+        log: FaultLog::default(),
+        oracle: env.node_oracle(),
     });
     let probe = Probe::default();
     let mut faults: BTreeMap<FaultKind, u64> = BTreeMap::new();
@@ -49,7 +52,7 @@ pub fn run(env: &dyn Env, config: &Config) -> Summary {
         let (done_tx, done_rx) = mpsc::channel::<()>();
         let mut workers = 0;
         for (worker, client) in clients.iter().enumerate() {
-            for recipe in Recipe::ALL {
+            for &recipe in &config.recipes {
                 let (run, client, done) = (run.clone(), client.clone(), done_tx.clone());
                 workers += 1;
                 thread::Builder::new()
@@ -75,20 +78,22 @@ pub fn run(env: &dyn Env, config: &Config) -> Summary {
             let until = if cycle_open(n) { hard_end } else { end };
             pause(
                 config
-                    .fault_gap
+                    .gap(n)
                     .min(until.saturating_duration_since(Instant::now())),
             );
             if !go_on(n) {
                 break;
             }
             let kind = config.faults[n % config.faults.len()];
-            let victim = (n / config.faults.len() + n) % clients.len();
+            let victim = config.victim(n, clients.len());
             n += 1;
             let injected = match kind {
-                FaultKind::Freeze => fence_probe(env, &clients, victim, config, &probe),
-                FaultKind::DowngradeExpiry => expire_during_downgrade(env, &clients, &run, victim),
+                FaultKind::Freeze => fence_probe(env, &clients, &run, victim, &probe),
+                FaultKind::DowngradeExpiry | FaultKind::DowngradeSilentSession => {
+                    expire_during_downgrade(env, &clients, &run, victim, kind)
+                }
                 FaultKind::CountBlip => count_blip(env, &run, victim),
-                _ => env.inject(kind, victim),
+                _ => inject(env, &run.log, kind, victim),
             };
             match injected {
                 Ok(()) => {
@@ -178,7 +183,9 @@ pub fn run(env: &dyn Env, config: &Config) -> Summary {
     let watches_closed = settle(patience, || env.total_watches());
 
     let sections = std::mem::take(&mut *run.sections.lock());
+    let log = run.log.records();
     let mut violations = 0;
+    let mut expired_overlaps = 0;
     let mut violation_details = Vec::new();
     for recipe in Recipe::ALL {
         let of: Vec<Section> = sections
@@ -191,15 +198,24 @@ pub fn run(env: &dyn Env, config: &Config) -> Summary {
             Recipe::ReadWrite => i64::MAX, // readers share; writers are checked pairwise
             Recipe::Mutex | Recipe::SemaphoreMutex => 1,
         };
-        let (v, d) = check_exclusion(&of, max);
+        let (v, d) = check_exclusion(&of, max, &log);
         violations += v;
         violation_details.extend(d);
+        // What the same sections would show with nothing set aside.
+        expired_overlaps += check_exclusion(&of, max, &[]).0.saturating_sub(v);
     }
+    let count = |f: &dyn Fn(&Section) -> bool| sections.iter().filter(|s| f(s)).count() as u64;
+    let invalid_sections = count(&|s| !s.counts());
+    let expired_sections = count(&|s| s.counts() && expired_unannounced(s, &log));
+    // A refused write from a holder that was valid throughout means tokens out of order.
+    let rejected_valid_writes =
+        count(&|s| s.counts() && s.write_refused && !expired_unannounced(s, &log));
     let tally = std::mem::take(&mut *run.tally.lock());
     if tally.downgrade_violations > 0 {
         violations += tally.downgrade_violations;
         violation_details.push(format!(
-            "rw: {} read lock(s) granted to a session whose write lock expired, beside another writer",
+            "rw: {} read lock(s) granted to a session whose write lock was lost (expired, or \
+             left in a session the client had not reported), beside another writer",
             tally.downgrade_violations
         ));
     }
@@ -208,6 +224,12 @@ pub fn run(env: &dyn Env, config: &Config) -> Summary {
         let (a, r, s) = store.counts();
         fencing = (fencing.0 + a, fencing.1 + r, fencing.2 + s);
     }
+    // A superseded holder's write that came before its successor's first write is accepted
+    // by any fenced store; when the server ended the holder's session without warning, the
+    // holder could not know either (see `timeline`).
+    fencing.2 = fencing
+        .2
+        .saturating_sub(count(&|s| s.write_stale && expired_unannounced(s, &log)));
     let probes = *probe.runs.lock();
     let probes_refused = *probe.refused.lock();
     let probe_holders_not_lost = *probe.not_lost.lock();
@@ -220,13 +242,15 @@ pub fn run(env: &dyn Env, config: &Config) -> Summary {
         errors: tally.errors,
         release_errors: tally.release_errors,
         token_errors: tally.token_errors,
-        invalid_sections: tally.invalid_sections,
+        invalid_sections,
+        expired_sections,
+        expired_overlaps,
         faults,
         faults_skipped: skipped,
         violations,
         violation_details,
         fencing,
-        rejected_valid_writes: tally.rejected_valid_writes,
+        rejected_valid_writes,
         probes,
         probes_refused,
         probe_holders_not_lost,

@@ -11,11 +11,12 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 use super::checks::{error_key, FencedStore, Section, Tally};
-use super::config::{Config, Recipe, SEMAPHORE_MAX};
+use super::config::{Config, NodeOracle, Recipe, SEMAPHORE_MAX};
 use super::faults::count_path;
+use super::timeline::FaultLog;
 use crate::locks::{
-    InterProcessReadWriteLock, InterProcessSemaphoreMutex, InterProcessSemaphoreV2, Lease,
-    SharedCount,
+    HeldNode, InterProcessReadWriteLock, InterProcessSemaphoreMutex, InterProcessSemaphoreV2,
+    Lease, SharedCount,
 };
 use crate::{Error, InterProcessLock, InterProcessMutex, LockGuard, SharedClient, ZkClient};
 
@@ -23,6 +24,12 @@ use crate::{Error, InterProcessLock, InterProcessMutex, LockGuard, SharedClient,
 pub(super) trait Holding {
     fn valid(&self) -> bool;
     fn token(&self) -> crate::Result<i64>;
+    /// The nodes held through: path and owning session.
+    fn nodes(&self) -> Vec<(String, Option<i64>)>;
+}
+
+fn node_of(n: &HeldNode) -> (String, Option<i64>) {
+    (n.path().to_string(), n.session_id())
 }
 
 impl<L: InterProcessLock> Holding for LockGuard<'_, L> {
@@ -32,6 +39,9 @@ impl<L: InterProcessLock> Holding for LockGuard<'_, L> {
     fn token(&self) -> crate::Result<i64> {
         self.fencing_token()
     }
+    fn nodes(&self) -> Vec<(String, Option<i64>)> {
+        LockGuard::nodes(self).iter().map(|n| node_of(n)).collect()
+    }
 }
 
 impl Holding for Lease {
@@ -40,6 +50,9 @@ impl Holding for Lease {
     }
     fn token(&self) -> crate::Result<i64> {
         self.fencing_token()
+    }
+    fn nodes(&self) -> Vec<(String, Option<i64>)> {
+        vec![node_of(self.held_node())]
     }
 }
 
@@ -54,6 +67,10 @@ pub(super) struct Run {
     pub(super) counts: Mutex<BTreeMap<usize, SharedCount>>,
     /// A pending downgrade-expiry fault (for one session's read/write worker).
     pub(super) downgrade: Mutex<Option<DowngradeRequest>>,
+    /// Every fault injected so far.
+    pub(super) log: FaultLog,
+    /// The environment's view of which nodes exist, when it has one without requests.
+    pub(super) oracle: Option<NodeOracle>,
 }
 
 /// Asks the read/write worker of session `worker` to stop between taking the write lock and
@@ -84,12 +101,13 @@ impl Run {
         }
     }
 
-    /// The critical section of one holder.
+    /// The critical section of one holder, who asked for the lock at `asked`.
     pub(super) fn section(
         &self,
         recipe: Recipe,
         exclusive: bool,
         worker: usize,
+        asked: Instant,
         held: &dyn Holding,
     ) {
         *self.tally.lock().acquisitions.entry(recipe).or_default() += 1;
@@ -111,31 +129,39 @@ impl Run {
         // The holder writes without looking at its validity: fencing must stop a holder that
         // did not notice it lost the lock.
         let write = match (store, token) {
-            (Some(store), Some(t)) => Some(store.write(t)),
+            (Some(store), Some(t)) => Some(store.write_noting_stale(t)),
             _ => None,
         };
-        for _ in 0..3 {
-            thread::yield_now();
+        if self.config.hold.is_zero() {
+            for _ in 0..3 {
+                thread::yield_now();
+            }
+        } else {
+            thread::sleep(self.config.hold);
         }
         let exit = Instant::now();
         let valid_at_exit = held.valid();
+        let checked = Instant::now();
+        let nodes = held.nodes();
+        let nodes_alive = self
+            .oracle
+            .as_ref()
+            .map(|exists| nodes.iter().all(|(path, _)| exists(path)));
         let s = Section {
             recipe,
             exclusive,
             worker,
+            asked,
             enter,
             exit,
+            checked,
             valid_at_enter,
             valid_at_exit,
+            nodes,
+            nodes_alive,
+            write_refused: matches!(write, Some(Err(_))),
+            write_stale: matches!(write, Some(Ok(true))),
         };
-        {
-            let mut tally = self.tally.lock();
-            if !s.counts() {
-                tally.invalid_sections += 1;
-            } else if matches!(write, Some(Err(_))) {
-                tally.rejected_valid_writes += 1;
-            }
-        }
         self.sections.lock().push(s);
     }
 
@@ -147,9 +173,10 @@ impl Run {
         worker: usize,
         lock: &L,
     ) {
+        let asked = Instant::now();
         match lock.try_lock_for(self.config.acquire_timeout) {
             Ok(Some(guard)) => {
-                self.section(recipe, exclusive, worker, &guard);
+                self.section(recipe, exclusive, worker, asked, &guard);
                 self.release_result(guard.unlock());
             }
             Ok(None) => self.tally.lock().timeouts += 1,
@@ -162,6 +189,7 @@ impl Run {
     /// just before the downgrade.
     pub(super) fn iterate_downgrade(&self, worker: usize, rw: &InterProcessReadWriteLock) {
         let recipe = Recipe::ReadWrite;
+        let asked = Instant::now();
         let write = match rw.write_lock().try_lock_for(self.config.acquire_timeout) {
             Ok(Some(guard)) => guard,
             Ok(None) => {
@@ -170,7 +198,7 @@ impl Run {
             }
             Err(e) => return self.error(&e),
         };
-        self.section(recipe, true, worker, &write);
+        self.section(recipe, true, worker, asked, &write);
         let request = {
             let mut pending = self.downgrade.lock();
             match pending.as_ref() {
@@ -184,6 +212,7 @@ impl Run {
             let _ = r.resume.recv_timeout(self.config.finish_cycle_within);
             r.read
         });
+        let asked = Instant::now();
         let read = rw.read_lock().try_lock_for(self.config.acquire_timeout);
         if let Some(reply) = read_reply {
             let _ = reply.send(matches!(&read, Ok(Some(g)) if g.is_valid()));
@@ -191,7 +220,7 @@ impl Run {
         self.release_result(write.unlock());
         match read {
             Ok(Some(guard)) => {
-                self.section(recipe, false, worker, &guard);
+                self.section(recipe, false, worker, asked, &guard);
                 self.release_result(guard.unlock());
             }
             Ok(None) => self.tally.lock().timeouts += 1,
@@ -234,16 +263,17 @@ impl Run {
                     self.counts.lock().insert(worker, count.clone());
                     let s =
                         InterProcessSemaphoreV2::with_shared_count(client.clone(), &path, count)?;
-                    Box::new(
-                        move |_| match s.acquire_timeout(self.config.acquire_timeout) {
+                    Box::new(move |_| {
+                        let asked = Instant::now();
+                        match s.acquire_timeout(self.config.acquire_timeout) {
                             Ok(Some(lease)) => {
-                                self.section(recipe, false, worker, &lease);
+                                self.section(recipe, false, worker, asked, &lease);
                                 self.release_result(lease.close());
                             }
                             Ok(None) => self.tally.lock().timeouts += 1,
                             Err(e) => self.error(&e),
-                        },
-                    )
+                        }
+                    })
                 }
             })
         })();
