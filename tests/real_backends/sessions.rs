@@ -50,12 +50,10 @@ pub(crate) fn aged_client_cut_keeps_the_session_and_every_lock(kind: ClientKind)
     age(&*client, SESSION * 3);
     proxy.cut();
     let seen = reach(&*client, ConnectionState::Reconnected, SESSION * 3);
-    assert!(
-        states(&seen).contains(&ConnectionState::Suspended),
-        "{:?}",
-        states(&seen)
-    );
     let last = *seen.last().unwrap();
+    // Suspended then Reconnected: two transitions, even when the watcher only woke for the
+    // second one (a loaded machine can run both before it looks).
+    assert!(last.epoch >= before.epoch + 2, "{:?}", states(&seen));
     assert_eq!(last.session_id, before.session_id);
     assert_eq!(last.losses, 0);
     for guard in &guards {
