@@ -1,7 +1,9 @@
 //! The engine under faults that combine: a lost create then a lost look-up, a create run in a
 //! session the client has not reported yet, an outage during a timed acquire, a session lost
-//! between semaphore admission and the lease, a verification that timed out, a client closed
-//! while a listing is retried. Deterministic, on the in-memory ensemble.
+//! between semaphore admission and the lease (reported or silent), requests about our node
+//! answered `SessionExpired` by the report of a silent session change, a verification that
+//! timed out, a client closed while a listing is retried. Deterministic, on the in-memory
+//! ensemble.
 
 mod common;
 
