@@ -1,7 +1,9 @@
 //! The engine under faults that combine: a lost create then a lost look-up, a create run in a
 //! session the client has not reported yet, an outage during a timed acquire, a session lost
-//! between semaphore admission and the lease, a verification that timed out, a client closed
-//! while a listing is retried. Deterministic, on the in-memory ensemble.
+//! between semaphore admission and the lease (reported or silent), requests about our node
+//! answered `SessionExpired` by the report of a silent session change, a verification that
+//! timed out, a client closed while a listing is retried. Deterministic, on the in-memory
+//! ensemble.
 
 mod common;
 
@@ -498,4 +500,162 @@ fn an_admission_delete_cut_off_goes_on_in_the_background() {
     let s2 = InterProcessSemaphoreV2::new(other.clone(), "/sem", 1).unwrap();
     let lease = s2.acquire_timeout(PATIENCE).unwrap();
     assert!(lease.is_some(), "the next client is admitted");
+}
+
+/// Moves `c` to a new session it does not report yet: its old session ends on the server,
+/// with its ephemeral nodes, and its requests run in the new one from now on.
+fn change_session_silently(c: &MemoryClient) {
+    c.inject(Fault::in_new_session(Op::Exists));
+    c.exists("/").unwrap();
+}
+
+/// Reports `c`'s silent session change from another thread, as a link's event would come.
+fn report_change(c: &Arc<MemoryClient>) {
+    let c = c.clone();
+    thread::spawn(move || c.report_session_change())
+        .join()
+        .unwrap();
+}
+
+/// Hooks the next create under `dir/`: it runs in a session the client has not reported, and
+/// its outcome is unknown to the caller (the server made the node, the reply timed out). The
+/// first listing of `dir` that `lists_on` picks then meets the report of the change, and
+/// is answered `SessionExpired` although the node lives on in the new session.
+fn silent_create_then_report(
+    c: &Arc<MemoryClient>,
+    dir: &'static str,
+    lists_on: impl Fn() -> bool + Send + Sync + 'static,
+) {
+    let weak = Arc::downgrade(c);
+    let (created, reported) = (AtomicUsize::new(0), AtomicUsize::new(0));
+    c.on_request(Some(Box::new(move |op, path| {
+        let Some(c) = weak.upgrade() else { return };
+        let in_dir = path.strip_prefix(dir).is_some_and(|p| p.starts_with('/'));
+        if op == Op::Create && in_dir && created.fetch_add(1, Ordering::SeqCst) == 0 {
+            change_session_silently(&c);
+            c.create(path, b"", zk_locks::CreateMode::EphemeralSequential)
+                .unwrap();
+            c.inject(Fault::timeout(Op::Create));
+        } else if op == Op::GetChildren
+            && path == dir
+            && created.load(Ordering::SeqCst) > 0
+            && lists_on()
+            && reported.fetch_add(1, Ordering::SeqCst) == 0
+        {
+            report_change(&c);
+        }
+    })));
+}
+
+/// A create with an unknown outcome ran in a session the client had not reported; the look-up
+/// for it meets the report and is answered `SessionExpired`. That says nothing of the node,
+/// which lives on in the new session: the look-up is made again there and finds it. Creating
+/// again instead leaves the first node ahead of ours, and we wait on ourselves.
+#[test]
+fn a_look_up_answered_session_expired_looks_again_in_the_session_of_now() {
+    let e = MemoryEnsemble::new();
+    let c = e.connect();
+    let m = ready_mutex(&c, "/locks/a");
+    silent_create_then_report(&c, "/locks/a", || true);
+    let acquired = m.acquire_timeout(Duration::from_secs(2)).unwrap();
+    c.on_request(None);
+    let kids = e.children("/locks/a").unwrap();
+    assert!(acquired, "waited on its own first node: {kids:?}");
+    assert_eq!(kids.len(), 1, "one node of ours: {kids:?}");
+    m.release().unwrap();
+    assert_eq!(
+        e.children("/locks/a").unwrap(),
+        Vec::<String>::new(),
+        "no orphan"
+    );
+}
+
+/// The same create, given up at once (no retries): the node is looked for and deleted in the
+/// background. That look-up meets the report and is answered `SessionExpired`: the node lives
+/// on in the new session, so the background look-up goes on there until it is deleted.
+#[test]
+fn a_background_look_up_answered_session_expired_goes_on_in_the_session_of_now() {
+    let e = MemoryEnsemble::new();
+    let c = e.connect();
+    let m = ready_mutex(&c, "/locks/a").with_retry_policy(Arc::new(zk_locks::retry::NoRetry));
+    silent_create_then_report(&c, "/locks/a", || {
+        thread::current().name() == Some("zk-locks-find-delete")
+    });
+    let given_up = m.acquire_timeout(Duration::from_secs(2));
+    assert!(
+        matches!(given_up, Err(Error::RetriesExhausted { .. })),
+        "{given_up:?}"
+    );
+    eventually(PATIENCE, "the node of the silent session deleted", || {
+        e.children("/locks/a").unwrap().is_empty()
+    });
+    c.on_request(None);
+}
+
+/// The admission node made in a session the client has not reported; the delete sent without
+/// waiting once the lease is granted meets the report and is answered `SessionExpired`. The
+/// node lives on in the new session and would keep every other client out: the delete goes
+/// on in the background.
+#[test]
+fn an_admission_delete_answered_session_expired_goes_on_in_the_background() {
+    let e = MemoryEnsemble::new();
+    let (c, other) = (e.connect(), e.connect());
+    let s = InterProcessSemaphoreV2::new(c.clone(), "/sem", 1).unwrap();
+    drop(s.acquire().unwrap()); // directories exist from here on
+    c.inject(Fault::in_new_session(Op::Create).on_path("/sem/locks/"));
+    let c2 = c.clone();
+    once_on(&c, Op::Delete, "/sem/locks/", move || report_change(&c2));
+    let lease = s.acquire().unwrap();
+    drop(lease);
+    eventually(PATIENCE, "the admission node deleted", || {
+        e.children("/sem/locks").unwrap_or_default().is_empty()
+    });
+    c.on_request(None);
+    let s2 = InterProcessSemaphoreV2::new(other.clone(), "/sem", 1).unwrap();
+    assert!(s2.acquire_timeout(PATIENCE).unwrap().is_some());
+}
+
+/// Item 8 with a silent session change: the admitted client's session changes unreported just
+/// before its lease create (its admission node ends with the old session), another client is
+/// admitted and queues its lease, and the first one's lease is made in the new session. The
+/// client still believes it is admitted; it must ask the server before waiting, else both
+/// leases are over the maximum and each waits on the other.
+#[test]
+fn a_silent_session_change_between_admission_and_lease_goes_back_to_admission() {
+    let e = MemoryEnsemble::new();
+    let (x, c, d) = (e.connect(), e.connect(), e.connect());
+    let sx = InterProcessSemaphoreV2::new(x.clone(), "/sem", 1).unwrap();
+    let sc = InterProcessSemaphoreV2::new(c.clone(), "/sem", 1).unwrap();
+    let sd = Arc::new(InterProcessSemaphoreV2::new(d.clone(), "/sem", 1).unwrap());
+    let lease_x = sx.acquire().unwrap();
+    let (tx, rx) = mpsc::channel();
+    let (c2, e2, sd2) = (c.clone(), e.clone(), sd.clone());
+    once_on(&c, Op::Create, "/sem/leases/", move || {
+        change_session_silently(&c2);
+        let (sd3, tx) = (sd2.clone(), tx.clone());
+        thread::spawn(move || {
+            let _ = tx.send(sd3.acquire_timeout(Duration::from_secs(5)));
+        });
+        eventually(PATIENCE, "the other lease queued", || {
+            e2.children("/sem/leases").unwrap().len() == 2
+        });
+    });
+    thread::scope(|s| {
+        let waiter_c = s.spawn(|| sc.acquire_timeout(Duration::from_secs(8)));
+        eventually(PATIENCE, "c's lease created", || {
+            e.children("/sem/leases").unwrap().len() >= 3
+                || e.children("/sem/locks").unwrap_or_default().len() >= 2
+        });
+        drop(lease_x);
+        let lease_d = rx
+            .recv()
+            .unwrap()
+            .unwrap()
+            .expect("the admitted client got no lease: deadlocked with the other");
+        drop(lease_d);
+        let lease_c = waiter_c.join().unwrap().unwrap().expect("c got no lease");
+        assert!(lease_c.is_valid());
+    });
+    c.on_request(None);
+    assert!(e.children("/sem/leases").unwrap().is_empty());
 }

@@ -168,8 +168,8 @@ fn delete_in_background_from(client: Weak<dyn ZkClient>, losses: u64, path: Stri
 }
 
 /// Deletes `path` without waiting for the reply ([`ZkClient::delete_unawaited`]): the
-/// caller goes on at once. A delete whose outcome stays unknown (its connection was lost)
-/// goes on in the background, as [`delete_guaranteed`]'s does; the client's later requests
+/// caller goes on at once. A delete whose outcome stays unknown ([`fate_unknown`]: its
+/// connection was lost, or its session ended) goes on in the background, as [`delete_guaranteed`]'s does; the client's later requests
 /// may then reach the server before it.
 pub(crate) fn delete_unawaited(client: &SharedClient, path: &str) {
     let losses = client.session().snapshot().losses;
@@ -180,8 +180,8 @@ pub(crate) fn delete_unawaited(client: &SharedClient, path: &str) {
     client.delete_unawaited(
         path,
         Box::new(move |result| match result {
-            Ok(()) | Err(ZkError::NoNode | ZkError::SessionExpired | ZkError::Closed) => {}
-            Err(code) if code.is_retryable() => {
+            Ok(()) | Err(ZkError::NoNode | ZkError::Closed) => {}
+            Err(code) if fate_unknown(code) => {
                 log::info!("delete of {p} interrupted ({code}); deleting in the background");
                 delete_in_background_from(weak, losses, p);
             }
@@ -201,13 +201,18 @@ pub(super) fn try_delete(
     }
     match client.delete(path, None) {
         Ok(()) | Err(ZkError::NoNode) | Err(ZkError::Closed) => Ok(None),
-        // The session the request was sent in is over, but the node may live in a newer one:
-        // a create can run in a session the client had not reported yet. Try again in the
-        // session of now (one request: `NoNode` when the node went with the old session).
-        Err(ZkError::SessionExpired) => Ok(Some(ZkError::SessionExpired)),
-        Err(code) if code.is_retryable() => Ok(Some(code)),
+        Err(code) if fate_unknown(code) => Ok(Some(code)),
         Err(code) => Err(code),
     }
+}
+
+/// Whether an answer to a request about one of our nodes leaves the node's fate unknown, so
+/// the request must be made again: a connection loss or a timeout, and `SessionExpired`. The
+/// session that request was sent in is over, but the node may live in a newer one: a create
+/// can run in a session the client had not reported yet. Asked again in the session of now,
+/// the server answers for certain (`NoNode` when the node went with the old session).
+pub(super) fn fate_unknown(code: ZkError) -> bool {
+    code.is_retryable() || code == ZkError::SessionExpired
 }
 
 /// Runs `attempt` on a background thread whenever the client is connected (after every session

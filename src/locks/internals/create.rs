@@ -11,7 +11,7 @@ use crate::retry::Retries;
 use crate::session::SessionSnapshot;
 
 use super::{delete_guaranteed, LockInternals, Resume, Wait};
-use crate::locks::cleanup::{retry_in_background, try_delete};
+use crate::locks::cleanup::{fate_unknown, retry_in_background, try_delete};
 
 /// Length of Curator's protection prefix `_c_<36-char uuid>-`.
 pub const PROTECTED_PREFIX_LEN: usize = 40;
@@ -125,8 +125,10 @@ impl LockInternals {
                 code => return Err(Error::zk("create", path, code)),
             }
             // The create may or may not have been applied. Look it up, and repeat the look-up,
-            // never the create, while the outcome stays unknown: a second node of ours would
-            // sit in the queue behind the first and wait on it (CURATOR-45).
+            // never the create, while the outcome stays unknown (`SessionExpired` included: the
+            // create may have run in a session the client had not reported yet, and the node
+            // lives on there): a second node of ours would sit in the queue behind the first
+            // and wait on it (CURATOR-45).
             loop {
                 match self.retry_when_connected(&mut retries) {
                     Resume::Ready => {}
@@ -170,12 +172,7 @@ impl LockInternals {
                         prefix = protected_prefix();
                         break;
                     }
-                    Err(again) if again.is_retryable() => code = again, // still unknown
-                    Err(ZkError::SessionExpired) => {
-                        // The session that may have created it is gone, and the node with it.
-                        prefix = protected_prefix();
-                        break;
-                    }
+                    Err(again) if fate_unknown(again) => code = again, // still unknown
                     Err(other) => {
                         self.delete_by_prefix_in_background(prefix);
                         return Err(Error::zk("get_children", self.base_path.clone(), other));
@@ -304,7 +301,7 @@ impl LockInternals {
                 Ok(Found::Ours(p, _)) | Ok(Found::Foreign(p)) => {
                     !matches!(try_delete(client, &p), Ok(Some(_)))
                 }
-                Err(code) => !code.is_retryable(),
+                Err(code) => !fate_unknown(code),
             }
         });
     }

@@ -28,7 +28,7 @@ use crate::client::{SharedClient, ZkError};
 use crate::error::{Error, Result};
 use crate::paths;
 use crate::retry::{ExponentialBackoffRetry, Retries, RetryPolicy, RetryStep};
-use crate::session::{ConnectionState, ListenerId};
+use crate::session::{ConnectionState, ListenerId, SessionSnapshot};
 
 use super::driver::{LockDriver, StandardDriver};
 use super::held::{HeldNode, LockState};
@@ -265,19 +265,6 @@ impl InterProcessSemaphoreV2 {
             return Ok(Granted::TimedOut { link_trouble: true });
         };
         let mut cleanup = NodeCleanup::new(&self.leases, &our_path, deadline);
-        // The admission must still be ours, held in the session the lease was created in: a
-        // session lost in between let another client be admitted, and two admitted clients
-        // whose leases are both over the maximum wait on each other for ever.
-        let admitted = self.admission.held_node().is_some_and(|admission| {
-            admission.losses() == before.losses && admission.state() != LockState::Lost
-        });
-        if !admitted {
-            log::info!(
-                "admission to {} lost before the lease; queueing again",
-                self.path
-            );
-            return Ok(Granted::NodeGone); // `cleanup` deletes the lease
-        }
         let our_name = paths::node_name(&our_path).to_string();
         let leases_path = self.leases.base_path().to_string();
         let waiter = Arc::new(Waiter::default());
@@ -347,6 +334,16 @@ impl InterProcessSemaphoreV2 {
                 }));
             }
             if !watch {
+                // Before waiting, the admission must be known to the server as ours (see
+                // `still_admitted`); only a waiting lease needs it: a lease within the maximum
+                // is granted whoever is admitted, so the uncontended path asks nothing more.
+                if !self.still_admitted(&before) {
+                    log::info!(
+                        "admission to {} lost before the lease; queueing again",
+                        self.path
+                    );
+                    break Ok(Granted::NodeGone); // `cleanup` deletes the lease
+                }
                 watch = true;
                 listeners = Some(self.wake_on_changes(&waiter));
                 continue;
@@ -380,6 +377,26 @@ impl InterProcessSemaphoreV2 {
             // On `NodeGone` the lease is deleted by path all the same: it may still exist.
             other => other,
         }
+    }
+
+    /// Whether the calling thread's admission still holds, asked of the server (one `exists`)
+    /// after the lease was created in the session `before` saw: not only believed by the client.
+    ///
+    /// Two leases over the maximum whose owners both count as admitted wait on each other for
+    /// ever, and the one really admitted keeps everyone else out. A session lost between the
+    /// admission and the lease create lets another client be admitted meanwhile; then the
+    /// admission node is gone and the lease lives in another session. If the loss was reported,
+    /// the loss count says so without a request. If not (a client can open a new session and
+    /// run requests in it before it reports the change), the old session expired on the server
+    /// before the new one was opened, and its ephemeral admission node went with it: `exists`
+    /// says so. Asking once, before the first wait, is enough: from then on the admission and
+    /// the lease live in one session, and a later loss takes the lease too, which the next
+    /// listing sees. An answer that is not "held" (the link failed too) counts as not admitted:
+    /// the lease is deleted and the thread queues for admission again.
+    fn still_admitted(&self, before: &SessionSnapshot) -> bool {
+        self.admission.held_node().is_some_and(|admission| {
+            admission.losses() == before.losses && admission.confirm() == LockState::Held
+        })
     }
 
     /// Subscribes `waiter` to session changes and to the shared maximum's changes.
