@@ -2,6 +2,7 @@
 //! container nodes, and the server's checks for each request, in the server's order.
 
 use std::collections::{HashMap, HashSet};
+use std::fmt::Write;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::watches::{ClientState, ServerSession, WatchEntry, WatchKind, FIRST_SESSION_ID};
@@ -131,6 +132,7 @@ impl ServerState {
 
     /// `create`, with the checks in `PrepRequestProcessor`'s order: path, ACL (`InvalidAcl`),
     /// parent (`NoNode`), the parent's `CREATE` (`NoAuth`), `NodeExists`, ephemeral parent.
+    /// Returns the node's actual path and its `Stat` (create2's reply).
     pub(super) fn create(
         &mut self,
         session: i64,
@@ -138,19 +140,22 @@ impl ServerState {
         data: &[u8],
         mode: CreateMode,
         acl: &[Acl],
-    ) -> ZkResult<String> {
+    ) -> ZkResult<(String, Stat)> {
         paths::validate_create_path(path, mode.is_sequential())
             .map_err(|_| ZkError::BadArguments)?;
         let slash = path.rfind('/').ok_or(ZkError::BadArguments)?;
         let parent_path = if slash == 0 { "/" } else { &path[..slash] };
-        let acl = super::acl::fixup(acl, &self.identities(session))?;
+        let acl = super::acl::fixup(acl, self.identities(session))?;
         self.check_acl(session, parent_path, perms::CREATE)?;
         let parent = self.nodes.get(parent_path).ok_or(ZkError::NoNode)?;
         let sequence = parent.next_sequence;
         let parent_owner = parent.stat.ephemeral_owner;
         let full = if mode.is_sequential() {
             // `%010d` of a signed int: after the wrap, `-000000005` and `-2147483648`.
-            format!("{path}{sequence:010}")
+            let mut full = String::with_capacity(path.len() + 11);
+            full.push_str(path);
+            let _ = write!(full, "{sequence:010}");
+            full
         } else {
             path.to_string()
         };
@@ -208,7 +213,7 @@ impl ServerState {
             parent_path,
             EventType::NodeChildrenChanged,
         );
-        Ok(full)
+        Ok((full, stat))
     }
 
     /// `delete`: path, the parent's `DELETE` (`NoAuth`, even when the node is missing), the
