@@ -51,25 +51,24 @@ fn validate(path: &str, sequential: bool) -> Result<(), Error> {
     if checked.ends_with('/') {
         return fail("path must not end with / character");
     }
-    // Split on the byte `/` (ASCII, so every segment is valid UTF-8 on its own): this runs on
-    // every request of every backend.
-    for segment in checked.as_bytes()[1..].split(|&b| b == b'/') {
+    // This runs on every request of every backend: one pass tells whether any character
+    // needs a look (all ASCII from 0x1f up is fine), then the path is split on the byte `/`
+    // (ASCII, so every segment is valid UTF-8 on its own).
+    let bytes = checked.as_bytes();
+    let plain = bytes.iter().all(|&b| (0x1f..0x80).contains(&b));
+    for segment in bytes[1..].split(|&b| b == b'/') {
         if segment.is_empty() {
             return fail("empty node name specified");
         }
         if segment == b"." || segment == b".." {
             return fail("relative paths not allowed");
         }
-        let first_bad = if segment.is_ascii() {
-            segment
-                .iter()
-                .map(|&b| char::from(b))
-                .find(|&c| c == '\0' || is_rejected_char(c))
-        } else {
-            String::from_utf8_lossy(segment)
-                .chars()
-                .find(|&c| c == '\0' || is_rejected_char(c))
-        };
+        if plain {
+            continue;
+        }
+        let first_bad = String::from_utf8_lossy(segment)
+            .chars()
+            .find(|&c| c == '\0' || is_rejected_char(c));
         match first_bad {
             None => {}
             Some('\0') => return fail("null character not allowed"),
