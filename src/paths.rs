@@ -51,20 +51,28 @@ fn validate(path: &str, sequential: bool) -> Result<(), Error> {
     if checked.ends_with('/') {
         return fail("path must not end with / character");
     }
-    for segment in checked[1..].split('/') {
+    // This runs on every request of every backend: one pass tells whether any character
+    // needs a look (all ASCII from 0x1f up is fine), then the path is split on the byte `/`
+    // (ASCII, so every segment is valid UTF-8 on its own).
+    let bytes = checked.as_bytes();
+    let plain = bytes.iter().all(|&b| (0x1f..0x80).contains(&b));
+    for segment in bytes[1..].split(|&b| b == b'/') {
         if segment.is_empty() {
             return fail("empty node name specified");
         }
-        if segment == "." || segment == ".." {
+        if segment == b"." || segment == b".." {
             return fail("relative paths not allowed");
         }
-        for c in segment.chars() {
-            if c == '\0' {
-                return fail("null character not allowed");
-            }
-            if is_rejected_char(c) {
-                return fail("invalid character");
-            }
+        if plain {
+            continue;
+        }
+        let first_bad = String::from_utf8_lossy(segment)
+            .chars()
+            .find(|&c| c == '\0' || is_rejected_char(c));
+        match first_bad {
+            None => {}
+            Some('\0') => return fail("null character not allowed"),
+            Some(_) => return fail("invalid character"),
         }
     }
     Ok(())
@@ -81,11 +89,13 @@ fn is_rejected_char(c: char) -> bool {
 
 /// Joins a parent path and a child name: `join("/a", "b") == "/a/b"`, `join("/", "b") == "/b"`.
 pub fn join(parent: &str, child: &str) -> String {
-    if parent.ends_with('/') {
-        format!("{parent}{child}")
-    } else {
-        format!("{parent}/{child}")
+    let mut path = String::with_capacity(parent.len() + 1 + child.len());
+    path.push_str(parent);
+    if !parent.ends_with('/') {
+        path.push('/');
     }
+    path.push_str(child);
+    path
 }
 
 /// The parent of a path: `parent("/a/b") == Some("/a")`, `parent("/a") == Some("/")`,
@@ -181,6 +191,15 @@ mod tests {
                 "{bad:?}"
             );
         }
+        // The reason names the first bad character, in ASCII and non-ASCII segments alike.
+        let reason = |p: &str| match validate_path(p) {
+            Err(Error::InvalidPath { reason, .. }) => reason,
+            other => panic!("{p:?}: {other:?}"),
+        };
+        assert_eq!(reason("/a\0b"), "null character not allowed");
+        assert_eq!(reason("/ü\0\u{1}"), "null character not allowed");
+        assert_eq!(reason("/ü\u{e000}\0"), "invalid character");
+        assert_eq!(reason("/a/b\u{1f}/\u{1e}"), "invalid character");
         assert!(validate_create_path("/a/", true).is_ok());
         assert!(validate_create_path("/a/", false).is_err());
         assert!(validate_create_path("/a//", true).is_err());

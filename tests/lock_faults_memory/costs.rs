@@ -7,7 +7,7 @@ use std::sync::{mpsc, Arc};
 use std::thread;
 
 use zk_locks::client::memory::MemoryEnsemble;
-use zk_locks::locks::{InterProcessLock, InterProcessMutex};
+use zk_locks::locks::{InterProcessLock, InterProcessMutex, InterProcessReadWriteLock};
 use zk_locks::testing::harness::eventually;
 
 use super::{mutex, PATIENCE};
@@ -106,6 +106,44 @@ fn deep_queue_waiter_relists_once() {
         let n = w2.join().unwrap();
         // create, list (2 ahead), watch #1, list again after #1's deletion (then 0 ahead).
         assert_eq!((n.create, n.get_children, n.get_data), (1, 2, 1), "{n:?}");
+    });
+}
+
+/// The contended write lock's cost per acquisition is the mutex's: a writer queued behind
+/// two writers lists, watches the one just ahead, and lists once more when it goes.
+#[test]
+fn deep_queue_writer_costs_what_a_mutex_waiter_costs() {
+    let e = MemoryEnsemble::new();
+    let cs: Vec<_> = (0..3).map(|_| e.connect()).collect();
+    let rws: Vec<_> = cs
+        .iter()
+        .map(|c| InterProcessReadWriteLock::new(c.clone(), "/rw").unwrap())
+        .collect();
+    let g0 = rws[0].write_lock().lock().unwrap();
+    thread::scope(|s| {
+        let w1 = s.spawn(|| rws[1].write_lock().lock().map(|g| g.unlock()).unwrap());
+        eventually(PATIENCE, "1 queued", || {
+            e.children("/rw").unwrap().len() == 2
+        });
+        cs[2].reset_counters();
+        let w2 = s.spawn(|| {
+            let g = rws[2].write_lock().lock().unwrap();
+            let n = cs[2].counters();
+            drop(g);
+            n
+        });
+        eventually(PATIENCE, "2 queued", || {
+            e.children("/rw").unwrap().len() == 3
+        });
+        drop(g0);
+        w1.join().unwrap().unwrap();
+        let n = w2.join().unwrap();
+        // As `deep_queue_waiter_relists_once`: create, list, watch #1, list again.
+        assert_eq!(
+            (n.create, n.get_children, n.get_data, n.requests()),
+            (1, 2, 1, 4),
+            "{n:?}"
+        );
     });
 }
 

@@ -158,18 +158,17 @@ pub(super) fn open() -> Vec<Acl> {
 
 impl ServerState {
     /// The identities of the client owning `session` (none for an unknown session).
-    pub(super) fn identities(&self, session: i64) -> Vec<Identity> {
+    pub(super) fn identities(&self, session: i64) -> &[Identity] {
         self.sessions
             .get(&session)
             .and_then(|s| self.clients.get(&s.client))
-            .map(|c| c.identities.clone())
-            .unwrap_or_default()
+            .map_or(&[], |c| c.identities.as_slice())
     }
 
     /// Checks `perm` on the node at `path` for the client owning `session`.
     pub(super) fn check_acl(&self, session: i64, path: &str, perm: i32) -> ZkResult<()> {
         match self.nodes.get(path) {
-            Some(node) => check(&node.acl, &self.identities(session), perm),
+            Some(node) => check(&node.acl, self.identities(session), perm),
             None => Err(ZkError::NoNode),
         }
     }

@@ -132,7 +132,9 @@ impl ZkClient for MemoryClient {
     fn create(&self, path: &str, data: &[u8], mode: CreateMode) -> ZkResult<String> {
         let acl = self.acl.checked_acl_for(path, &self.auth)?;
         self.request(Op::Create, path, |inner, session| {
-            inner.create(session, path, data, mode, &acl)
+            inner
+                .create(session, path, data, mode, &acl)
+                .map(|(actual, _)| actual)
         })
     }
 
@@ -140,9 +142,7 @@ impl ZkClient for MemoryClient {
     fn create2(&self, path: &str, data: &[u8], mode: CreateMode) -> ZkResult<(String, Stat)> {
         let acl = self.acl.checked_acl_for(path, &self.auth)?;
         self.request(Op::Create, path, |inner, session| {
-            let actual = inner.create(session, path, data, mode, &acl)?;
-            let stat = inner.exists(&actual)?.ok_or(ZkError::SystemError)?;
-            Ok((actual, stat))
+            inner.create(session, path, data, mode, &acl)
         })
     }
 

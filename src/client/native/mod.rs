@@ -16,6 +16,7 @@
 //! - `session`: connect, ping, dead-link and expiry clocks, reconnect, auth and SetWatches;
 //! - `watches`: the one-shot callback registry and the thread callbacks run on;
 //! - `options`: [`NativeOptions`] and the connect string;
+//! - `pipelined`: a pipeline's requests as wire records, and their replies back;
 //! - `transport`: the byte stream, plain TCP or TLS; `tls` (feature `tls`): `TlsOptions`
 //!   and the rustls configuration;
 //! - this file: [`NativeClient`] and its [`ZkClient`] implementation.
@@ -35,6 +36,7 @@
 mod connection;
 pub mod jute;
 mod options;
+mod pipelined;
 pub mod records;
 mod session;
 #[cfg(feature = "tls")]
@@ -323,80 +325,6 @@ impl NativeClient {
                 other => other,
             })
             .collect())
-    }
-
-    fn wire_request(&self, request: &Request) -> ZkResult<WireRequest> {
-        Ok(match request {
-            Request::Create { path, data, mode } => {
-                crate::paths::validate_create_path(path, mode.is_sequential())
-                    .map_err(|_| ZkError::BadArguments)?;
-                WireRequest::Create {
-                    acl: self.acl_for(path)?,
-                    path: self.server_path(path),
-                    data: data.clone(),
-                    mode: *mode,
-                }
-            }
-            Request::Delete { path, version: v } => {
-                check_path(path)?;
-                WireRequest::Delete {
-                    path: self.server_path(path),
-                    version: version(*v),
-                }
-            }
-            Request::Exists { path } => {
-                check_path(path)?;
-                WireRequest::Exists {
-                    path: self.server_path(path),
-                    watch: false,
-                }
-            }
-            Request::GetData { path } => {
-                check_path(path)?;
-                WireRequest::GetData {
-                    path: self.server_path(path),
-                    watch: false,
-                }
-            }
-            Request::GetChildren { path } => {
-                check_path(path)?;
-                WireRequest::GetChildren {
-                    path: self.server_path(path),
-                    watch: false,
-                }
-            }
-            Request::SetData {
-                path,
-                data,
-                version: v,
-            } => {
-                check_path(path)?;
-                WireRequest::SetData {
-                    path: self.server_path(path),
-                    data: data.clone(),
-                    version: version(*v),
-                }
-            }
-        })
-    }
-
-    fn decode_response(&self, request: &Request, body: &[u8]) -> DecodeResult<Response> {
-        Ok(match request {
-            Request::Create { .. } => {
-                let (path, stat) = decode_all(body, read_create2)?;
-                Response::Create(self.client_path(&path), stat)
-            }
-            Request::Delete { .. } => Response::Delete,
-            Request::Exists { .. } => Response::Exists(Some(decode_all(body, read_stat)?)),
-            Request::GetData { .. } => {
-                let (data, stat) = decode_all(body, read_data)?;
-                Response::GetData(data, stat)
-            }
-            Request::GetChildren { .. } => {
-                Response::GetChildren(decode_all(body, |r| r.strings())?)
-            }
-            Request::SetData { .. } => Response::SetData(decode_all(body, read_stat)?),
-        })
     }
 }
 

@@ -18,7 +18,13 @@ pub const PROTECTED_PREFIX_LEN: usize = 40;
 
 /// A fresh Curator protection prefix: `_c_<uuid v4, lowercase, hyphenated>-`.
 pub fn protected_prefix() -> String {
-    format!("_c_{}-", uuid::Uuid::new_v4())
+    let mut uuid = uuid::Uuid::encode_buffer();
+    let uuid = uuid::Uuid::new_v4().hyphenated().encode_lower(&mut uuid);
+    let mut prefix = String::with_capacity(PROTECTED_PREFIX_LEN);
+    prefix.push_str("_c_");
+    prefix.push_str(uuid);
+    prefix.push('-');
+    prefix
 }
 
 /// True for a name made by a protected create (Curator's `isProtectedZNode`).
@@ -220,19 +226,22 @@ impl LockInternals {
     }
 
     fn node_path(&self, prefix: &str, kind: NodeKind) -> (String, CreateMode) {
-        let name = format!("{prefix}{}", self.driver.lock_name());
+        let lock_name = self.driver.lock_name();
+        // `<base>/<prefix><lock name>[<sequence>]`, built in one allocation (once per attempt).
+        let mut path =
+            String::with_capacity(self.base_path.len() + 1 + prefix.len() + lock_name.len() + 11);
+        path.push_str(&self.base_path);
+        if !self.base_path.ends_with('/') {
+            path.push('/');
+        }
+        path.push_str(prefix);
+        path.push_str(lock_name);
         match kind {
-            NodeKind::Sequential => (
-                paths::join(&self.base_path, &name),
-                CreateMode::EphemeralSequential,
-            ),
-            NodeKind::WithSequence(seq) => (
-                paths::join(
-                    &self.base_path,
-                    &format!("{name}{}", paths::format_sequence(seq)),
-                ),
-                CreateMode::Ephemeral,
-            ),
+            NodeKind::Sequential => (path, CreateMode::EphemeralSequential),
+            NodeKind::WithSequence(seq) => {
+                path.push_str(&paths::format_sequence(seq));
+                (path, CreateMode::Ephemeral)
+            }
         }
     }
 
