@@ -1,0 +1,202 @@
+//! Deadlines and endings: a timed acquire during an outage, a late failure, a verification that
+//! timed out, a client closed during a retry, a background delete that ends with the client.
+
+use super::*;
+
+/// The link goes down while a timed acquire waits: the call returns by its deadline (with
+/// slack for a loaded machine), not after the cleanup's whole retry policy; the node is deleted
+/// once the link is back.
+#[test]
+fn a_timed_acquire_returns_by_its_deadline_during_an_outage() {
+    let e = MemoryEnsemble::new();
+    let (h, c) = (e.connect(), e.connect());
+    let holder = ready_mutex(&h, "/locks/a");
+    holder.acquire().unwrap();
+    let held = e.children("/locks/a").unwrap();
+    let m = mutex(&c, "/locks/a");
+    // The link drops as the waiter sets its watch, and stays down.
+    let c2 = c.clone();
+    once_on(&c, Op::GetData, "/locks/a", move || c2.suspend());
+    let timeout = Duration::from_millis(500);
+    let start = Instant::now();
+    let acquired = m.acquire_timeout(timeout).unwrap();
+    let took = start.elapsed();
+    assert!(!acquired);
+    assert!(
+        took < timeout + Duration::from_secs(2),
+        "returned after {took:?}"
+    );
+    c.on_request(None);
+    c.resume();
+    eventually(PATIENCE, "our node deleted after the outage", || {
+        e.children("/locks/a").unwrap() == held
+    });
+}
+
+/// A request of a timed acquire that outlives the deadline and then fails with an unknown
+/// outcome: the call makes no further request on its thread (another could keep it a whole
+/// call timeout more); the node is deleted in the background.
+#[test]
+fn a_timed_acquire_makes_no_request_after_a_late_failure() {
+    let e = MemoryEnsemble::new();
+    let (h, c) = (e.connect(), e.connect());
+    let holder = ready_mutex(&h, "/locks/a");
+    holder.acquire().unwrap();
+    let held = e.children("/locks/a").unwrap();
+    let m = mutex(&c, "/locks/a");
+    let timeout = Duration::from_millis(200);
+    let caller = thread::current().id();
+    let after_late = Arc::new(parking_lot::Mutex::new(Vec::new()));
+    let (log, late) = (after_late.clone(), AtomicUsize::new(0));
+    c.inject(Fault::timeout(Op::GetData));
+    c.on_request(Some(Box::new(move |op, _path| {
+        if thread::current().id() != caller {
+            return;
+        }
+        if late.load(Ordering::SeqCst) > 0 {
+            log.lock().push(op);
+        }
+        if op == Op::GetData && late.fetch_add(1, Ordering::SeqCst) == 0 {
+            // The watch request is slow: it outlives the deadline (time is the subject here).
+            thread::sleep(timeout + Duration::from_millis(50));
+        }
+    })));
+    assert!(!m.acquire_timeout(timeout).unwrap());
+    c.on_request(None);
+    assert_eq!(
+        *after_late.lock(),
+        Vec::<Op>::new(),
+        "requests after the late failure"
+    );
+    eventually(PATIENCE, "our node deleted in the background", || {
+        e.children("/locks/a").unwrap() == held
+    });
+}
+
+/// The same for a semaphore: the link drops at the lease listing and stays down; the call
+/// returns "not acquired" by its deadline, and the lease and admission nodes are deleted once
+/// the link is back.
+#[test]
+fn a_timed_semaphore_acquire_returns_by_its_deadline_during_an_outage() {
+    let e = MemoryEnsemble::new();
+    let (x, c) = (e.connect(), e.connect());
+    let sx = InterProcessSemaphoreV2::new(x.clone(), "/sem", 1).unwrap();
+    let lease_x = sx.acquire().unwrap();
+    let held = e.children("/sem/leases").unwrap();
+    let sc = InterProcessSemaphoreV2::new(c.clone(), "/sem", 1).unwrap();
+    let c2 = c.clone();
+    once_on(&c, Op::GetChildren, "/sem/leases", move || c2.suspend());
+    let timeout = Duration::from_millis(500);
+    let start = Instant::now();
+    let result = sc.acquire_timeout(timeout);
+    let took = start.elapsed();
+    assert!(matches!(result, Ok(None)), "{result:?}");
+    assert!(
+        took < timeout + Duration::from_secs(2),
+        "returned after {took:?}"
+    );
+    c.on_request(None);
+    c.resume();
+    eventually(PATIENCE, "lease and admission nodes deleted", || {
+        e.children("/sem/leases").unwrap() == held
+            && e.children("/sem/locks").unwrap_or_default().is_empty()
+    });
+    drop(lease_x);
+}
+
+/// A verification `exists` that timed out while connected leaves the holder `Suspect`; a wait
+/// for `Lost` must verify again instead of sleeping until the next session change.
+#[test]
+fn wait_until_lost_verifies_again_after_a_verification_timed_out() {
+    let e = MemoryEnsemble::new();
+    let (c, other) = (e.connect(), e.connect());
+    let m = mutex(&c, "/l");
+    let g = m.lock().unwrap();
+    let node = g.nodes()[0].clone();
+    c.suspend();
+    c.resume();
+    zk_locks::testing::harness::wait_connected(c.as_ref());
+    // The wait's own verification times out; the node is deleted after that.
+    c.inject(Fault::timeout(Op::Exists));
+    let (verifying, verified) = mpsc::channel();
+    let verifying = parking_lot::Mutex::new(verifying);
+    once_on(&c, Op::Exists, "/l", move || {
+        let _ = verifying.lock().send(());
+    });
+    let (tx, rx) = mpsc::channel();
+    let n = node.clone();
+    thread::spawn(move || {
+        let _ = tx.send(n.wait_until_lost(None));
+    });
+    verified.recv().unwrap();
+    other.delete(node.path(), None).unwrap();
+    assert_eq!(
+        rx.recv_timeout(PATIENCE),
+        Ok(LockState::Lost),
+        "the wait never verified again"
+    );
+    c.on_request(None);
+}
+
+/// A client closed while the wait loop retries its listing: the acquire fails with `Closed`,
+/// not "not acquired".
+#[test]
+fn a_client_closed_during_a_listing_retry_is_closed_not_a_timeout() {
+    let e = MemoryEnsemble::new();
+    let (h, c) = (e.connect(), e.connect());
+    let holder = ready_mutex(&h, "/locks/a");
+    holder.acquire().unwrap();
+    let m = mutex(&c, "/locks/a");
+    let (tx, rx) = mpsc::channel();
+    let c2 = c.clone();
+    let tx = parking_lot::Mutex::new(tx);
+    once_on(&c, Op::GetChildren, "/locks/a", move || {
+        c2.suspend();
+        let _ = tx.lock().send(());
+    });
+    thread::scope(|s| {
+        let waiter = s.spawn(|| m.acquire_timeout(PATIENCE));
+        rx.recv().unwrap();
+        c.close();
+        let result = waiter.join().unwrap();
+        assert!(matches!(result, Err(Error::Closed)), "{result:?}");
+    });
+}
+
+/// Threads of this process whose name starts with `prefix` (Linux: `/proc/self/task`).
+fn threads_named(prefix: &str) -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .map(|tasks| {
+            tasks
+                .filter_map(|t| t.ok())
+                .filter_map(|t| std::fs::read_to_string(t.path().join("comm")).ok())
+                .filter(|name| name.starts_with(prefix))
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+/// A delete left to the background (the link was down at the deadline) ends when the client is
+/// closed, instead of retrying for ever.
+#[test]
+fn a_background_delete_ends_when_the_client_closes() {
+    if !std::path::Path::new("/proc/self/task").exists() {
+        return; // no way to count threads here
+    }
+    let e = MemoryEnsemble::new();
+    let (h, c) = (e.connect(), e.connect());
+    let holder = ready_mutex(&h, "/locks/bg");
+    holder.acquire().unwrap();
+    let m = mutex(&c, "/locks/bg");
+    let c2 = c.clone();
+    once_on(&c, Op::GetData, "/locks/bg", move || c2.suspend());
+    assert!(!m.acquire_timeout(Duration::from_millis(200)).unwrap());
+    eventually(PATIENCE, "a background delete", || {
+        threads_named("zk-locks-delete") >= 1
+    });
+    c.on_request(None);
+    c.close();
+    eventually(PATIENCE, "background delete ended", || {
+        threads_named("zk-locks-delete") == 0
+    });
+}
