@@ -51,3 +51,29 @@ pub(crate) fn resolve(connect_string: &str, host: &str) -> Result<SocketAddr> {
             reason: format!("cannot resolve {host:?}"),
         })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hosts_in_order_with_default_ports_and_the_chroot() {
+        let (hosts, chroot) = parse("127.0.0.1:2182,127.0.0.1/app/x").unwrap();
+        assert_eq!(hosts, vec!["127.0.0.1:2182", "127.0.0.1:2181"]);
+        assert_eq!(chroot.as_deref(), Some("/app/x"));
+        assert_eq!(parse("127.0.0.1/").unwrap().1, None);
+    }
+
+    #[test]
+    fn bad_connect_strings_are_typed_errors() {
+        for bad in ["", "a:1,,b:2", "no-such-host.invalid:2181"] {
+            assert!(matches!(parse(bad), Err(Error::Connect { .. })), "{bad:?}");
+        }
+        for bad in ["127.0.0.1:2181/app/", "127.0.0.1:2181/a//b"] {
+            assert!(
+                matches!(parse(bad), Err(Error::InvalidArgument { .. })),
+                "{bad:?}"
+            );
+        }
+    }
+}

@@ -140,34 +140,15 @@ pub(super) fn parse_connect_string(connect_string: &str) -> Result<Target> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::error::Error;
 
     #[test]
     fn parses_connect_strings() {
+        // The rules are `connect_string`'s; here, the shape the crate is given.
         let t = parse_connect_string("127.0.0.1:2181,127.0.0.1:2182/app/x").unwrap();
         assert_eq!(t.crate_hosts, "127.0.0.1:2181,127.0.0.1:2182");
         assert_eq!(t.chroot.as_deref(), Some("/app/x"));
         let t = parse_connect_string("127.0.0.1/").unwrap();
         assert_eq!((t.crate_hosts.as_str(), t.chroot), ("127.0.0.1:2181", None));
-        assert!(matches!(
-            parse_connect_string(""),
-            Err(Error::Connect { .. })
-        ));
-        assert!(matches!(
-            parse_connect_string("a:1,,b:2"),
-            Err(Error::Connect { .. })
-        ));
-        assert!(matches!(
-            parse_connect_string("no-such-host.invalid:2181"),
-            Err(Error::Connect { .. })
-        ));
-        assert!(matches!(
-            parse_connect_string("127.0.0.1:2181/app/"),
-            Err(Error::InvalidArgument { .. })
-        ));
-        assert!(matches!(
-            parse_connect_string("127.0.0.1:2181/a//b"),
-            Err(Error::InvalidArgument { .. })
-        ));
+        assert!(parse_connect_string("").is_err());
     }
 }
