@@ -316,3 +316,42 @@ fn a_downgrade_whose_check_meets_a_connection_loss_keeps_its_place() {
     release.send(()).unwrap();
     t.join().unwrap();
 }
+
+/// The downgrade's check (above) outlives a timed downgrade's deadline and fails with an
+/// unknown outcome: the call returns "not acquired" without another request on its thread
+/// (the read node's delete goes on in the background), and the write lock is still held.
+#[test]
+fn a_timed_downgrade_whose_check_outlives_its_deadline_makes_no_more_requests() {
+    let e = MemoryEnsemble::new();
+    let a = e.connect();
+    let rw_a = InterProcessReadWriteLock::new(a.clone(), "/rw-late").unwrap();
+    let write = rw_a.write_lock().lock().unwrap();
+    let timeout = Duration::from_millis(200);
+    let caller = thread::current().id();
+    let after_late = Arc::new(Mutex::new(Vec::new()));
+    let (log, late) = (after_late.clone(), AtomicBool::new(false));
+    a.inject(Fault::timeout(Op::Exists));
+    a.on_request(Some(Box::new(move |op, _path| {
+        if thread::current().id() != caller {
+            return;
+        }
+        if late.load(Ordering::SeqCst) {
+            log.lock().push(op);
+        } else if op == Op::Exists {
+            late.store(true, Ordering::SeqCst);
+            // The check is slow: it outlives the deadline (time is the subject here).
+            thread::sleep(timeout + Duration::from_millis(50));
+        }
+    })));
+    let read = rw_a.read_lock().acquire_timeout(timeout);
+    a.on_request(None);
+    assert_eq!(read.ok(), Some(false));
+    assert_eq!(
+        *after_late.lock(),
+        Vec::<Op>::new(),
+        "requests after the late check"
+    );
+    assert!(!rw_a.read_lock().is_owned_by_current_thread());
+    until(|| e.children("/rw-late").unwrap().len() == 1);
+    assert_eq!(write.state(), LockState::Held);
+}

@@ -16,7 +16,7 @@ use crate::paths;
 
 use super::driver::{standard_sort_key, Decision, LockDriver};
 use super::held::{HeldNode, LockState};
-use super::internals::NodeKind;
+use super::internals::{NodeKind, Wait};
 use super::layout::{READ_LOCK_NAME, WRITE_LOCK_NAME};
 use super::mutex::InterProcessMutex;
 use super::participants::{self as queue, Participant, ParticipantKind};
@@ -300,8 +300,11 @@ impl ReadLock {
             None => {
                 // Unknown by the deadline: not granted (keeping the place could put a reader
                 // beside a writer; giving it back while the write node lives would queue this
-                // thread behind writers that wait for its own write lock).
-                self.read.release()?;
+                // thread behind writers that wait for its own write lock). The link failed
+                // past the deadline: the read node's delete makes no request on this thread.
+                if let Err(e) = self.read.release_within(Wait::Background) {
+                    log::info!("downgrade of {} timed out: {e}", self.read.path());
+                }
                 return Ok(false);
             }
         }

@@ -104,6 +104,89 @@ fn a_timed_semaphore_acquire_returns_by_its_deadline_during_an_outage() {
     drop(lease_x);
 }
 
+/// A semaphore's check that its admission still holds (the `exists` before a lease waits)
+/// outlives the deadline and fails with an unknown outcome: the call returns "not acquired"
+/// without another request on its thread (one more could keep it a whole call timeout more,
+/// and a cleanup delete for each of its two nodes, two); both nodes go in the background.
+#[test]
+fn a_timed_semaphore_acquire_makes_no_request_after_a_late_admission_check() {
+    let e = MemoryEnsemble::new();
+    let (x, c) = (e.connect(), e.connect());
+    let lease_x = InterProcessSemaphoreV2::new(x.clone(), "/sem", 1)
+        .unwrap()
+        .acquire()
+        .unwrap();
+    let held = e.children("/sem/leases").unwrap();
+    let sc = InterProcessSemaphoreV2::new(c.clone(), "/sem", 1).unwrap();
+    let timeout = Duration::from_millis(200);
+    let caller = thread::current().id();
+    let after_late = Arc::new(parking_lot::Mutex::new(Vec::new()));
+    let (log, late) = (after_late.clone(), AtomicUsize::new(0));
+    c.inject(Fault::timeout(Op::Exists));
+    c.on_request(Some(Box::new(move |op, _path| {
+        if thread::current().id() != caller {
+            return;
+        }
+        if late.load(Ordering::SeqCst) > 0 {
+            log.lock().push(op);
+        }
+        if op == Op::Exists && late.fetch_add(1, Ordering::SeqCst) == 0 {
+            // The admission check is slow: it outlives the deadline (time is the subject).
+            thread::sleep(timeout + Duration::from_millis(50));
+        }
+    })));
+    let result = sc.acquire_timeout(timeout);
+    c.on_request(None);
+    assert!(matches!(result, Ok(None)), "{result:?}");
+    assert_eq!(
+        *after_late.lock(),
+        Vec::<Op>::new(),
+        "requests after the late admission check"
+    );
+    eventually(PATIENCE, "lease and admission nodes deleted", || {
+        e.children("/sem/leases").unwrap() == held
+            && e.children("/sem/locks").unwrap_or_default().is_empty()
+    });
+    drop(lease_x);
+}
+
+/// The same check failing early (the link blips, the deadline is far): it is asked again once
+/// the link is back, and the lease is granted when room comes; the client is not sent back to
+/// admission as if it had been overtaken.
+#[test]
+fn a_semaphore_admission_check_that_meets_a_blip_is_asked_again() {
+    let e = MemoryEnsemble::new();
+    let (x, c) = (e.connect(), e.connect());
+    let lease_x = InterProcessSemaphoreV2::new(x.clone(), "/sem", 1)
+        .unwrap()
+        .acquire()
+        .unwrap();
+    let sc = InterProcessSemaphoreV2::new(c.clone(), "/sem", 1).unwrap();
+    c.inject(Fault::timeout(Op::Exists));
+    let creates = Arc::new(AtomicUsize::new(0));
+    let counted = creates.clone();
+    c.on_request(Some(Box::new(move |op, _path| {
+        if op == Op::Create {
+            counted.fetch_add(1, Ordering::SeqCst);
+        }
+    })));
+    thread::scope(|s| {
+        let waiter = s.spawn(|| sc.acquire_timeout(PATIENCE));
+        eventually(PATIENCE, "the lease waits with its watch set", || {
+            e.watch_count() == 1
+        });
+        drop(lease_x);
+        let lease = waiter.join().unwrap().unwrap().expect("no lease");
+        assert!(lease.is_valid());
+    });
+    c.on_request(None);
+    assert_eq!(
+        creates.load(Ordering::SeqCst),
+        2,
+        "admission and lease were created more than once"
+    );
+}
+
 /// A verification `exists` that timed out while connected leaves the holder `Suspect`; a wait
 /// for `Lost` must verify again instead of sleeping until the next session change.
 #[test]

@@ -295,22 +295,16 @@ impl InterProcessSemaphoreV2 {
                 // Our lease node died with the session: retry under the policy, as the mutex's
                 // wait loop does.
                 Err(ZkError::SessionExpired) => break Ok(Granted::NodeGone),
-                Err(code) if code.is_retryable() => match retries.next() {
-                    RetryStep::Again { .. } => {
-                        let s = client.session().wait_until_connected(deadline);
-                        match s.state {
-                            ConnectionState::Closed => break Err(Error::Closed),
-                            state if state.is_connected() => continue,
-                            _ => break Ok(Granted::TimedOut { link_trouble: true }),
+                Err(code) if code.is_retryable() => {
+                    match self.after_link_trouble(&mut retries, deadline) {
+                        Next::TryAgain => continue,
+                        Next::TimedOut => break Ok(Granted::TimedOut { link_trouble: true }),
+                        Next::GiveUp => {
+                            break Err(Error::zk("get_children", leases_path.clone(), code))
                         }
+                        Next::Closed => break Err(Error::Closed),
                     }
-                    RetryStep::DeadlinePassed => {
-                        break Ok(Granted::TimedOut { link_trouble: true })
-                    }
-                    RetryStep::Exhausted => {
-                        break Err(Error::zk("get_children", leases_path.clone(), code))
-                    }
-                },
+                }
                 Err(code) => break Err(Error::zk("get_children", leases_path.clone(), code)),
             };
             // A lease of a lost session can still be listed (until the server expires it): it
@@ -335,14 +329,31 @@ impl InterProcessSemaphoreV2 {
             }
             if !watch {
                 // Before waiting, the admission must be known to the server as ours (see
-                // `still_admitted`); only a waiting lease needs it: a lease within the maximum
+                // `admission_state`); only a waiting lease needs it: a lease within the maximum
                 // is granted whoever is admitted, so the uncontended path asks nothing more.
-                if !self.still_admitted(&before) {
-                    log::info!(
-                        "admission to {} lost before the lease; queueing again",
-                        self.path
-                    );
-                    break Ok(Granted::NodeGone); // `cleanup` deletes the lease
+                match self.admission_state(&before) {
+                    LockState::Held => {}
+                    LockState::Lost => {
+                        log::info!(
+                            "admission to {} lost before the lease; queueing again",
+                            self.path
+                        );
+                        break Ok(Granted::NodeGone); // `cleanup` deletes the lease
+                    }
+                    // Unknown (the check's link failed): asked again once the link is back,
+                    // with a new listing; past the deadline, no more requests.
+                    LockState::Suspect => match self.after_link_trouble(&mut retries, deadline) {
+                        Next::TryAgain => continue,
+                        Next::TimedOut => break Ok(Granted::TimedOut { link_trouble: true }),
+                        Next::GiveUp => {
+                            break Err(Error::zk(
+                                "exists",
+                                self.admission.path(),
+                                ZkError::ConnectionLoss,
+                            ))
+                        }
+                        Next::Closed => break Err(Error::Closed),
+                    },
                 }
                 watch = true;
                 listeners = Some(self.wake_on_changes(&waiter));
@@ -391,12 +402,34 @@ impl InterProcessSemaphoreV2 {
     /// before the new one was opened, and its ephemeral admission node went with it: `exists`
     /// says so. Asking once, before the first wait, is enough: from then on the admission and
     /// the lease live in one session, and a later loss takes the lease too, which the next
-    /// listing sees. An answer that is not "held" (the link failed too) counts as not admitted:
-    /// the lease is deleted and the thread queues for admission again.
-    fn still_admitted(&self, before: &SessionSnapshot) -> bool {
-        self.admission.held_node().is_some_and(|admission| {
-            admission.losses() == before.losses && admission.confirm() == LockState::Held
-        })
+    /// listing sees. `Lost`: the lease is deleted and the thread queues for admission again;
+    /// `Suspect`: the answer is unknown (the link failed), ask again.
+    fn admission_state(&self, before: &SessionSnapshot) -> LockState {
+        match self.admission.held_node() {
+            Some(admission) if admission.losses() == before.losses => admission.confirm(),
+            _ => LockState::Lost,
+        }
+    }
+
+    /// What to do after a request failed with an unknown outcome: wait for the link (within
+    /// the deadline) when the retry policy allows another try.
+    fn after_link_trouble(&self, retries: &mut Retries, deadline: Option<Instant>) -> Next {
+        match retries.next() {
+            RetryStep::Again { .. } => {
+                let s = self
+                    .leases
+                    .client()
+                    .session()
+                    .wait_until_connected(deadline);
+                match s.state {
+                    ConnectionState::Closed => Next::Closed,
+                    state if state.is_connected() => Next::TryAgain,
+                    _ => Next::TimedOut,
+                }
+            }
+            RetryStep::DeadlinePassed => Next::TimedOut,
+            RetryStep::Exhausted => Next::GiveUp,
+        }
     }
 
     /// Subscribes `waiter` to session changes and to the shared maximum's changes.
@@ -441,6 +474,18 @@ impl InterProcessSemaphoreV2 {
             |sorted, i| (ParticipantKind::Lease, rule.holds(sorted, i)),
         )
     }
+}
+
+/// The next step after a request failed with an unknown outcome.
+enum Next {
+    /// The link is back within the deadline: make the request again.
+    TryAgain,
+    /// The deadline passed first: no more requests on the caller's thread.
+    TimedOut,
+    /// The retry policy gave up.
+    GiveUp,
+    /// The client was closed.
+    Closed,
 }
 
 enum Granted {
