@@ -8,6 +8,7 @@
 //! lost. Releasing a hold that is `Lost` never waits for the link: its session is over, and
 //! the background delete covers a node the server still has.
 
+use std::cell::Cell;
 use std::sync::{Arc, Weak};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -21,8 +22,11 @@ use super::held::{HeldNode, LockState};
 use super::internals::LockInternals;
 
 /// How long a delete may keep its caller.
+///
+/// `pub` in a private module: [`super::InterProcessLock::release_within`] names it, and no
+/// other crate can (so none can call or override that method).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Wait {
+pub enum Wait {
     /// Retry until this deadline (`None`: as long as the retry policy allows; past it: one
     /// try).
     Until(Option<Instant>),
@@ -46,6 +50,57 @@ impl Wait {
             Wait::Until(deadline)
         }
     }
+}
+
+thread_local! {
+    /// How many deletes (or look-ups for a node) this thread has left to the background: each
+    /// one means a request's link was in trouble, or a call past its deadline made none.
+    static LEFT_TO_BACKGROUND: Cell<u64> = const { Cell::new(0) };
+}
+
+/// What the calling thread had left to the background when it was taken: a call that gives
+/// back several holds learns from it whether the calls it made met trouble (a timed acquire
+/// does not say why it returned "not acquired").
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct BackgroundMark(u64);
+
+impl BackgroundMark {
+    pub(crate) fn now() -> BackgroundMark {
+        BackgroundMark(LEFT_TO_BACKGROUND.get())
+    }
+
+    /// True when this thread left something to the background since the mark.
+    fn passed(self) -> bool {
+        LEFT_TO_BACKGROUND.get() != self.0
+    }
+}
+
+fn left_to_background() {
+    LEFT_TO_BACKGROUND.set(LEFT_TO_BACKGROUND.get().wrapping_add(1));
+}
+
+/// Releases, one after another, holds that a call took before it failed or ran out of time,
+/// each with the wait `release` is given: until `deadline` (past it, one try), and no request
+/// at all once this thread left something to the background since `since` (the link is in
+/// trouble: one more request could keep the caller a whole call timeout more). Returns the
+/// failures (a release left to the background is one).
+pub(crate) fn give_back<T>(
+    holds: impl IntoIterator<Item = T>,
+    deadline: Option<Instant>,
+    since: BackgroundMark,
+    release: impl Fn(T, Wait) -> Result<()>,
+) -> Vec<Error> {
+    let mut failures = Vec::new();
+    for hold in holds {
+        let wait = match since.passed() {
+            true => Wait::Background,
+            false => Wait::Until(deadline),
+        };
+        if let Err(e) = release(hold, wait) {
+            failures.push(e);
+        }
+    }
+    failures
 }
 
 /// Deletes `path`, retrying while the outcome is unknown as long as `wait` allows; then hands
@@ -157,6 +212,7 @@ fn wait_for_link(client: &SharedClient, until: Instant, lost: &dyn Fn() -> bool)
 
 /// Deletes `path` on a background thread (see [`retry_in_background`]).
 fn delete_in_background(client: &SharedClient, path: &str) {
+    left_to_background();
     let losses = client.session().snapshot().losses;
     delete_in_background_from(Arc::downgrade(client), losses, path.to_string());
 }
@@ -224,6 +280,7 @@ pub(super) fn retry_in_background(
     client: &SharedClient,
     attempt: impl FnMut(&SharedClient) -> bool + Send + 'static,
 ) {
+    left_to_background();
     let losses = client.session().snapshot().losses;
     retry_in_background_from(name, Arc::downgrade(client), losses, attempt);
 }

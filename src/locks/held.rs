@@ -102,33 +102,48 @@ impl HeldNode {
 
     /// The current state; after a reconnect, re-reads the node once.
     pub fn state(&self) -> LockState {
-        if self.lost.load(Ordering::SeqCst) {
-            return LockState::Lost;
+        match self.believed() {
+            (_, Some(state)) => state,
+            (epoch, None) => self.verify(epoch),
         }
+    }
+
+    /// The state as far as the client knows without a request, and the epoch it was read at;
+    /// `None` after a reconnect that no read of the node has followed yet.
+    fn believed(&self) -> (u64, Option<LockState>) {
         let s = self.client.session().snapshot();
+        if self.lost.load(Ordering::SeqCst) {
+            return (s.epoch, Some(LockState::Lost));
+        }
         if s.losses != self.losses
             || matches!(s.state, ConnectionState::Lost | ConnectionState::Closed)
         {
             self.mark_lost();
-            return LockState::Lost;
+            return (s.epoch, Some(LockState::Lost));
         }
         if s.state == ConnectionState::Suspended {
-            return LockState::Suspect;
+            return (s.epoch, Some(LockState::Suspect));
         }
         if s.epoch != self.verified_epoch.load(Ordering::SeqCst) {
-            return self.verify(s.epoch);
+            return (s.epoch, None);
         }
-        LockState::Held
+        (s.epoch, Some(LockState::Held))
     }
 
-    /// Reads the node from the server now, whatever the client believes: `Held` only when it
-    /// exists and belongs to our session. For a decision that must not rest on a belief: the
-    /// client may be in a session it has not reported yet, in which the node is gone.
+    /// Whether the client knows, without a request, that the node is lost. For a decision
+    /// that a [`Self::confirm`] follows: it makes no request of its own.
+    pub(crate) fn believed_lost(&self) -> bool {
+        self.believed().1 == Some(LockState::Lost)
+    }
+
+    /// Reads the node from the server now (one request), whatever the client believes: `Held`
+    /// only when it exists and belongs to our session. For a decision that must not rest on a
+    /// belief: the client may be in a session it has not reported yet, in which the node is
+    /// gone.
     pub(crate) fn confirm(&self) -> LockState {
-        let epoch = self.client.session().epoch();
-        match self.state() {
-            LockState::Lost => LockState::Lost,
-            _ => self.verify(epoch),
+        match self.believed() {
+            (_, Some(LockState::Lost)) => LockState::Lost,
+            (epoch, _) => self.verify(epoch),
         }
     }
 

@@ -10,7 +10,7 @@ use crate::paths;
 use crate::retry::Retries;
 use crate::session::SessionSnapshot;
 
-use super::{delete_guaranteed, LockInternals, Resume, Wait};
+use super::{delete_guaranteed, past, LockInternals, Resume, Wait};
 use crate::locks::cleanup::{fate_unknown, retry_in_background, try_delete};
 
 /// Length of Curator's protection prefix `_c_<36-char uuid>-`.
@@ -107,6 +107,8 @@ impl LockInternals {
             match code {
                 // Parents are created only when missing, as Curator does (one create when the
                 // directory exists, which is the common case).
+                // Past the deadline (a late answer), no parents and no create again.
+                ZkError::NoNode if past(deadline, Instant::now()) => return Ok(None),
                 ZkError::NoNode if parent_creations < 3 => {
                     self.create_parents()?;
                     parent_creations += 1;
@@ -154,7 +156,20 @@ impl LockInternals {
                     }
                 }
                 let at = self.client.session().snapshot();
-                match self.find_ours(&prefix, at.session_id) {
+                let found = self.find_ours(&prefix, at.session_id);
+                // Answered past the deadline: no create again, and no listing; one delete of a
+                // node found (a late copy of the create is looked for in the background).
+                if found.is_ok() && past(deadline, Instant::now()) {
+                    if let Ok(Found::Ours(path, _) | Found::Foreign(path)) = &found {
+                        let wait = Wait::after_timeout(&self.client, deadline, false);
+                        if let Err(e) = delete_guaranteed(&self.client, path, &*self.retry, wait) {
+                            log::info!("deleting {path} after the deadline: {e}");
+                        }
+                    }
+                    self.delete_by_prefix_in_background(prefix);
+                    return Ok(None);
+                }
+                match found {
                     // Owned by the session `at` saw, so `at` is the snapshot "before" it.
                     Ok(Found::Ours(actual, czxid)) => {
                         return Ok(Some(Created {
@@ -174,6 +189,9 @@ impl LockInternals {
                             Wait::Until(deadline),
                         ) {
                             log::warn!("deleting {stale}, left by a lost session: {e}");
+                        }
+                        if past(deadline, Instant::now()) {
+                            return Ok(None); // no create past the deadline
                         }
                         prefix = protected_prefix();
                         break;

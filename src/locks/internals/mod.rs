@@ -215,7 +215,15 @@ impl LockInternals {
         // listener is registered lazily, the first time we have to wait.
         let mut listener = None;
         let mut retries = Retries::new(self.retry.as_ref(), Instant::now(), deadline);
+        let mut first_round = true;
         let result = loop {
+            // Past the deadline, no new round: it would start a request. (The first round's
+            // listing belongs to the create: a call with no time left still looks once.)
+            if !std::mem::take(&mut first_round) && past(deadline, Instant::now()) {
+                break Ok(LoopEnd::TimedOut {
+                    link_trouble: false,
+                });
+            }
             // A new round starts before the listing, so a signal that arrives at any time
             // after the listing is kept.
             let round = waiter.next_round();
@@ -249,6 +257,10 @@ impl LockInternals {
             match self.delete_copies(&children, our_name, deadline) {
                 Ok(false) => {}
                 Ok(true) => continue, // list again without them
+                // The delete goes on in the background; its link is in trouble.
+                Err(_) if past(deadline, Instant::now()) => {
+                    break Ok(LoopEnd::TimedOut { link_trouble: true })
+                }
                 Err(e) => break Err(e),
             }
             let Some(our_index) = children.iter().position(|c| c == our_name) else {
@@ -366,7 +378,9 @@ impl LockInternals {
     /// Deletes every child other than `our_name` that carries our protection prefix: a copy made
     /// by a create whose reply we never got and that the server applied after our look-up
     /// (a client-side call timeout leaves the request queued). It would sit in the queue ahead
-    /// of or behind us until our session ends. True when there was one.
+    /// of or behind us until our session ends. True when there was one. A delete that cannot
+    /// complete by `deadline` goes on in the background, and so do the deletes after it (no
+    /// more requests once the link is in trouble); the first failure is returned.
     pub(crate) fn delete_copies(
         &self,
         children: &[String],
@@ -377,17 +391,20 @@ impl LockInternals {
             return Ok(false);
         }
         let prefix = &our_name[..PROTECTED_PREFIX_LEN];
-        let mut found = false;
-        for copy in children
+        let copies = children
             .iter()
             .filter(|c| c.starts_with(prefix) && *c != our_name)
-        {
-            found = true;
-            let path = paths::join(&self.base_path, copy);
+            .map(|copy| paths::join(&self.base_path, copy))
+            .collect::<Vec<_>>();
+        let mark = super::cleanup::BackgroundMark::now();
+        let failures = super::cleanup::give_back(&copies, deadline, mark, |path, wait| {
             log::info!("deleting {path}, a late copy of our node");
-            delete_guaranteed(&self.client, &path, &*self.retry, Wait::Until(deadline))?;
+            delete_guaranteed(&self.client, path, &*self.retry, wait)
+        });
+        match failures.into_iter().next() {
+            Some(e) => Err(e),
+            None => Ok(!copies.is_empty()),
         }
-        Ok(found)
     }
 
     /// The children of the lock directory, sorted as every Curator client sorts them.

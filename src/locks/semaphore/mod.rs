@@ -30,6 +30,7 @@ use crate::paths;
 use crate::retry::{ExponentialBackoffRetry, Retries, RetryPolicy, RetryStep};
 use crate::session::{ConnectionState, ListenerId, SessionSnapshot};
 
+use super::cleanup::{give_back, BackgroundMark};
 use super::driver::{LockDriver, StandardDriver};
 use super::held::{HeldNode, LockState};
 use super::internals::{
@@ -39,7 +40,7 @@ use super::layout::{LEASE_BASE_NAME, LEASE_PARENT, LOCK_PARENT};
 use super::mutex::InterProcessMutex;
 use super::participants::{self as queue, Participant, ParticipantKind};
 use super::shared_count::SharedCount;
-use super::{deadline_after, default_node_data, validate_lock_path};
+use super::{deadline_after, default_node_data, validate_lock_path, InterProcessLock};
 
 /// Where the maximum number of leases comes from.
 #[derive(Debug, Clone)]
@@ -186,13 +187,24 @@ impl InterProcessSemaphoreV2 {
             }
         }
         let deadline = timeout.and_then(deadline_after);
-        // Leases taken so far are returned (dropped) on any failure or timeout.
+        let mark = BackgroundMark::now();
+        // Leases taken so far are returned on any failure or timeout, within the deadline.
         let mut taken = Vec::with_capacity(qty);
         for _ in 0..qty {
-            match self.acquire_one(deadline)? {
-                Some(lease) => taken.push(lease),
-                None => return Ok(None),
-            }
+            let outcome = self.acquire_one(deadline);
+            let Ok(Some(lease)) = outcome else {
+                let give = give_back(taken, deadline, mark, |lease: Lease, wait| {
+                    lease.close_within(wait)
+                });
+                for e in give {
+                    log::info!(
+                        "returning a lease of {} after a failed acquire: {e}",
+                        self.path
+                    );
+                }
+                return outcome.map(|_| None);
+            };
+            taken.push(lease);
         }
         Ok(Some(taken))
     }
@@ -273,7 +285,14 @@ impl InterProcessSemaphoreV2 {
         let mut listeners = None;
         let mut watch = false;
         let mut retries = Retries::new(self.leases.retry_policy().as_ref(), start, deadline);
+        let mut first_round = true;
         let result = loop {
+            // Past the deadline, no new round: it would start a request.
+            if !std::mem::take(&mut first_round) && past(deadline, Instant::now()) {
+                break Ok(Granted::TimedOut {
+                    link_trouble: false,
+                });
+            }
             let round = waiter.next_round();
             // The first listing sets no watch: an uncontended lease must not leave one behind.
             let watcher: Option<crate::client::Watcher> = watch.then(|| {
@@ -316,6 +335,10 @@ impl InterProcessSemaphoreV2 {
             match self.leases.delete_copies(&children, &our_name, deadline) {
                 Ok(false) => {}
                 Ok(true) => continue, // list again without them
+                // The delete goes on in the background; its link is in trouble.
+                Err(_) if past(deadline, Instant::now()) => {
+                    break Ok(Granted::TimedOut { link_trouble: true })
+                }
                 Err(e) => break Err(e),
             }
             if children.len() <= self.max_leases() {
