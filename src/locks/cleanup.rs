@@ -73,6 +73,15 @@ impl BackgroundMark {
     fn passed(self) -> bool {
         LEFT_TO_BACKGROUND.get() != self.0
     }
+
+    /// `Until(deadline)`, or `Background` once this thread left something to the background
+    /// since the mark (its link is in trouble).
+    pub(crate) fn wait(self, deadline: Option<Instant>) -> Wait {
+        match self.passed() {
+            true => Wait::Background,
+            false => Wait::Until(deadline),
+        }
+    }
 }
 
 fn left_to_background() {
@@ -92,11 +101,7 @@ pub(crate) fn give_back<T>(
 ) -> Vec<Error> {
     let mut failures = Vec::new();
     for hold in holds {
-        let wait = match since.passed() {
-            true => Wait::Background,
-            false => Wait::Until(deadline),
-        };
-        if let Err(e) = release(hold, wait) {
+        if let Err(e) = release(hold, since.wait(deadline)) {
             failures.push(e);
         }
     }

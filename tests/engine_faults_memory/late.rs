@@ -256,3 +256,41 @@ fn a_downgrade_whose_write_node_is_found_gone_past_the_deadline_queues_no_more()
     assert_eq!(e.children("/rw").unwrap(), Vec::<String>::new());
     drop(write);
 }
+
+/// A listing fails past the deadline and the retry policy gives up on it: the call fails
+/// without another request; its node goes in the background.
+#[test]
+fn a_listing_given_up_past_the_deadline_makes_no_more_requests() {
+    let e = MemoryEnsemble::new();
+    let c = e.connect();
+    let m = ready_mutex(&c, "/locks/a").with_retry_policy(Arc::new(zk_locks::retry::NoRetry));
+    let timeout = Duration::from_millis(200);
+    let (acquired, after) = Late::failure(Op::GetChildren, timeout)
+        .under("/locks/a")
+        .run(&c, || m.acquire_timeout(timeout));
+    assert!(
+        matches!(&acquired, Err(e) if e.is_retryable()),
+        "{acquired:?}"
+    );
+    assert_eq!(after, NONE, "requests after the late failure");
+    eventually(PATIENCE, "our node deleted in the background", || {
+        e.children("/locks/a").unwrap().is_empty()
+    });
+}
+
+/// The same for a semaphore's leases listing: neither the lease nor the admission node is
+/// deleted on the caller's thread.
+#[test]
+fn a_lease_listing_given_up_past_the_deadline_makes_no_more_requests() {
+    let (e, c, held, _lease_x) = semaphore_with_one_taken("/sem", 1);
+    let sc = InterProcessSemaphoreV2::new(c.clone(), "/sem", 1)
+        .unwrap()
+        .with_retry_policy(Arc::new(zk_locks::retry::NoRetry));
+    let timeout = Duration::from_millis(200);
+    let (result, after) = Late::failure(Op::GetChildren, timeout)
+        .under("/sem/leases")
+        .run(&c, || sc.acquire_timeout(timeout));
+    assert!(matches!(&result, Err(e) if e.is_retryable()), "{result:?}");
+    assert_eq!(after, NONE, "requests after the late failure");
+    semaphore_back_to(&e, "/sem", &held);
+}

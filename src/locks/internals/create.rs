@@ -57,13 +57,19 @@ pub(crate) struct Created {
     pub(crate) czxid: Option<i64>,
     /// The lock directory's children (unsorted) as listed right behind the create, in the same
     /// session: ZooKeeper serves one session's requests in order, so the listing includes our
-    /// node. `None` when the listing failed or the node was found by the recovery look-up.
-    pub(crate) listing: Option<Vec<String>>,
+    /// node. `None` when no listing was sent (a backend without create2, or the node was found
+    /// by the recovery look-up); an error when it failed, to be handled as any failed listing
+    /// (it may have outlived the deadline).
+    pub(crate) listing: Option<std::result::Result<Vec<String>, ZkError>>,
 }
 
 /// A create's reply as [`LockInternals::create_and_list`] returns it: the node's path, its
-/// `czxid` when the backend has create2, and the listing sent behind it when it succeeded.
-type CreatedReply = (String, Option<i64>, Option<Vec<String>>);
+/// `czxid` when the backend has create2, and the listing sent behind it.
+type CreatedReply = (
+    String,
+    Option<i64>,
+    Option<std::result::Result<Vec<String>, ZkError>>,
+);
 
 enum Found {
     None,
@@ -207,8 +213,9 @@ impl LockInternals {
     }
 
     /// The create (with its `Stat`) and, behind it in the same pipeline, the listing of the
-    /// lock directory. The create's error is the result; a failed listing is only `None` (the
-    /// wait loop lists again). A backend without create2 gets the plain create alone.
+    /// lock directory. The create's error is the result; the listing's is the wait loop's to
+    /// handle (a reply of the wrong shape is `None`: it lists again). A backend without
+    /// create2 gets the plain create alone.
     fn create_and_list(
         &self,
         path: &str,
@@ -237,7 +244,8 @@ impl LockInternals {
             _ => return Err(ZkError::MarshallingError),
         };
         let listing = match replies.next() {
-            Some(Ok(Response::GetChildren(children))) => Some(children),
+            Some(Ok(Response::GetChildren(children))) => Some(Ok(children)),
+            Some(Err(code)) => Some(Err(code)),
             _ => None,
         };
         Ok((actual, Some(stat.czxid), listing))

@@ -145,7 +145,17 @@ impl LockInternals {
                 return Ok(None); // the deadline passed while the connection was down
             };
             let mut cleanup = NodeCleanup::new(self, &our_path, deadline);
-            match self.wait_loop(&our_path, before, deadline, listing)? {
+            let end = self.wait_loop(&our_path, before, deadline, listing);
+            if let (Err(e), true) = (&end, past(deadline, Instant::now())) {
+                // Past the deadline, a failure with an unknown outcome leaves the link in
+                // trouble: the node goes in the background.
+                cleanup.set_wait(Wait::after_timeout(
+                    &self.client,
+                    deadline,
+                    e.is_retryable(),
+                ));
+            }
+            match end? {
                 LoopEnd::Acquired => {
                     cleanup.disarm();
                     let held = HeldNode::new(self.client.clone(), our_path, before);
@@ -201,13 +211,13 @@ impl LockInternals {
     /// `before` is the session as it was before our node was created: once a session was lost
     /// since, our node no longer counts as ours, even while a listing still shows it.
     /// `listing`, when given, is the listing sent right behind our create: the first round
-    /// decides from it instead of listing again.
+    /// decides from it (or handles its failure) instead of listing again.
     fn wait_loop(
         &self,
         our_path: &str,
         before: SessionSnapshot,
         deadline: Option<Instant>,
-        mut listing: Option<Vec<String>>,
+        mut listing: Option<std::result::Result<Vec<String>, ZkError>>,
     ) -> Result<LoopEnd> {
         let our_name = paths::node_name(our_path);
         let waiter = Arc::new(Waiter::default());
@@ -230,10 +240,7 @@ impl LockInternals {
             // The epoch as it was before the listing: for the listing sent behind our create,
             // the epoch before the create.
             let (epoch, listed) = match listing.take() {
-                Some(mut children) => {
-                    sort_children(self.driver.as_ref(), &mut children);
-                    (before.epoch, Ok(children))
-                }
+                Some(listed) => (before.epoch, self.sorted(listed)),
                 None => (self.client.session().epoch(), self.sorted_children()),
             };
             let children = match listed {
@@ -410,7 +417,15 @@ impl LockInternals {
     /// The children of the lock directory, sorted as every Curator client sorts them.
     /// A missing directory is an empty list (CURATOR-436: a reaped container).
     pub fn sorted_children(&self) -> std::result::Result<Vec<String>, ZkError> {
-        let mut children = match self.client.get_children(&self.base_path, None) {
+        self.sorted(self.client.get_children(&self.base_path, None))
+    }
+
+    /// A listing of the lock directory, sorted (missing: empty).
+    fn sorted(
+        &self,
+        listed: std::result::Result<Vec<String>, ZkError>,
+    ) -> std::result::Result<Vec<String>, ZkError> {
+        let mut children = match listed {
             Ok(c) => c,
             Err(ZkError::NoNode) => Vec::new(),
             Err(code) => return Err(code),

@@ -222,6 +222,7 @@ impl InterProcessSemaphoreV2 {
             {
                 return Ok(None);
             }
+            let mark = BackgroundMark::now();
             let outcome = self.lease_while_admitted(deadline, &data, start);
             // With the lease granted, the caller does not wait for the admission delete:
             // holding admission a little longer keeps others out a little longer, nothing
@@ -234,7 +235,8 @@ impl InterProcessSemaphoreV2 {
                 Ok(Granted::TimedOut { link_trouble }) => self.admission.release_within(
                     Wait::after_timeout(self.leases.client(), deadline, *link_trouble),
                 ),
-                _ => self.admission.release_within(Wait::Until(deadline)),
+                // No request when the lease's delete was left to the background.
+                _ => self.admission.release_within(mark.wait(deadline)),
             };
             if let Err(e) = released {
                 log::warn!("releasing the admission mutex of {}: {e}", self.path);
@@ -305,7 +307,7 @@ impl InterProcessSemaphoreV2 {
             });
             // The first round decides from the listing sent behind our create (no watch).
             let listed = match listing.take() {
-                Some(children) if watcher.is_none() => Ok(children),
+                Some(listed) if watcher.is_none() => listed,
                 _ => client.get_children(&leases_path, watcher),
             };
             let children = match listed {
@@ -407,6 +409,11 @@ impl InterProcessSemaphoreV2 {
                 Ok(Granted::TimedOut {
                     link_trouble: link_trouble || !deleted,
                 })
+            }
+            // Past the deadline, a failure with an unknown outcome leaves the link in trouble.
+            Err(e) if past(deadline, Instant::now()) => {
+                cleanup.set_wait(Wait::after_timeout(client, deadline, e.is_retryable()));
+                Err(e)
             }
             // On `NodeGone` the lease is deleted by path all the same: it may still exist.
             other => other,
