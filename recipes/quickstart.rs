@@ -74,40 +74,26 @@ fn mutex_act(sessions: &[TestClient]) -> AnyResult<Vec<(usize, i32)>> {
     info!("--- act 1: InterProcessMutex at /zk-locks/quickstart/mutex ---");
     let inside = AtomicUsize::new(0);
     let turns = Mutex::new(Vec::new());
-    thread::scope(|scope| -> AnyResult<()> {
-        let workers: Vec<_> = sessions
-            .iter()
-            .enumerate()
-            .map(|(worker, conn)| {
-                let (inside, turns) = (&inside, &turns);
-                scope.spawn(move || -> AnyResult<()> {
-                    let mutex =
-                        InterProcessMutex::new(conn.client.clone(), "/zk-locks/quickstart/mutex")?;
-                    info!("worker {worker} queues for the mutex");
-                    let guard = mutex.lock()?;
-                    let now_inside = inside.fetch_add(1, Ordering::SeqCst) + 1;
-                    let node = cookbook::short(guard.node_path().unwrap_or_default());
-                    let seq = paths::sequence_after(node, "lock-").unwrap_or(-1);
-                    info!(
-                        "worker {worker} holds the mutex (node {node}, fencing token {})",
-                        guard.fencing_token()?
-                    );
-                    turns.lock().unwrap().push((worker, seq));
-                    ensure(
-                        now_inside == 1,
-                        format!("{now_inside} workers inside the mutex"),
-                    )?;
-                    thread::sleep(WORK);
-                    inside.fetch_sub(1, Ordering::SeqCst);
-                    guard.unlock()?;
-                    info!("worker {worker} released the mutex");
-                    Ok(())
-                })
-            })
-            .collect();
-        for w in workers {
-            w.join().map_err(|_| "a worker panicked")??;
-        }
+    every_worker(sessions, |worker, conn| {
+        let mutex = InterProcessMutex::new(conn.client.clone(), "/zk-locks/quickstart/mutex")?;
+        info!("worker {worker} queues for the mutex");
+        let guard = mutex.lock()?;
+        let now_inside = inside.fetch_add(1, Ordering::SeqCst) + 1;
+        let node = cookbook::short(guard.node_path().unwrap_or_default());
+        let seq = paths::sequence_after(node, "lock-").unwrap_or(-1);
+        info!(
+            "worker {worker} holds the mutex (node {node}, fencing token {})",
+            guard.fencing_token()?
+        );
+        turns.lock().unwrap().push((worker, seq));
+        ensure(
+            now_inside == 1,
+            format!("{now_inside} workers inside the mutex"),
+        )?;
+        thread::sleep(WORK);
+        inside.fetch_sub(1, Ordering::SeqCst);
+        guard.unlock()?;
+        info!("worker {worker} released the mutex");
         Ok(())
     })?;
     let turns = turns.into_inner().unwrap();
@@ -126,48 +112,32 @@ fn read_write_act(sessions: &[TestClient]) -> AnyResult<usize> {
     let readers = AtomicUsize::new(0);
     let writers = AtomicUsize::new(0);
     let max_readers = AtomicUsize::new(0);
-    thread::scope(|scope| -> AnyResult<()> {
-        let workers: Vec<_> = sessions
-            .iter()
-            .enumerate()
-            .map(|(worker, conn)| {
-                let (readers, writers, max_readers) = (&readers, &writers, &max_readers);
-                scope.spawn(move || -> AnyResult<()> {
-                    let rw = InterProcessReadWriteLock::new(
-                        conn.client.clone(),
-                        "/zk-locks/quickstart/rw",
-                    )?;
-                    if worker % 4 == 0 {
-                        info!("worker {worker} queues to WRITE");
-                        let guard = rw.write_lock().lock()?;
-                        let w = writers.fetch_add(1, Ordering::SeqCst) + 1;
-                        let r = readers.load(Ordering::SeqCst);
-                        info!("worker {worker} WRITES (alone: {r} readers, {w} writer inside)");
-                        ensure(
-                            w == 1 && r == 0,
-                            format!("writer with {w} writers, {r} readers"),
-                        )?;
-                        thread::sleep(WORK);
-                        writers.fetch_sub(1, Ordering::SeqCst);
-                        guard.unlock()?;
-                    } else {
-                        info!("worker {worker} queues to read");
-                        let guard = rw.read_lock().lock()?;
-                        let r = readers.fetch_add(1, Ordering::SeqCst) + 1;
-                        max_readers.fetch_max(r, Ordering::SeqCst);
-                        let w = writers.load(Ordering::SeqCst);
-                        info!("worker {worker} reads ({r} readers inside)");
-                        ensure(w == 0, format!("reader alongside {w} writer(s)"))?;
-                        thread::sleep(WORK);
-                        readers.fetch_sub(1, Ordering::SeqCst);
-                        guard.unlock()?;
-                    }
-                    Ok(())
-                })
-            })
-            .collect();
-        for w in workers {
-            w.join().map_err(|_| "a worker panicked")??;
+    every_worker(sessions, |worker, conn| {
+        let rw = InterProcessReadWriteLock::new(conn.client.clone(), "/zk-locks/quickstart/rw")?;
+        if worker % 4 == 0 {
+            info!("worker {worker} queues to WRITE");
+            let guard = rw.write_lock().lock()?;
+            let w = writers.fetch_add(1, Ordering::SeqCst) + 1;
+            let r = readers.load(Ordering::SeqCst);
+            info!("worker {worker} WRITES (alone: {r} readers, {w} writer inside)");
+            ensure(
+                w == 1 && r == 0,
+                format!("writer with {w} writers, {r} readers"),
+            )?;
+            thread::sleep(WORK);
+            writers.fetch_sub(1, Ordering::SeqCst);
+            guard.unlock()?;
+        } else {
+            info!("worker {worker} queues to read");
+            let guard = rw.read_lock().lock()?;
+            let r = readers.fetch_add(1, Ordering::SeqCst) + 1;
+            max_readers.fetch_max(r, Ordering::SeqCst);
+            let w = writers.load(Ordering::SeqCst);
+            info!("worker {worker} reads ({r} readers inside)");
+            ensure(w == 0, format!("reader alongside {w} writer(s)"))?;
+            thread::sleep(WORK);
+            readers.fetch_sub(1, Ordering::SeqCst);
+            guard.unlock()?;
         }
         Ok(())
     })?;
@@ -181,42 +151,46 @@ fn semaphore_act(sessions: &[TestClient]) -> AnyResult<usize> {
     info!("--- act 3: InterProcessSemaphoreV2 of {LEASES} at /zk-locks/quickstart/pool ---");
     let held = AtomicUsize::new(0);
     let max_held = AtomicUsize::new(0);
-    thread::scope(|scope| -> AnyResult<()> {
-        let workers: Vec<_> = sessions
-            .iter()
-            .enumerate()
-            .map(|(worker, conn)| {
-                let (held, max_held) = (&held, &max_held);
-                scope.spawn(move || -> AnyResult<()> {
-                    let pool = InterProcessSemaphoreV2::new(
-                        conn.client.clone(),
-                        "/zk-locks/quickstart/pool",
-                        LEASES,
-                    )?;
-                    info!("worker {worker} asks for a lease");
-                    let lease = pool.acquire()?;
-                    let now = held.fetch_add(1, Ordering::SeqCst) + 1;
-                    max_held.fetch_max(now, Ordering::SeqCst);
-                    info!(
-                        "worker {worker} got {} ({now} of {LEASES} in use)",
-                        cookbook::short(lease.node_path())
-                    );
-                    ensure(now <= LEASES, format!("{now} leases of {LEASES} in use"))?;
-                    thread::sleep(WORK);
-                    held.fetch_sub(1, Ordering::SeqCst);
-                    lease.close()?;
-                    Ok(())
-                })
-            })
-            .collect();
-        for w in workers {
-            w.join().map_err(|_| "a worker panicked")??;
-        }
+    every_worker(sessions, |worker, conn| {
+        let pool =
+            InterProcessSemaphoreV2::new(conn.client.clone(), "/zk-locks/quickstart/pool", LEASES)?;
+        info!("worker {worker} asks for a lease");
+        let lease = pool.acquire()?;
+        let now = held.fetch_add(1, Ordering::SeqCst) + 1;
+        max_held.fetch_max(now, Ordering::SeqCst);
+        info!(
+            "worker {worker} got {} ({now} of {LEASES} in use)",
+            cookbook::short(lease.node_path())
+        );
+        ensure(now <= LEASES, format!("{now} leases of {LEASES} in use"))?;
+        thread::sleep(WORK);
+        held.fetch_sub(1, Ordering::SeqCst);
+        lease.close()?;
         Ok(())
     })?;
     let max = max_held.into_inner();
     info!("never more than {LEASES} leases at once (saw up to {max})");
     Ok(max)
+}
+
+/// Runs `work(worker, session)` for every session at once, one thread each (as one process
+/// each would), and returns the first error.
+fn every_worker(
+    sessions: &[TestClient],
+    work: impl Fn(usize, &TestClient) -> AnyResult<()> + Sync,
+) -> AnyResult<()> {
+    thread::scope(|scope| {
+        let work = &work;
+        let workers: Vec<_> = sessions
+            .iter()
+            .enumerate()
+            .map(|(worker, conn)| scope.spawn(move || work(worker, conn)))
+            .collect();
+        for w in workers {
+            w.join().map_err(|_| "a worker panicked")??;
+        }
+        Ok(())
+    })
 }
 
 #[cfg(test)]
