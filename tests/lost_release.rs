@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use zk_locks::client::memory::MemoryEnsemble;
+use zk_locks::client::memory::{MemoryClient, MemoryEnsemble};
 use zk_locks::client::{EventType, Watcher};
 use zk_locks::locks::{
     InterProcessLock, InterProcessMultiLock, InterProcessMutex, InterProcessReadWriteLock,
@@ -272,20 +272,8 @@ fn memory_expired_hold_releases_without_waiting_for_the_link() {
 fn memory_release_waiting_on_a_suspect_hold_returns_once_the_session_is_lost() {
     let ensemble = MemoryEnsemble::new();
     let (client, observer) = (ensemble.connect(), ensemble.connect());
-    let (policy, first_retry) = FirstRetrySignal::new();
-    let shared: SharedClient = client.clone();
     thread::scope(|scope| {
-        let holder = Holder::start(scope, |ready| {
-            let m = InterProcessMutex::new(shared, "/suspect/lock")?.with_retry_policy(policy);
-            let guard = m.lock()?;
-            ready(vec![guard.node_path().unwrap().to_string()]);
-            guard.unlock()
-        });
-        client.suspend();
-        holder.release();
-        first_retry
-            .recv_timeout(PATIENCE)
-            .expect("a Suspect hold's release retries in the foreground");
+        let holder = release_while_suspended(scope, &client);
         client.give_up_session();
         let answer = holder.answer_within(ANSWER_WITHIN);
         let alive = ensemble.node(&holder.paths[0]).is_some();
@@ -303,26 +291,36 @@ fn memory_release_waiting_on_a_suspect_hold_returns_once_the_session_is_lost() {
 fn memory_suspect_hold_release_waits_for_the_link_and_deletes() {
     let ensemble = MemoryEnsemble::new();
     let client = ensemble.connect();
-    let (policy, first_retry) = FirstRetrySignal::new();
-    let shared: SharedClient = client.clone();
     thread::scope(|scope| {
-        let holder = Holder::start(scope, |ready| {
-            let m = InterProcessMutex::new(shared, "/suspect/lock")?.with_retry_policy(policy);
-            let guard = m.lock()?;
-            ready(vec![guard.node_path().unwrap().to_string()]);
-            guard.unlock()
-        });
-        client.suspend();
-        holder.release();
-        first_retry
-            .recv_timeout(PATIENCE)
-            .expect("a Suspect hold's release retries in the foreground");
+        let holder = release_while_suspended(scope, &client);
         assert!(ensemble.node(&holder.paths[0]).is_some());
         client.resume();
         let answer = holder.answer_within(PATIENCE);
         assert!(matches!(answer, Ok(Ok(()))), "{answer:?}");
         assert!(ensemble.node(&holder.paths[0]).is_none());
     });
+}
+
+/// Starts a mutex holder on `client` at `/suspect/lock`, suspends the link and lets the holder
+/// release: returns once that release has retried in the foreground (the hold is `Suspect`).
+fn release_while_suspended<'s>(
+    scope: &'s thread::Scope<'s, '_>,
+    client: &Arc<MemoryClient>,
+) -> Holder {
+    let (policy, first_retry) = FirstRetrySignal::new();
+    let shared: SharedClient = client.clone();
+    let holder = Holder::start(scope, |ready| {
+        let m = InterProcessMutex::new(shared, "/suspect/lock")?.with_retry_policy(policy);
+        let guard = m.lock()?;
+        ready(vec![guard.node_path().unwrap().to_string()]);
+        guard.unlock()
+    });
+    client.suspend();
+    holder.release();
+    first_retry
+        .recv_timeout(PATIENCE)
+        .expect("a Suspect hold's release retries in the foreground");
+    holder
 }
 
 /// Waits until `client` reports `state`.
