@@ -12,7 +12,7 @@
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use zk_locks::client::memory::{MemoryClient, MemoryEnsemble};
 use zk_locks::client::{EventType, Watcher};
@@ -22,6 +22,7 @@ use zk_locks::locks::{
 };
 use zk_locks::retry::{RetryNTimes, RetryPolicy};
 use zk_locks::session::ConnectionState;
+use zk_locks::testing::harness::reach_state;
 use zk_locks::{LockState, SharedClient, ZkClient, ZkError};
 
 /// A generous bound on a release that must not wait for the link.
@@ -323,19 +324,6 @@ fn release_while_suspended<'s>(
     holder
 }
 
-/// Waits until `client` reports `state`.
-fn reach(client: &dyn ZkClient, state: ConnectionState, within: Duration) {
-    let deadline = Instant::now() + within;
-    loop {
-        let s = client.session().snapshot();
-        if s.state == state {
-            return;
-        }
-        assert!(Instant::now() < deadline, "never reached {state:?}: {s:?}");
-        client.session().wait_for_change(s.epoch, Some(deadline));
-    }
-}
-
 /// The native client on a real server, its link frozen by a proxy until it reports the
 /// session `Lost`: `unlock` answers `Ok` while the link is still frozen, and the lock is free
 /// for another client once the link is back.
@@ -358,7 +346,7 @@ fn native_lost_hold_releases_without_waiting_for_the_link() {
             Recipe::Mutex.hold(shared, &path, ready, &state_tx)
         });
         proxy.freeze();
-        reach(client.as_ref(), ConnectionState::Lost, SESSION * 3);
+        reach_state(client.as_ref(), ConnectionState::Lost, SESSION * 3);
         holder.release();
         assert_eq!(state_rx.recv_timeout(PATIENCE), Ok(LockState::Lost));
         let answer = holder.answer_within(ANSWER_WITHIN);
