@@ -55,11 +55,8 @@ fn lost_lock_terminates_the_command() {
     let proxy = FaultProxy::start(server.addr()).unwrap();
     let root = unique_root("zklock-lost");
     let dir = temp_dir("lost");
-    let script = format!(
-        "trap 'echo term > {d}/termed; exit 0' TERM; touch {d}/started; while :; do sleep 0.1; done",
-        d = dir.display()
-    );
-    let mut holder = start_holding(&proxy, &["--grace", "10s"], &root, &script, &dir);
+    let forever = "while :; do sleep 0.1; done";
+    let mut holder = start_holding(&proxy, &["--grace", "10s"], &root, &dir, 0, forever);
     proxy.freeze();
     let status = wait_exit(&mut holder, "zklock gives up the lost lock");
     assert_eq!(status.code(), Some(76), "{status:?}");
@@ -84,12 +81,8 @@ fn a_cut_under_an_aged_holder_keeps_the_lock_and_the_command() {
     let proxy = FaultProxy::start(server.addr()).unwrap();
     let root = unique_root("zklock-aged");
     let dir = temp_dir("aged");
-    let script = format!(
-        "trap 'echo term > {d}/termed; exit 1' TERM; touch {d}/started; \
-         while [ ! -e {d}/go ]; do sleep 0.1; done",
-        d = dir.display()
-    );
-    let mut holder = start_holding(&proxy, &[], &root, &script, &dir);
+    let until_go = format!("while [ ! -e {}/go ]; do sleep 0.1; done", dir.display());
+    let mut holder = start_holding(&proxy, &[], &root, &dir, 1, &until_go);
     let session = proxy.session_id().expect("a session through the proxy");
     // The holder ages past several session timeouts (time is the subject here).
     std::thread::sleep(Duration::from_secs(6));
@@ -118,19 +111,25 @@ fn a_cut_under_an_aged_holder_keeps_the_lock_and_the_command() {
 }
 
 /// Starts zklock through `proxy` with a 2 s session timeout and the `options` given, holding
-/// `root` while it runs `script` under `sh -c` (stderr piped); returns once the script has
-/// touched `dir/started`.
+/// `root` while it runs `body` under `sh -c` (stderr piped). The script first touches
+/// `dir/started`, and on SIGTERM writes `dir/termed` and exits with `on_term`. Returns once it
+/// has started.
 fn start_holding(
     proxy: &FaultProxy,
     options: &[&str],
     root: &str,
-    script: &str,
     dir: &Path,
+    on_term: i32,
+    body: &str,
 ) -> Child {
+    let script = format!(
+        "trap 'echo term > {d}/termed; exit {on_term}' TERM; touch {d}/started; {body}",
+        d = dir.display()
+    );
     let connect = proxy.connect_string();
     let mut args = vec!["--connect", &connect, "--session-timeout", "2s"];
     args.extend_from_slice(options);
-    args.extend_from_slice(&[root, "--", "sh", "-c", script]);
+    args.extend_from_slice(&[root, "--", "sh", "-c", &script]);
     let holder = zklock().args(args).stderr(Stdio::piped()).spawn().unwrap();
     eventually(PATIENCE, "the command starts", || {
         dir.join("started").exists()
