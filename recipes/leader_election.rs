@@ -140,4 +140,14 @@ mod tests {
         assert!(terms.windows(2).all(|w| w[0].token < w[1].token));
         assert!(terms.windows(2).all(|w| w[0].leader != w[1].leader));
     }
+
+    #[test]
+    fn leader_election_fails_over_on_a_real_server() {
+        let Some(args) = cookbook::shared_server_args() else {
+            return;
+        };
+        let terms = run(&args).unwrap();
+        assert_eq!(terms.len(), 3);
+        assert!(terms.windows(2).all(|w| w[0].token < w[1].token));
+    }
 }
