@@ -109,6 +109,10 @@ impl OurLock {
 }
 
 impl Side for OurSide {
+    fn pid(&self) -> u32 {
+        std::process::id()
+    }
+
     fn roundtrip(&mut self, path: &str, n: usize) -> Result<Run, String> {
         let client = &self.clients[0];
         let mut samples = Vec::with_capacity(n);
