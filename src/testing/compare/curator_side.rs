@@ -77,6 +77,10 @@ impl Drop for CuratorSide {
 }
 
 impl Side for CuratorSide {
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     fn run(&mut self, scenario: &Scenario, path: &str, n: usize) -> Result<Run, String> {
         self.command(&match scenario {
             Scenario::RoundTrip => format!("roundtrip {path} {n}"),
@@ -102,7 +106,6 @@ fn parse_result(line: &str) -> Option<Run> {
         p50_ns: field("p50_ns")?,
         p99_ns: field("p99_ns")?,
         elapsed_ns: field("elapsed_ns")?,
-        packets: 0,
-        round_trips: None,
+        ..Run::default()
     })
 }

@@ -109,6 +109,10 @@ impl OurLock {
 }
 
 impl Side for OurSide {
+    fn pid(&self) -> u32 {
+        std::process::id()
+    }
+
     fn run(&mut self, scenario: &Scenario, path: &str, n: usize) -> Result<Run, String> {
         match scenario {
             Scenario::RoundTrip => {
