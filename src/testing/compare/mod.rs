@@ -249,15 +249,9 @@ pub struct Report {
 trait Side {
     /// The process whose CPU time is this side's.
     fn pid(&self) -> u32;
-    fn roundtrip(&mut self, path: &str, n: usize) -> Result<Run, String>;
-    fn uncontended(&mut self, recipe: &str, path: &str, n: usize) -> Result<Run, String>;
-    fn contended(
-        &mut self,
-        recipe: &str,
-        path: &str,
-        sessions: usize,
-        count: usize,
-    ) -> Result<Run, String>;
+    /// `n` operations of `scenario` on the node at `path` (for a contended scenario, `n`
+    /// acquisitions by all its sessions together).
+    fn run(&mut self, scenario: &Scenario, path: &str, n: usize) -> Result<Run, String>;
 }
 
 /// Runs every scenario of `plan` on both sides against the server at `connect` (a
@@ -323,12 +317,14 @@ pub fn run(connect: &str, plan: &Plan, class_dir: &Path) -> Result<Report, Strin
 }
 
 /// One scenario's operations: `n` of them (round trips, cycles, or acquisitions in total).
+/// The round trip asks about the root, which every server has, rather than the scenario's
+/// own node.
 fn once(side: &mut dyn Side, scenario: &Scenario, path: &str, n: usize) -> Result<Run, String> {
-    match scenario {
-        Scenario::RoundTrip => side.roundtrip("/", n),
-        Scenario::Uncontended(recipe) => side.uncontended(recipe, path, n),
-        Scenario::Contended { recipe, sessions } => side.contended(recipe, path, *sessions, n),
-    }
+    let path = match scenario {
+        Scenario::RoundTrip => "/",
+        _ => path,
+    };
+    side.run(scenario, path, n)
 }
 
 /// Discarded cycles first: JIT, connections, parent nodes.
