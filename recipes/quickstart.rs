@@ -72,42 +72,27 @@ pub fn run(args: &[String]) -> AnyResult<Story> {
 /// Act 1: everyone takes the mutex once. Returns the turns in the order they happened.
 fn mutex_act(sessions: &[TestClient]) -> AnyResult<Vec<(usize, i32)>> {
     info!("--- act 1: InterProcessMutex at /zk-locks/quickstart/mutex ---");
-    let inside = AtomicUsize::new(0);
+    let inside = Occupancy::default();
     let turns = Mutex::new(Vec::new());
-    thread::scope(|scope| -> AnyResult<()> {
-        let workers: Vec<_> = sessions
-            .iter()
-            .enumerate()
-            .map(|(worker, conn)| {
-                let (inside, turns) = (&inside, &turns);
-                scope.spawn(move || -> AnyResult<()> {
-                    let mutex =
-                        InterProcessMutex::new(conn.client.clone(), "/zk-locks/quickstart/mutex")?;
-                    info!("worker {worker} queues for the mutex");
-                    let guard = mutex.lock()?;
-                    let now_inside = inside.fetch_add(1, Ordering::SeqCst) + 1;
-                    let node = cookbook::short(guard.node_path().unwrap_or_default());
-                    let seq = paths::sequence_after(node, "lock-").unwrap_or(-1);
-                    info!(
-                        "worker {worker} holds the mutex (node {node}, fencing token {})",
-                        guard.fencing_token()?
-                    );
-                    turns.lock().unwrap().push((worker, seq));
-                    ensure(
-                        now_inside == 1,
-                        format!("{now_inside} workers inside the mutex"),
-                    )?;
-                    thread::sleep(WORK);
-                    inside.fetch_sub(1, Ordering::SeqCst);
-                    guard.unlock()?;
-                    info!("worker {worker} released the mutex");
-                    Ok(())
-                })
-            })
-            .collect();
-        for w in workers {
-            w.join().map_err(|_| "a worker panicked")??;
-        }
+    every_worker(sessions, |worker, conn| {
+        let mutex = InterProcessMutex::new(conn.client.clone(), "/zk-locks/quickstart/mutex")?;
+        info!("worker {worker} queues for the mutex");
+        let guard = mutex.lock()?;
+        let now_inside = inside.enter();
+        let node = cookbook::short(guard.node_path().unwrap_or_default());
+        let seq = paths::sequence_after(node, "lock-").unwrap_or(-1);
+        info!(
+            "worker {worker} holds the mutex (node {node}, fencing token {})",
+            guard.fencing_token()?
+        );
+        turns.lock().unwrap().push((worker, seq));
+        ensure(
+            now_inside == 1,
+            format!("{now_inside} workers inside the mutex"),
+        )?;
+        inside.work_then_leave();
+        guard.unlock()?;
+        info!("worker {worker} released the mutex");
         Ok(())
     })?;
     let turns = turns.into_inner().unwrap();
@@ -123,55 +108,35 @@ fn mutex_act(sessions: &[TestClient]) -> AnyResult<Vec<(usize, i32)>> {
 /// Act 2: workers 0 and 4 write, the others read. Returns the most readers inside at once.
 fn read_write_act(sessions: &[TestClient]) -> AnyResult<usize> {
     info!("--- act 2: InterProcessReadWriteLock at /zk-locks/quickstart/rw ---");
-    let readers = AtomicUsize::new(0);
-    let writers = AtomicUsize::new(0);
-    let max_readers = AtomicUsize::new(0);
-    thread::scope(|scope| -> AnyResult<()> {
-        let workers: Vec<_> = sessions
-            .iter()
-            .enumerate()
-            .map(|(worker, conn)| {
-                let (readers, writers, max_readers) = (&readers, &writers, &max_readers);
-                scope.spawn(move || -> AnyResult<()> {
-                    let rw = InterProcessReadWriteLock::new(
-                        conn.client.clone(),
-                        "/zk-locks/quickstart/rw",
-                    )?;
-                    if worker % 4 == 0 {
-                        info!("worker {worker} queues to WRITE");
-                        let guard = rw.write_lock().lock()?;
-                        let w = writers.fetch_add(1, Ordering::SeqCst) + 1;
-                        let r = readers.load(Ordering::SeqCst);
-                        info!("worker {worker} WRITES (alone: {r} readers, {w} writer inside)");
-                        ensure(
-                            w == 1 && r == 0,
-                            format!("writer with {w} writers, {r} readers"),
-                        )?;
-                        thread::sleep(WORK);
-                        writers.fetch_sub(1, Ordering::SeqCst);
-                        guard.unlock()?;
-                    } else {
-                        info!("worker {worker} queues to read");
-                        let guard = rw.read_lock().lock()?;
-                        let r = readers.fetch_add(1, Ordering::SeqCst) + 1;
-                        max_readers.fetch_max(r, Ordering::SeqCst);
-                        let w = writers.load(Ordering::SeqCst);
-                        info!("worker {worker} reads ({r} readers inside)");
-                        ensure(w == 0, format!("reader alongside {w} writer(s)"))?;
-                        thread::sleep(WORK);
-                        readers.fetch_sub(1, Ordering::SeqCst);
-                        guard.unlock()?;
-                    }
-                    Ok(())
-                })
-            })
-            .collect();
-        for w in workers {
-            w.join().map_err(|_| "a worker panicked")??;
+    let readers = Occupancy::default();
+    let writers = Occupancy::default();
+    every_worker(sessions, |worker, conn| {
+        let rw = InterProcessReadWriteLock::new(conn.client.clone(), "/zk-locks/quickstart/rw")?;
+        if worker % 4 == 0 {
+            info!("worker {worker} queues to WRITE");
+            let guard = rw.write_lock().lock()?;
+            let w = writers.enter();
+            let r = readers.now();
+            info!("worker {worker} WRITES (alone: {r} readers, {w} writer inside)");
+            ensure(
+                w == 1 && r == 0,
+                format!("writer with {w} writers, {r} readers"),
+            )?;
+            writers.work_then_leave();
+            guard.unlock()?;
+        } else {
+            info!("worker {worker} queues to read");
+            let guard = rw.read_lock().lock()?;
+            let r = readers.enter();
+            let w = writers.now();
+            info!("worker {worker} reads ({r} readers inside)");
+            ensure(w == 0, format!("reader alongside {w} writer(s)"))?;
+            readers.work_then_leave();
+            guard.unlock()?;
         }
         Ok(())
     })?;
-    let max = max_readers.into_inner();
+    let max = readers.most();
     info!("readers shared the lock (up to {max} at once); writers were always alone");
     Ok(max)
 }
@@ -179,44 +144,78 @@ fn read_write_act(sessions: &[TestClient]) -> AnyResult<usize> {
 /// Act 3: a semaphore of 3 leases. Returns the most leases held at once.
 fn semaphore_act(sessions: &[TestClient]) -> AnyResult<usize> {
     info!("--- act 3: InterProcessSemaphoreV2 of {LEASES} at /zk-locks/quickstart/pool ---");
-    let held = AtomicUsize::new(0);
-    let max_held = AtomicUsize::new(0);
-    thread::scope(|scope| -> AnyResult<()> {
+    let held = Occupancy::default();
+    every_worker(sessions, |worker, conn| {
+        let pool =
+            InterProcessSemaphoreV2::new(conn.client.clone(), "/zk-locks/quickstart/pool", LEASES)?;
+        info!("worker {worker} asks for a lease");
+        let lease = pool.acquire()?;
+        let now = held.enter();
+        info!(
+            "worker {worker} got {} ({now} of {LEASES} in use)",
+            cookbook::short(lease.node_path())
+        );
+        ensure(now <= LEASES, format!("{now} leases of {LEASES} in use"))?;
+        held.work_then_leave();
+        lease.close()?;
+        Ok(())
+    })?;
+    let max = held.most();
+    info!("never more than {LEASES} leases at once (saw up to {max})");
+    Ok(max)
+}
+
+/// How many workers are inside a lock at once, and the most seen inside together.
+#[derive(Default)]
+struct Occupancy {
+    now: AtomicUsize,
+    most: AtomicUsize,
+}
+
+impl Occupancy {
+    /// One more worker inside; returns how many are inside now.
+    fn enter(&self) -> usize {
+        let now = self.now.fetch_add(1, Ordering::SeqCst) + 1;
+        self.most.fetch_max(now, Ordering::SeqCst);
+        now
+    }
+
+    /// The worker inside does its work, then leaves (before it releases the lock, so the
+    /// next one in never counts it).
+    fn work_then_leave(&self) {
+        thread::sleep(WORK);
+        self.now.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    /// How many are inside now.
+    fn now(&self) -> usize {
+        self.now.load(Ordering::SeqCst)
+    }
+
+    /// The most that were inside together.
+    fn most(&self) -> usize {
+        self.most.load(Ordering::SeqCst)
+    }
+}
+
+/// Runs `work(worker, session)` for every session at once, one thread each (as one process
+/// each would), and returns the first error.
+fn every_worker(
+    sessions: &[TestClient],
+    work: impl Fn(usize, &TestClient) -> AnyResult<()> + Sync,
+) -> AnyResult<()> {
+    thread::scope(|scope| {
+        let work = &work;
         let workers: Vec<_> = sessions
             .iter()
             .enumerate()
-            .map(|(worker, conn)| {
-                let (held, max_held) = (&held, &max_held);
-                scope.spawn(move || -> AnyResult<()> {
-                    let pool = InterProcessSemaphoreV2::new(
-                        conn.client.clone(),
-                        "/zk-locks/quickstart/pool",
-                        LEASES,
-                    )?;
-                    info!("worker {worker} asks for a lease");
-                    let lease = pool.acquire()?;
-                    let now = held.fetch_add(1, Ordering::SeqCst) + 1;
-                    max_held.fetch_max(now, Ordering::SeqCst);
-                    info!(
-                        "worker {worker} got {} ({now} of {LEASES} in use)",
-                        cookbook::short(lease.node_path())
-                    );
-                    ensure(now <= LEASES, format!("{now} leases of {LEASES} in use"))?;
-                    thread::sleep(WORK);
-                    held.fetch_sub(1, Ordering::SeqCst);
-                    lease.close()?;
-                    Ok(())
-                })
-            })
+            .map(|(worker, conn)| scope.spawn(move || work(worker, conn)))
             .collect();
         for w in workers {
             w.join().map_err(|_| "a worker panicked")??;
         }
         Ok(())
-    })?;
-    let max = max_held.into_inner();
-    info!("never more than {LEASES} leases at once (saw up to {max})");
-    Ok(max)
+    })
 }
 
 #[cfg(test)]

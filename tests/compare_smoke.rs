@@ -44,6 +44,11 @@ fn comparison_produces_every_row_for_every_client() {
         assert!(ours > 0, "no round trip counted in {:?}", row.scenario);
         assert_eq!(row.ours_crate.round_trips, None);
         assert_eq!(row.curator.round_trips, None);
+        // The server runs on this machine: its CPU time and each client process's are read.
+        for run in [&row.ours, &row.ours_crate, &row.curator] {
+            assert!(run.server_cpu_ns.is_some(), "{:?}: {run:?}", row.scenario);
+            assert!(run.client_cpu_ns.is_some(), "{:?}: {run:?}", row.scenario);
+        }
     }
 
     let table = bench::render(&report);
@@ -53,6 +58,9 @@ fn comparison_produces_every_row_for_every_client() {
     for needle in [
         "round trips/op",
         "round trips/acquisition",
+        "server CPU µs/op",
+        "server CPU µs/acquisition",
+        "client CPU µs/acquisition",
         "request round trip",
         "uncontended mutex",
         "uncontended semaphore-mutex",
@@ -71,7 +79,7 @@ fn comparison_produces_every_row_for_every_client() {
         .lines()
         .filter(|l| l.starts_with("| ") && !l.starts_with("| scenario"))
         .collect();
-    assert_eq!(data_lines.len(), expected * 5, "{table}");
+    assert_eq!(data_lines.len(), expected * 7, "{table}");
     for line in data_lines {
         let cells: Vec<_> = line.trim_matches('|').split('|').map(str::trim).collect();
         assert_eq!(cells.len(), 6, "{line}");

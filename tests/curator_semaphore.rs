@@ -11,7 +11,7 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::eventually;
+use common::{eventually, wait_for_session};
 use zk_locks::client::zookeeper::{ZkOptions, ZookeeperClient};
 use zk_locks::client::{CreateMode, Stat, Watcher, ZkResult};
 use zk_locks::locks::{InterProcessLock, InterProcessMutex, InterProcessSemaphoreV2, LockState};
@@ -35,28 +35,16 @@ fn connect(connect_string: &str, session_timeout: Duration) -> Arc<ZookeeperClie
 
 /// Blocks until the client's loss count passed `losses` and it is connected again.
 fn wait_for_new_session(client: &dyn ZkClient, losses: u64) {
-    let deadline = Instant::now() + PATIENCE;
-    loop {
-        let s = client.session().snapshot();
-        if s.losses > losses && s.state.is_connected() {
-            return;
-        }
-        assert!(Instant::now() < deadline, "no new session: {s:?}");
-        client.session().wait_for_change(s.epoch, Some(deadline));
-    }
+    wait_for_session(client, PATIENCE, "a new session", |s| {
+        s.losses > losses && s.state.is_connected()
+    });
 }
 
 /// Blocks until the client reports `Lost` (or has a higher loss count than `losses`).
 fn wait_for_lost(client: &dyn ZkClient, losses: u64) {
-    let deadline = Instant::now() + PATIENCE;
-    loop {
-        let s = client.session().snapshot();
-        if s.losses > losses || s.state == ConnectionState::Lost {
-            return;
-        }
-        assert!(Instant::now() < deadline, "session never lost: {s:?}");
-        client.session().wait_for_change(s.epoch, Some(deadline));
-    }
+    wait_for_session(client, PATIENCE, "the session lost", |s| {
+        s.losses > losses || s.state == ConnectionState::Lost
+    });
 }
 
 /// How long a contender keeps a lease.

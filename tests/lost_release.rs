@@ -12,9 +12,9 @@
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use zk_locks::client::memory::MemoryEnsemble;
+use zk_locks::client::memory::{MemoryClient, MemoryEnsemble};
 use zk_locks::client::{EventType, Watcher};
 use zk_locks::locks::{
     InterProcessLock, InterProcessMultiLock, InterProcessMutex, InterProcessReadWriteLock,
@@ -22,6 +22,7 @@ use zk_locks::locks::{
 };
 use zk_locks::retry::{RetryNTimes, RetryPolicy};
 use zk_locks::session::ConnectionState;
+use zk_locks::testing::harness::reach_state;
 use zk_locks::{LockState, SharedClient, ZkClient, ZkError};
 
 /// A generous bound on a release that must not wait for the link.
@@ -272,20 +273,8 @@ fn memory_expired_hold_releases_without_waiting_for_the_link() {
 fn memory_release_waiting_on_a_suspect_hold_returns_once_the_session_is_lost() {
     let ensemble = MemoryEnsemble::new();
     let (client, observer) = (ensemble.connect(), ensemble.connect());
-    let (policy, first_retry) = FirstRetrySignal::new();
-    let shared: SharedClient = client.clone();
     thread::scope(|scope| {
-        let holder = Holder::start(scope, |ready| {
-            let m = InterProcessMutex::new(shared, "/suspect/lock")?.with_retry_policy(policy);
-            let guard = m.lock()?;
-            ready(vec![guard.node_path().unwrap().to_string()]);
-            guard.unlock()
-        });
-        client.suspend();
-        holder.release();
-        first_retry
-            .recv_timeout(PATIENCE)
-            .expect("a Suspect hold's release retries in the foreground");
+        let holder = release_while_suspended(scope, &client);
         client.give_up_session();
         let answer = holder.answer_within(ANSWER_WITHIN);
         let alive = ensemble.node(&holder.paths[0]).is_some();
@@ -303,20 +292,8 @@ fn memory_release_waiting_on_a_suspect_hold_returns_once_the_session_is_lost() {
 fn memory_suspect_hold_release_waits_for_the_link_and_deletes() {
     let ensemble = MemoryEnsemble::new();
     let client = ensemble.connect();
-    let (policy, first_retry) = FirstRetrySignal::new();
-    let shared: SharedClient = client.clone();
     thread::scope(|scope| {
-        let holder = Holder::start(scope, |ready| {
-            let m = InterProcessMutex::new(shared, "/suspect/lock")?.with_retry_policy(policy);
-            let guard = m.lock()?;
-            ready(vec![guard.node_path().unwrap().to_string()]);
-            guard.unlock()
-        });
-        client.suspend();
-        holder.release();
-        first_retry
-            .recv_timeout(PATIENCE)
-            .expect("a Suspect hold's release retries in the foreground");
+        let holder = release_while_suspended(scope, &client);
         assert!(ensemble.node(&holder.paths[0]).is_some());
         client.resume();
         let answer = holder.answer_within(PATIENCE);
@@ -325,17 +302,26 @@ fn memory_suspect_hold_release_waits_for_the_link_and_deletes() {
     });
 }
 
-/// Waits until `client` reports `state`.
-fn reach(client: &dyn ZkClient, state: ConnectionState, within: Duration) {
-    let deadline = Instant::now() + within;
-    loop {
-        let s = client.session().snapshot();
-        if s.state == state {
-            return;
-        }
-        assert!(Instant::now() < deadline, "never reached {state:?}: {s:?}");
-        client.session().wait_for_change(s.epoch, Some(deadline));
-    }
+/// Starts a mutex holder on `client` at `/suspect/lock`, suspends the link and lets the holder
+/// release: returns once that release has retried in the foreground (the hold is `Suspect`).
+fn release_while_suspended<'s>(
+    scope: &'s thread::Scope<'s, '_>,
+    client: &Arc<MemoryClient>,
+) -> Holder {
+    let (policy, first_retry) = FirstRetrySignal::new();
+    let shared: SharedClient = client.clone();
+    let holder = Holder::start(scope, |ready| {
+        let m = InterProcessMutex::new(shared, "/suspect/lock")?.with_retry_policy(policy);
+        let guard = m.lock()?;
+        ready(vec![guard.node_path().unwrap().to_string()]);
+        guard.unlock()
+    });
+    client.suspend();
+    holder.release();
+    first_retry
+        .recv_timeout(PATIENCE)
+        .expect("a Suspect hold's release retries in the foreground");
+    holder
 }
 
 /// The native client on a real server, its link frozen by a proxy until it reports the
@@ -360,7 +346,7 @@ fn native_lost_hold_releases_without_waiting_for_the_link() {
             Recipe::Mutex.hold(shared, &path, ready, &state_tx)
         });
         proxy.freeze();
-        reach(client.as_ref(), ConnectionState::Lost, SESSION * 3);
+        reach_state(client.as_ref(), ConnectionState::Lost, SESSION * 3);
         holder.release();
         assert_eq!(state_rx.recv_timeout(PATIENCE), Ok(LockState::Lost));
         let answer = holder.answer_within(ANSWER_WITHIN);

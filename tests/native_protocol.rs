@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use zk_locks::client::native::jute::Writer;
 use zk_locks::client::native::{NativeClient, NativeOptions};
+use zk_locks::testing::harness::reach_state;
 use zk_locks::{ConnectionState, Error, ZkClient, ZkError};
 
 const SESSION_ID: i64 = 0x42;
@@ -124,12 +125,11 @@ fn violation_then_recovery(bad: Vec<u8>, expected: ZkError) {
     let client = connect(&addr);
     let before = client.session().snapshot();
     assert_eq!(client.exists("/a").unwrap_err(), expected);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let mut s = client.session().snapshot();
-    while s.state != ConnectionState::Reconnected && Instant::now() < deadline {
-        s = client.session().wait_for_change(s.epoch, Some(deadline));
-    }
-    assert_eq!(s.state, ConnectionState::Reconnected, "{s:?}");
+    let s = reach_state(
+        client.as_ref(),
+        ConnectionState::Reconnected,
+        Duration::from_secs(10),
+    );
     assert_eq!(s.session_id, Some(SESSION_ID));
     assert_eq!(s.losses, before.losses);
     assert!(client.exists("/a").unwrap().is_some());

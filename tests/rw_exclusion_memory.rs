@@ -98,32 +98,71 @@ fn a_forced_expiry_reaches_other_clients_before_its_holder() {
     drop(write);
 }
 
-/// Takes the write lock on `client` at `path` on a new thread and reports its guard's state;
-/// holds it until told (or the patience runs out).
-fn writer_thread(client: Arc<MemoryClient>, path: &'static str) -> Writer {
-    let (acquired_tx, acquired) = mpsc::channel();
-    let (release, release_rx) = mpsc::channel::<()>();
-    let got = Arc::new(AtomicBool::new(false));
-    let got2 = got.clone();
-    let t = thread::spawn(move || {
-        let rw = InterProcessReadWriteLock::new(client, path).unwrap();
-        let write = rw.write_lock().lock().unwrap();
-        got2.store(true, Ordering::SeqCst);
-        acquired_tx.send(write.state()).unwrap();
-        let _ = release_rx.recv_timeout(PATIENCE);
-        drop(write);
-    });
-    (acquired, release, t, got)
+/// A writer on its own thread: takes the write lock on `client` at `path`, reports its guard's
+/// state, and holds until told (or the patience runs out).
+struct Writer {
+    acquired: mpsc::Receiver<LockState>,
+    release: mpsc::Sender<()>,
+    thread: thread::JoinHandle<()>,
+    got: Arc<AtomicBool>,
 }
 
-/// The writer's guard state once it holds, the sender that lets it release, its thread, and
-/// whether it holds already.
-type Writer = (
-    mpsc::Receiver<LockState>,
-    mpsc::Sender<()>,
-    thread::JoinHandle<()>,
-    Arc<AtomicBool>,
-);
+impl Writer {
+    fn start(client: Arc<MemoryClient>, path: &'static str) -> Writer {
+        let (acquired_tx, acquired) = mpsc::channel();
+        let (release, release_rx) = mpsc::channel::<()>();
+        let got = Arc::new(AtomicBool::new(false));
+        let got2 = got.clone();
+        let thread = thread::spawn(move || {
+            let rw = InterProcessReadWriteLock::new(client, path).unwrap();
+            let write = rw.write_lock().lock().unwrap();
+            got2.store(true, Ordering::SeqCst);
+            acquired_tx.send(write.state()).unwrap();
+            let _ = release_rx.recv_timeout(PATIENCE);
+            drop(write);
+        });
+        Writer {
+            acquired,
+            release,
+            thread,
+            got,
+        }
+    }
+
+    /// Whether it holds the write lock already.
+    fn holds(&self) -> bool {
+        self.got.load(Ordering::SeqCst)
+    }
+
+    /// Its guard's state once it holds (waits up to the patience).
+    fn acquired(&self) -> Result<LockState, mpsc::RecvTimeoutError> {
+        self.acquired.recv_timeout(PATIENCE)
+    }
+
+    /// Lets it release, and waits for its thread.
+    fn finish(self) {
+        self.release.send(()).unwrap();
+        self.thread.join().unwrap();
+    }
+
+    /// After the node it watched went away: waits until it watches a node again (the only
+    /// watch on `e`) or holds, and asserts that it does not hold (A reads).
+    fn assert_waits_for_the_reader(&self, e: &MemoryEnsemble) {
+        until(|| e.watch_count() == 1 || self.holds());
+        assert!(!self.holds(), "B took the write lock while A read");
+    }
+}
+
+/// Whether A's read attempt on `rw` (`acquired`: its answer) holds the read lock as `Held`
+/// now; releases it when taken.
+fn read_held_then_release(rw: &InterProcessReadWriteLock, acquired: bool) -> bool {
+    if !acquired {
+        return false;
+    }
+    let held = rw.read_lock().held_nodes()[0].state() == LockState::Held;
+    rw.read_lock().release().unwrap();
+    held
+}
 
 /// Hypothesis: a downgrade is granted on the holder's *belief* that it holds the write lock.
 /// The client moves to a new session without reporting it (the `zookeeper` crate can open one
@@ -136,25 +175,21 @@ fn a_downgrade_after_a_silent_session_change_does_not_join_the_new_writer() {
     let (a, b) = (e.connect(), e.connect());
     let rw_a = InterProcessReadWriteLock::new(a.clone(), "/rw-silent").unwrap();
     let write = rw_a.write_lock().lock().unwrap();
-    let (writer, release, t, _) = writer_thread(b.clone(), "/rw-silent");
+    let writer = Writer::start(b.clone(), "/rw-silent");
     until(|| e.children("/rw-silent").unwrap_or_default().len() == 2);
 
     // Another request of A's client runs in a new session it does not report: A's write node
     // goes with the old one, and B's writer takes the lock.
     a.inject(Fault::in_new_session(Op::Exists));
     let _ = a.exists("/rw-silent");
-    assert_eq!(writer.recv_timeout(PATIENCE), Ok(LockState::Held));
+    assert_eq!(writer.acquired(), Ok(LockState::Held));
 
     let read = rw_a
         .read_lock()
         .acquire_timeout(Duration::from_millis(200))
         .unwrap();
-    let read_held = read && rw_a.read_lock().held_nodes()[0].state() == LockState::Held;
-    if read {
-        rw_a.read_lock().release().unwrap();
-    }
-    release.send(()).unwrap();
-    t.join().unwrap();
+    let read_held = read_held_then_release(&rw_a, read);
+    writer.finish();
     assert!(
         !read_held,
         "A's read lock was granted while B held the write lock"
@@ -170,22 +205,17 @@ fn a_writer_queued_behind_a_downgrade_waits_for_its_read_node() {
     let (a, b) = (e.connect(), e.connect());
     let rw_a = InterProcessReadWriteLock::new(a.clone(), "/rw-down").unwrap();
     let write = rw_a.write_lock().lock().unwrap();
-    let (writer, release, t, got) = writer_thread(b.clone(), "/rw-down");
+    let writer = Writer::start(b.clone(), "/rw-down");
     until(|| e.watch_count() == 1); // B watches A's write node
 
     let read = rw_a.read_lock().lock().unwrap();
     drop(write);
     // B's watch fired with the write node's deletion; it must now watch the read node.
-    until(|| e.watch_count() == 1 || got.load(Ordering::SeqCst));
-    assert!(
-        !got.load(Ordering::SeqCst),
-        "B took the write lock while A read"
-    );
+    writer.assert_waits_for_the_reader(&e);
     assert_eq!(read.state(), LockState::Held);
     drop(read);
-    assert_eq!(writer.recv_timeout(PATIENCE), Ok(LockState::Held));
-    release.send(()).unwrap();
-    t.join().unwrap();
+    assert_eq!(writer.acquired(), Ok(LockState::Held));
+    writer.finish();
 }
 
 /// Hypothesis: a downgrade asked for while the server has ended the holder's session but the
@@ -197,7 +227,7 @@ fn a_downgrade_during_an_unannounced_expiry_waits_behind_the_new_writer() {
     let (a, b) = (e.connect(), e.connect());
     let rw_a = InterProcessReadWriteLock::new(a.clone(), "/rw-late").unwrap();
     let write = rw_a.write_lock().lock().unwrap();
-    let (writer, release, t, _) = writer_thread(b.clone(), "/rw-late");
+    let writer = Writer::start(b.clone(), "/rw-late");
     until(|| e.watch_count() == 1);
 
     // A's first create after the expiry marks the moment its downgrade runs inside the gap.
@@ -229,19 +259,15 @@ fn a_downgrade_during_an_unannounced_expiry_waits_behind_the_new_writer() {
         thread::spawn(move || a.expire())
     };
     window.recv_timeout(PATIENCE).unwrap();
-    assert_eq!(writer.recv_timeout(PATIENCE), Ok(LockState::Held));
+    assert_eq!(writer.acquired(), Ok(LockState::Held));
     let read = rw_a
         .read_lock()
         .acquire_timeout(Duration::from_millis(300))
         .unwrap();
     expirer.join().unwrap();
     a.on_request(None);
-    let read_held = read && rw_a.read_lock().held_nodes()[0].state() == LockState::Held;
-    if read {
-        rw_a.read_lock().release().unwrap();
-    }
-    release.send(()).unwrap();
-    t.join().unwrap();
+    let read_held = read_held_then_release(&rw_a, read);
+    writer.finish();
     assert!(!read_held, "A read beside B's write lock");
     assert_eq!(write.state(), LockState::Lost);
     drop(write);
@@ -269,22 +295,17 @@ fn a_writer_whose_first_listing_follows_a_downgrade_waits_for_the_read_node() {
             }
         }
     })));
-    let (writer, release, t, got) = writer_thread(b.clone(), "/rw-first");
+    let writer = Writer::start(b.clone(), "/rw-first");
     between.recv_timeout(PATIENCE).unwrap();
     let read = rw_a.read_lock().lock().unwrap();
     drop(write);
     downgraded.send(()).unwrap();
 
-    until(|| e.watch_count() == 1 || got.load(Ordering::SeqCst));
-    assert!(
-        !got.load(Ordering::SeqCst),
-        "B took the write lock while A read"
-    );
+    writer.assert_waits_for_the_reader(&e);
     drop(read);
-    assert_eq!(writer.recv_timeout(PATIENCE), Ok(LockState::Held));
+    assert_eq!(writer.acquired(), Ok(LockState::Held));
     b.on_request(None);
-    release.send(()).unwrap();
-    t.join().unwrap();
+    writer.finish();
 }
 
 /// The downgrade's check of its write node (above) can itself fail with an unknown outcome.
@@ -296,23 +317,18 @@ fn a_downgrade_whose_check_meets_a_connection_loss_keeps_its_place() {
     let (a, b) = (e.connect(), e.connect());
     let rw_a = InterProcessReadWriteLock::new(a.clone(), "/rw-blip").unwrap();
     let write = rw_a.write_lock().lock().unwrap();
-    let (writer, release, t, got) = writer_thread(b.clone(), "/rw-blip");
+    let writer = Writer::start(b.clone(), "/rw-blip");
     until(|| e.watch_count() == 1); // B waits for A's write node
 
     a.inject(Fault::before(Op::Exists));
     let read = rw_a.read_lock().acquire_timeout(PATIENCE).unwrap();
     assert!(read, "the downgrade was not granted");
     assert_eq!(rw_a.read_lock().held_nodes()[0].state(), LockState::Held);
-    assert!(!got.load(Ordering::SeqCst), "B holds the write lock");
+    assert!(!writer.holds(), "B holds the write lock");
     drop(write);
     // B now waits for A's read node, which holds the write node's place ahead of it.
-    until(|| e.watch_count() == 1 || got.load(Ordering::SeqCst));
-    assert!(
-        !got.load(Ordering::SeqCst),
-        "B took the write lock while A read"
-    );
+    writer.assert_waits_for_the_reader(&e);
     rw_a.read_lock().release().unwrap();
-    assert_eq!(writer.recv_timeout(PATIENCE), Ok(LockState::Held));
-    release.send(()).unwrap();
-    t.join().unwrap();
+    assert_eq!(writer.acquired(), Ok(LockState::Held));
+    writer.finish();
 }

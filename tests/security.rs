@@ -11,13 +11,14 @@
 //! No sleeps as synchronisation: sessions are awaited with `Session::wait_for_change`.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use zk_locks::client::acl::{perms, Acl, AclProvider};
 use zk_locks::client::memory::{MemoryClient, MemoryEnsemble, MemoryOptions};
 use zk_locks::client::native::{NativeClient, NativeOptions};
 use zk_locks::client::zookeeper::{ZkOptions, ZookeeperClient};
 use zk_locks::session::ConnectionState;
+use zk_locks::testing::harness::reach_state;
 use zk_locks::testing::{FaultProxy, TestingServer};
 use zk_locks::{Error, InterProcessLock, InterProcessMutex, SharedClient, ZkError};
 
@@ -181,17 +182,6 @@ fn mutex(client: &SharedClient, path: &str) -> InterProcessMutex {
     InterProcessMutex::new(client.clone(), path).unwrap()
 }
 
-fn reach(client: &SharedClient, state: ConnectionState, within: Duration) {
-    let deadline = Instant::now() + within;
-    let mut snapshot = client.session().snapshot();
-    while snapshot.state != state && Instant::now() < deadline {
-        snapshot = client
-            .session()
-            .wait_for_change(snapshot.epoch, Some(deadline));
-    }
-    assert_eq!(snapshot.state, state);
-}
-
 secured_suite!([
     a_creator_all_lock_refuses_a_stranger_and_is_shared_with_the_same_identity,
     read_only_for_world_lets_strangers_look_but_not_queue_or_steal,
@@ -269,7 +259,7 @@ fn a_reconnect_re_authenticates_so_the_holder_can_still_release(b: &dyn Secured)
     held.acquire().unwrap();
     let node = held.held_node().unwrap().path().to_string();
     blip();
-    reach(&owner, ConnectionState::Reconnected, SESSION * 3);
+    reach_state(owner.as_ref(), ConnectionState::Reconnected, SESSION * 3);
     held.release().unwrap();
     let observer = b.client(Some(("app", "secret")), AclProvider::open());
     assert_eq!(observer.exists(&node), Ok(None));

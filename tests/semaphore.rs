@@ -9,9 +9,10 @@ use std::sync::{mpsc, Arc};
 use std::thread;
 use std::time::Duration;
 
-use common::{children, eventually, Backend};
+use common::{children, eventually, Backend, TestClient};
 use zk_locks::locks::{
-    InterProcessLock, InterProcessSemaphoreMutex, InterProcessSemaphoreV2, LockState, SharedCount,
+    InterProcessLock, InterProcessSemaphoreMutex, InterProcessSemaphoreV2, Lease, LockState,
+    SharedCount,
 };
 use zk_locks::Error;
 
@@ -155,13 +156,29 @@ fn max_per_session(b: &dyn Backend) {
     });
 }
 
+/// Two sessions of `b`, each with a one-lease semaphore at `path`; the first one holds the
+/// lease.
+fn first_of_two_holds(
+    b: &dyn Backend,
+    path: &str,
+) -> (
+    TestClient,
+    TestClient,
+    InterProcessSemaphoreV2,
+    InterProcessSemaphoreV2,
+    Lease,
+) {
+    let (c1, c2) = (b.connect(), b.connect());
+    let s1 = InterProcessSemaphoreV2::new(c1.client.clone(), path, 1).unwrap();
+    let s2 = InterProcessSemaphoreV2::new(c2.client.clone(), path, 1).unwrap();
+    let lease = s1.acquire().unwrap();
+    (c1, c2, s1, s2, lease)
+}
+
 /// Curator's testClientClose: closing a client frees its leases.
 fn client_close_frees_leases(b: &dyn Backend) {
     let path = format!("{}/test", b.root());
-    let (c1, c2) = (b.connect(), b.connect());
-    let s1 = InterProcessSemaphoreV2::new(c1.client.clone(), &path, 1).unwrap();
-    let s2 = InterProcessSemaphoreV2::new(c2.client.clone(), &path, 1).unwrap();
-    let lease = s1.acquire().unwrap();
+    let (c1, _c2, _s1, s2, lease) = first_of_two_holds(b, &path);
     assert!(s2.acquire_timeout(SHORT).unwrap().is_none());
     c1.client.close();
     assert!(!lease.is_valid());
@@ -173,10 +190,7 @@ fn client_close_frees_leases(b: &dyn Backend) {
 /// end nothing is left under `leases`.
 fn no_orphaned_nodes(b: &dyn Backend) {
     let path = format!("{}/test", b.root());
-    let (c1, c2) = (b.connect(), b.connect());
-    let s1 = InterProcessSemaphoreV2::new(c1.client.clone(), &path, 1).unwrap();
-    let s2 = InterProcessSemaphoreV2::new(c2.client.clone(), &path, 1).unwrap();
-    let lease = s1.acquire().unwrap();
+    let (c1, _c2, s1, s2, lease) = first_of_two_holds(b, &path);
     let leases_path = format!("{path}/leases");
     thread::scope(|sc| {
         let w = sc.spawn(|| s2.acquire_timeout(Duration::from_secs(30)).unwrap());
@@ -279,10 +293,7 @@ fn bad_input(b: &dyn Backend) {
 /// Lease holders see the session: expiry makes the lease Lost and frees it.
 fn expiry_while_holding_lease(b: &dyn Backend) {
     let path = format!("{}/test", b.root());
-    let (c1, c2) = (b.connect(), b.connect());
-    let s1 = InterProcessSemaphoreV2::new(c1.client.clone(), &path, 1).unwrap();
-    let s2 = InterProcessSemaphoreV2::new(c2.client.clone(), &path, 1).unwrap();
-    let lease = s1.acquire().unwrap();
+    let (c1, _c2, _s1, s2, lease) = first_of_two_holds(b, &path);
     let token = lease.fencing_token().unwrap();
     c1.faults.expire();
     assert!(!lease.is_valid());
@@ -294,10 +305,7 @@ fn expiry_while_holding_lease(b: &dyn Backend) {
 
 fn expiry_while_waiting_for_lease(b: &dyn Backend) {
     let path = format!("{}/test", b.root());
-    let (c1, c2) = (b.connect(), b.connect());
-    let s1 = InterProcessSemaphoreV2::new(c1.client.clone(), &path, 1).unwrap();
-    let s2 = InterProcessSemaphoreV2::new(c2.client.clone(), &path, 1).unwrap();
-    let lease = s1.acquire().unwrap();
+    let (_c1, c2, s1, s2, lease) = first_of_two_holds(b, &path);
     let patience = b.patience();
     thread::scope(|sc| {
         let w = sc.spawn(|| s2.acquire_timeout(patience * 2).unwrap());

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use zk_locks::client::zookeeper::ZookeeperClient;
 use zk_locks::session::ConnectionState;
+use zk_locks::testing::harness::reach_state;
 use zk_locks::testing::{shared_server, FaultProxy};
 use zk_locks::ZkClient;
 
@@ -36,17 +37,6 @@ fn threads_named(name: &str) -> usize {
 /// Live `zookeeper` crate handles: each has one event thread.
 fn crate_handles() -> usize {
     threads_named("event")
-}
-
-fn reach(client: &ZookeeperClient, state: ConnectionState, within: Duration) {
-    let deadline = Instant::now() + within;
-    let mut snapshot = client.session().snapshot();
-    while snapshot.state != state && Instant::now() < deadline {
-        snapshot = client
-            .session()
-            .wait_for_change(snapshot.epoch, Some(deadline));
-    }
-    assert_eq!(snapshot.state, state);
 }
 
 #[test]
@@ -77,8 +67,8 @@ fn repeated_silent_links_do_not_accumulate_threads() {
     let mut handles = Vec::new();
     for _ in 0..CYCLES {
         proxy.blackhole();
-        reach(&client, ConnectionState::Lost, SESSION * 3);
-        reach(&client, ConnectionState::Connected, SESSION * 5);
+        reach_state(client.as_ref(), ConnectionState::Lost, SESSION * 3);
+        reach_state(client.as_ref(), ConnectionState::Connected, SESSION * 5);
         peak = peak.max(threads());
         after.push(threads());
         handles.push(crate_handles());

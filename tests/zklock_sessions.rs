@@ -8,7 +8,7 @@ mod common;
 mod zklock_support;
 
 use std::path::Path;
-use std::process::Stdio;
+use std::process::{Child, Stdio};
 use std::time::Duration;
 
 use common::{children, eventually, unique_root};
@@ -55,36 +55,13 @@ fn lost_lock_terminates_the_command() {
     let proxy = FaultProxy::start(server.addr()).unwrap();
     let root = unique_root("zklock-lost");
     let dir = temp_dir("lost");
-    let script = format!(
-        "trap 'echo term > {d}/termed; exit 0' TERM; touch {d}/started; while :; do sleep 0.1; done",
-        d = dir.display()
-    );
-    let mut holder = zklock()
-        .args([
-            "--connect",
-            &proxy.connect_string(),
-            "--session-timeout",
-            "2s",
-            "--grace",
-            "10s",
-            &root,
-            "--",
-            "sh",
-            "-c",
-            &script,
-        ])
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    eventually(PATIENCE, "the command starts", || {
-        Path::new(&dir.join("started")).exists()
-    });
+    let forever = "while :; do sleep 0.1; done";
+    let mut holder = start_holding(&proxy, &["--grace", "10s"], &root, &dir, 0, forever);
     proxy.freeze();
     let status = wait_exit(&mut holder, "zklock gives up the lost lock");
     assert_eq!(status.code(), Some(76), "{status:?}");
     assert!(dir.join("termed").exists(), "the command got SIGTERM");
-    let mut stderr = String::new();
-    std::io::Read::read_to_string(holder.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+    let stderr = stderr_of(&mut holder);
     assert!(stderr.contains("lost the lock"), "{stderr}");
     // The server expires the frozen session: another process can take the lock.
     let c: SharedClient = client(&server.connect_string());
@@ -104,29 +81,8 @@ fn a_cut_under_an_aged_holder_keeps_the_lock_and_the_command() {
     let proxy = FaultProxy::start(server.addr()).unwrap();
     let root = unique_root("zklock-aged");
     let dir = temp_dir("aged");
-    let script = format!(
-        "trap 'echo term > {d}/termed; exit 1' TERM; touch {d}/started; \
-         while [ ! -e {d}/go ]; do sleep 0.1; done",
-        d = dir.display()
-    );
-    let mut holder = zklock()
-        .args([
-            "--connect",
-            &proxy.connect_string(),
-            "--session-timeout",
-            "2s",
-            &root,
-            "--",
-            "sh",
-            "-c",
-            &script,
-        ])
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    eventually(PATIENCE, "the command starts", || {
-        Path::new(&dir.join("started")).exists()
-    });
+    let until_go = format!("while [ ! -e {}/go ]; do sleep 0.1; done", dir.display());
+    let mut holder = start_holding(&proxy, &[], &root, &dir, 1, &until_go);
     let session = proxy.session_id().expect("a session through the proxy");
     // The holder ages past several session timeouts (time is the subject here).
     std::thread::sleep(Duration::from_secs(6));
@@ -144,8 +100,7 @@ fn a_cut_under_an_aged_holder_keeps_the_lock_and_the_command() {
     );
     std::fs::write(dir.join("go"), b"").unwrap();
     let status = wait_exit(&mut holder, "the command finishes");
-    let mut stderr = String::new();
-    std::io::Read::read_to_string(holder.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+    let stderr = stderr_of(&mut holder);
     assert_eq!(status.code(), Some(0), "{status:?}: {stderr}");
     assert!(
         !dir.join("termed").exists(),
@@ -153,6 +108,40 @@ fn a_cut_under_an_aged_holder_keeps_the_lock_and_the_command() {
     );
     assert!(!stderr.contains("lost"), "{stderr}");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Starts zklock through `proxy` with a 2 s session timeout and the `options` given, holding
+/// `root` while it runs `body` under `sh -c` (stderr piped). The script first touches
+/// `dir/started`, and on SIGTERM writes `dir/termed` and exits with `on_term`. Returns once it
+/// has started.
+fn start_holding(
+    proxy: &FaultProxy,
+    options: &[&str],
+    root: &str,
+    dir: &Path,
+    on_term: i32,
+    body: &str,
+) -> Child {
+    let script = format!(
+        "trap 'echo term > {d}/termed; exit {on_term}' TERM; touch {d}/started; {body}",
+        d = dir.display()
+    );
+    let connect = proxy.connect_string();
+    let mut args = vec!["--connect", &connect, "--session-timeout", "2s"];
+    args.extend_from_slice(options);
+    args.extend_from_slice(&[root, "--", "sh", "-c", &script]);
+    let holder = zklock().args(args).stderr(Stdio::piped()).spawn().unwrap();
+    eventually(PATIENCE, "the command starts", || {
+        dir.join("started").exists()
+    });
+    holder
+}
+
+/// All a child wrote to its piped stderr (it has exited).
+fn stderr_of(child: &mut Child) -> String {
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+    stderr
 }
 
 /// A `creator_all` lock held by the library with `app:secret`.

@@ -18,31 +18,30 @@ pub fn connect_knows_session(f: &dyn Backend) {
 pub fn create_modes_return_paths(f: &dyn Backend) {
     let c = Ctx::new(f);
     let cl = &c.client;
-    assert_eq!(
-        cl.create(&c.path("p"), b"1", CreateMode::Persistent)
-            .unwrap(),
-        c.path("p")
-    );
-    assert_eq!(
-        cl.create(&c.path("e"), b"2", CreateMode::Ephemeral)
-            .unwrap(),
-        c.path("e")
-    );
-    assert_eq!(
-        cl.create(&c.path("ps-"), b"3", CreateMode::PersistentSequential)
-            .unwrap(),
-        c.path("ps-0000000002")
-    );
-    assert_eq!(
-        cl.create(&c.path("es-"), b"4", CreateMode::EphemeralSequential)
-            .unwrap(),
-        c.path("es-0000000003")
-    );
-    assert_eq!(
-        cl.create(&c.path("c"), b"5", CreateMode::Container)
-            .unwrap(),
-        c.path("c")
-    );
+    // In this order: each create bumps the parent's cversion, which numbers the next one.
+    for (name, data, mode, created) in [
+        ("p", b"1", CreateMode::Persistent, "p"),
+        ("e", b"2", CreateMode::Ephemeral, "e"),
+        (
+            "ps-",
+            b"3",
+            CreateMode::PersistentSequential,
+            "ps-0000000002",
+        ),
+        (
+            "es-",
+            b"4",
+            CreateMode::EphemeralSequential,
+            "es-0000000003",
+        ),
+        ("c", b"5", CreateMode::Container, "c"),
+    ] {
+        assert_eq!(
+            cl.create(&c.path(name), data, mode).unwrap(),
+            c.path(created),
+            "{mode:?}"
+        );
+    }
     assert_eq!(
         sorted(cl.get_children(&c.dir, None).unwrap()),
         vec!["c", "e", "es-0000000003", "p", "ps-0000000002"]

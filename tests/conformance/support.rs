@@ -99,6 +99,15 @@ impl Ctx {
         format!("{}/{name}", self.dir)
     }
 
+    /// Creates `name` in the test's directory, empty and persistent; returns its path.
+    pub fn persistent(&self, name: &str) -> String {
+        let path = self.path(name);
+        self.client
+            .create(&path, b"", CreateMode::Persistent)
+            .unwrap();
+        path
+    }
+
     /// Returns once every watch event fired so far for `client`'s session was delivered:
     /// fires a watch of its own on that session and waits for it.
     pub fn barrier(&self, client: &dyn ZkClient) {

@@ -11,8 +11,7 @@ use super::support::{event, sorted, Ctx, Events};
 
 pub fn data_watch_fires_on_change(f: &dyn Backend) {
     let c = Ctx::new(f);
-    let a = c.path("a");
-    c.client.create(&a, b"", CreateMode::Persistent).unwrap();
+    let a = c.persistent("a");
     let watcher = f.connect();
     let events = Events::new();
     watcher.get_data(&a, Some(events.watcher())).unwrap();
@@ -61,10 +60,7 @@ pub fn child_watch_fires_on_create_and_delete(f: &dyn Backend) {
 
 pub fn child_watch_fires_on_parent_delete(f: &dyn Backend) {
     let c = Ctx::new(f);
-    let parent = c.path("parent");
-    c.client
-        .create(&parent, b"", CreateMode::Persistent)
-        .unwrap();
+    let parent = c.persistent("parent");
     let watcher = f.connect();
     let children = Events::new();
     let data = Events::new();
@@ -90,21 +86,18 @@ pub fn child_watch_fires_on_parent_delete(f: &dyn Backend) {
 
 pub fn watches_are_one_shot(f: &dyn Backend) {
     let c = Ctx::new(f);
-    let a = c.path("a");
-    c.client.create(&a, b"", CreateMode::Persistent).unwrap();
+    let a = c.persistent("a");
     let watcher = f.connect();
     let data = Events::new();
     let children = Events::new();
     watcher.get_data(&a, Some(data.watcher())).unwrap();
     watcher.get_children(&a, Some(children.watcher())).unwrap();
     c.client.set_data(&a, b"1", None).unwrap();
-    c.client
-        .create(&format!("{a}/k"), b"", CreateMode::Persistent)
-        .unwrap();
+    c.persistent("a/k");
     assert_eq!(data.next(), event(EventType::NodeDataChanged, &a));
     assert_eq!(children.next(), event(EventType::NodeChildrenChanged, &a));
     c.client.set_data(&a, b"2", None).unwrap();
-    c.client.delete(&format!("{a}/k"), None).unwrap();
+    c.client.delete(&c.path("a/k"), None).unwrap();
     c.client.delete(&a, None).unwrap();
     c.barrier(watcher.as_ref());
     data.assert_none();
@@ -124,12 +117,10 @@ pub fn no_watch_on_no_node(f: &dyn Backend) {
         watcher.get_children(&a, Some(events.watcher())),
         Err(ZkError::NoNode)
     );
-    c.client.create(&a, b"", CreateMode::Persistent).unwrap();
-    c.client
-        .create(&format!("{a}/k"), b"", CreateMode::Persistent)
-        .unwrap();
+    c.persistent("a");
+    c.persistent("a/k");
     c.client.set_data(&a, b"1", None).unwrap();
-    c.client.delete(&format!("{a}/k"), None).unwrap();
+    c.client.delete(&c.path("a/k"), None).unwrap();
     c.client.delete(&a, None).unwrap();
     c.barrier(watcher.as_ref());
     events.assert_none();
@@ -137,8 +128,7 @@ pub fn no_watch_on_no_node(f: &dyn Backend) {
 
 pub fn several_watchers_each_fire_once(f: &dyn Backend) {
     let c = Ctx::new(f);
-    let a = c.path("a");
-    c.client.create(&a, b"", CreateMode::Persistent).unwrap();
+    let a = c.persistent("a");
     let (w1, w2) = (f.connect(), f.connect());
     let (e1, e2) = (Events::new(), Events::new());
     w1.get_data(&a, Some(e1.watcher())).unwrap();
@@ -195,8 +185,7 @@ pub fn close_removes_ephemerals_and_notifies_others(f: &dyn Backend) {
 
 pub fn closed_client_drops_its_watches(f: &dyn Backend) {
     let c = Ctx::new(f);
-    let a = c.path("a");
-    c.client.create(&a, b"", CreateMode::Persistent).unwrap();
+    let a = c.persistent("a");
     let watcher = f.connect();
     let events = Events::new();
     watcher.get_data(&a, Some(events.watcher())).unwrap();

@@ -6,8 +6,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread;
 
-use zk_locks::client::memory::MemoryEnsemble;
-use zk_locks::locks::{InterProcessLock, InterProcessMutex, InterProcessReadWriteLock};
+use zk_locks::client::memory::{MemoryClient, MemoryEnsemble};
+use zk_locks::client::{Counters, CountingClient};
+use zk_locks::locks::{
+    InterProcessLock, InterProcessMutex, InterProcessReadWriteLock, InterProcessSemaphoreMutex,
+};
 use zk_locks::testing::harness::eventually;
 
 use super::{mutex, PATIENCE};
@@ -85,28 +88,9 @@ fn deep_queue_waiter_relists_once() {
     let e = MemoryEnsemble::new();
     let cs: Vec<_> = (0..3).map(|_| e.connect()).collect();
     let ms: Vec<_> = cs.iter().map(|c| mutex(c, "/l")).collect();
-    let g0 = ms[0].lock().unwrap();
-    thread::scope(|s| {
-        let w1 = s.spawn(|| ms[1].lock().map(|g| g.unlock()).unwrap());
-        eventually(PATIENCE, "1 queued", || {
-            e.children("/l").unwrap().len() == 2
-        });
-        cs[2].reset_counters();
-        let w2 = s.spawn(|| {
-            let g = ms[2].lock().unwrap();
-            let n = cs[2].counters();
-            drop(g);
-            n
-        });
-        eventually(PATIENCE, "2 queued", || {
-            e.children("/l").unwrap().len() == 3
-        });
-        drop(g0);
-        w1.join().unwrap().unwrap();
-        let n = w2.join().unwrap();
-        // create, list (2 ahead), watch #1, list again after #1's deletion (then 0 ahead).
-        assert_eq!((n.create, n.get_children, n.get_data), (1, 2, 1), "{n:?}");
-    });
+    let n = third_in_queue_costs(&e, "/l", &cs, &[&ms[0], &ms[1], &ms[2]]);
+    // create, list (2 ahead), watch #1, list again after #1's deletion (then 0 ahead).
+    assert_eq!((n.create, n.get_children, n.get_data), (1, 2, 1), "{n:?}");
 }
 
 /// The contended write lock's cost per acquisition is the mutex's: a writer queued behind
@@ -119,32 +103,49 @@ fn deep_queue_writer_costs_what_a_mutex_waiter_costs() {
         .iter()
         .map(|c| InterProcessReadWriteLock::new(c.clone(), "/rw").unwrap())
         .collect();
-    let g0 = rws[0].write_lock().lock().unwrap();
+    let writers = [
+        rws[0].write_lock(),
+        rws[1].write_lock(),
+        rws[2].write_lock(),
+    ];
+    let n = third_in_queue_costs(&e, "/rw", &cs, &writers);
+    // As `deep_queue_waiter_relists_once`: create, list, watch #1, list again.
+    assert_eq!(
+        (n.create, n.get_children, n.get_data, n.requests()),
+        (1, 2, 1, 4),
+        "{n:?}"
+    );
+}
+
+/// Three locks on `path` (on `clients`, one each) queue in order; when the first lets go and
+/// the second has come and gone, what the third's client sent from the moment it queued
+/// until it held the lock.
+fn third_in_queue_costs<L: InterProcessLock + Sync>(
+    e: &MemoryEnsemble,
+    path: &str,
+    clients: &[Arc<MemoryClient>],
+    locks: &[&L; 3],
+) -> Counters {
+    let g0 = locks[0].lock().unwrap();
     thread::scope(|s| {
-        let w1 = s.spawn(|| rws[1].write_lock().lock().map(|g| g.unlock()).unwrap());
+        let w1 = s.spawn(|| locks[1].lock().map(|g| g.unlock()).unwrap());
         eventually(PATIENCE, "1 queued", || {
-            e.children("/rw").unwrap().len() == 2
+            e.children(path).unwrap().len() == 2
         });
-        cs[2].reset_counters();
+        clients[2].reset_counters();
         let w2 = s.spawn(|| {
-            let g = rws[2].write_lock().lock().unwrap();
-            let n = cs[2].counters();
+            let g = locks[2].lock().unwrap();
+            let n = clients[2].counters();
             drop(g);
             n
         });
         eventually(PATIENCE, "2 queued", || {
-            e.children("/rw").unwrap().len() == 3
+            e.children(path).unwrap().len() == 3
         });
         drop(g0);
         w1.join().unwrap().unwrap();
-        let n = w2.join().unwrap();
-        // As `deep_queue_waiter_relists_once`: create, list, watch #1, list again.
-        assert_eq!(
-            (n.create, n.get_children, n.get_data, n.requests()),
-            (1, 2, 1, 4),
-            "{n:?}"
-        );
-    });
+        w2.join().unwrap()
+    })
 }
 
 #[test]
@@ -220,19 +221,10 @@ fn thousand_waiters_are_served_in_order() {
 
 #[test]
 fn uncontended_cycle_is_two_round_trips_on_a_pipelining_backend() {
-    use zk_locks::client::CountingClient;
     let e = MemoryEnsemble::new();
     let counting = Arc::new(CountingClient::new(e.connect()));
     let m = InterProcessMutex::new(counting.clone(), "/locks/rt").unwrap();
-    m.acquire().unwrap(); // creates the parents
-    m.release().unwrap();
-    counting.reset_counters();
-    for _ in 0..10 {
-        let g = m.lock().unwrap();
-        g.fencing_token().unwrap();
-        drop(g);
-    }
-    let c = counting.counters();
+    let c = ten_uncontended_cycles(&m, &counting);
     // One pipeline (create + listing), one delete; the fencing token comes with the create.
     assert_eq!(c.round_trips, 2 * 10, "{c:?}");
     assert_eq!(
@@ -247,27 +239,12 @@ fn uncontended_cycle_is_two_round_trips_on_a_pipelining_backend() {
 #[test]
 fn a_restored_watch_hands_over_without_a_second_listing() {
     let e = MemoryEnsemble::new();
-    let (c1, c2) = (e.connect(), e.connect());
-    c2.set_watches_survive_reconnect(true);
-    let m1 = mutex(&c1, "/l");
-    m1.acquire().unwrap();
-    c2.reset_counters();
-    let waiter = Worker::start(mutex(&c2, "/l"));
-    let acquired = waiter.start_cmd(true);
-    eventually(PATIENCE, "the waiter watches the holder", || {
-        e.watch_count() == 1
-    });
-    c2.suspend();
-    m1.release().unwrap();
-    c2.resume();
-    acquired.recv().unwrap();
-    let c = c2.counters();
+    let c = hand_over_across_a_reconnect(&e, true);
     assert_eq!(
         (c.create, c.get_children, c.get_data),
         (1, 1, 1),
         "queued once, listed once, watched once: {c:?}"
     );
-    waiter.start_cmd(false).recv().unwrap();
     assert_eq!(e.children("/l").unwrap(), Vec::<String>::new());
 }
 
@@ -276,7 +253,20 @@ fn a_restored_watch_hands_over_without_a_second_listing() {
 #[test]
 fn without_restored_watches_a_reconnect_lists_again() {
     let e = MemoryEnsemble::new();
+    let c = hand_over_across_a_reconnect(&e, false);
+    assert!(
+        c.get_children >= 2,
+        "listed again after the reconnect: {c:?}"
+    );
+}
+
+/// A waiter (watches restored across a reconnect or not, as `restore_watches` says) queues
+/// behind a holder on `/l`; its link is down while the holder releases, and it takes the lock
+/// once the link is back, then releases it. What its client sent from before it queued until
+/// it held the lock.
+fn hand_over_across_a_reconnect(e: &MemoryEnsemble, restore_watches: bool) -> Counters {
     let (c1, c2) = (e.connect(), e.connect());
+    c2.set_watches_survive_reconnect(restore_watches);
     let m1 = mutex(&c1, "/l");
     m1.acquire().unwrap();
     c2.reset_counters();
@@ -290,31 +280,35 @@ fn without_restored_watches_a_reconnect_lists_again() {
     c2.resume();
     acquired.recv().unwrap();
     let c = c2.counters();
-    assert!(
-        c.get_children >= 2,
-        "listed again after the reconnect: {c:?}"
-    );
     waiter.start_cmd(false).recv().unwrap();
+    c
 }
 
 #[test]
 fn uncontended_semaphore_mutex_cycle_is_three_round_trips_on_a_pipelining_backend() {
-    use zk_locks::client::CountingClient;
-    use zk_locks::locks::InterProcessSemaphoreMutex;
     let e = MemoryEnsemble::new();
     let counting = Arc::new(CountingClient::new(e.connect()));
     let s = InterProcessSemaphoreMutex::new(counting.clone(), "/sem").unwrap();
-    s.acquire().unwrap(); // creates the parents
-    s.release().unwrap();
-    counting.reset_counters();
-    for _ in 0..10 {
-        let g = s.lock().unwrap();
-        g.fencing_token().unwrap();
-        drop(g);
-    }
-    let c = counting.counters();
+    let c = ten_uncontended_cycles(&s, &counting);
     // Admission create + listing, lease create + listing, lease delete; the admission delete
     // is sent without waiting for its reply.
     assert_eq!(c.round_trips, 3 * 10, "{c:?}");
     assert_eq!(c.requests(), 6 * 10, "{c:?}");
+}
+
+/// What ten cycles of `lock`, fencing token and drop send through `counting` (the client
+/// `lock` was made on), once a first cycle has created the parents.
+fn ten_uncontended_cycles(
+    lock: &impl InterProcessLock,
+    counting: &CountingClient<Arc<MemoryClient>>,
+) -> Counters {
+    lock.acquire().unwrap();
+    lock.release().unwrap();
+    counting.reset_counters();
+    for _ in 0..10 {
+        let g = lock.lock().unwrap();
+        g.fencing_token().unwrap();
+        drop(g);
+    }
+    counting.counters()
 }

@@ -13,8 +13,8 @@ mod sessions;
 use std::sync::Arc;
 use std::time::Duration;
 
-use zk_locks::client::memory::MemoryClient;
-use zk_locks::InterProcessMutex;
+use zk_locks::client::memory::{MemoryClient, MemoryEnsemble};
+use zk_locks::{InterProcessLock, InterProcessMutex};
 
 /// How long a test waits for a state it expects.
 const PATIENCE: Duration = Duration::from_secs(10);
@@ -22,4 +22,16 @@ const PATIENCE: Duration = Duration::from_secs(10);
 /// A mutex at `path` through `c`.
 fn mutex(c: &Arc<MemoryClient>, path: &str) -> InterProcessMutex {
     InterProcessMutex::new(c.clone(), path).unwrap()
+}
+
+/// A fresh ensemble, a client of it, and a mutex at `path` through that client whose parent
+/// nodes exist already (one acquisition made and released), so a fault injected next meets
+/// the lock node's own create.
+fn mutex_with_parents(path: &str) -> (MemoryEnsemble, Arc<MemoryClient>, InterProcessMutex) {
+    let e = MemoryEnsemble::new();
+    let c = e.connect();
+    let m = mutex(&c, path);
+    m.acquire().unwrap();
+    m.release().unwrap();
+    (e, c, m)
 }

@@ -13,15 +13,11 @@ use zk_locks::locks::{InterProcessLock, LockState};
 use zk_locks::testing::harness::{eventually, wait_connected};
 use zk_locks::ZkClient;
 
-use super::{mutex, PATIENCE};
+use super::{mutex, mutex_with_parents, PATIENCE};
 
 #[test]
 fn connection_loss_before_create_is_applied_creates_once() {
-    let e = MemoryEnsemble::new();
-    let c = e.connect();
-    let m = mutex(&c, "/locks/a");
-    m.acquire().unwrap(); // parents exist from here on
-    m.release().unwrap();
+    let (e, c, m) = mutex_with_parents("/locks/a");
     c.inject(Fault::before(Op::Create));
     let g = m.lock().unwrap();
     assert_eq!(e.children("/locks/a").unwrap().len(), 1);
@@ -31,11 +27,7 @@ fn connection_loss_before_create_is_applied_creates_once() {
 
 #[test]
 fn connection_loss_after_create_is_applied_adopts_our_node() {
-    let e = MemoryEnsemble::new();
-    let c = e.connect();
-    let m = mutex(&c, "/locks/a");
-    m.acquire().unwrap();
-    m.release().unwrap();
+    let (e, c, m) = mutex_with_parents("/locks/a");
     c.inject(Fault::after(Op::Create));
     let g = m.lock().unwrap();
     let kids = e.children("/locks/a").unwrap();
@@ -49,11 +41,7 @@ fn connection_loss_after_create_is_applied_adopts_our_node() {
 fn a_node_left_by_our_previous_session_is_not_adopted() {
     // CURATOR-498: the create is applied, the connection drops, and the session expires before
     // we look: the node we find by prefix (if the server still lists it) is not ours.
-    let e = MemoryEnsemble::new();
-    let c = e.connect();
-    let m = mutex(&c, "/locks/a");
-    m.acquire().unwrap();
-    m.release().unwrap();
+    let (e, c, m) = mutex_with_parents("/locks/a");
     let c2 = c.clone();
     let expired = Arc::new(AtomicUsize::new(0));
     let ex = expired.clone();

@@ -20,15 +20,13 @@ fn container_is_deleted_when_its_last_child_goes() {
         .create("/d/never-used", b"", CreateMode::Container)
         .unwrap();
     // Containers take children, even ephemeral ones, and nest.
-    client
-        .create("/d/c/inner", b"", CreateMode::Container)
-        .unwrap();
-    client
-        .create("/d/c/inner/lock-", b"", CreateMode::EphemeralSequential)
-        .unwrap();
-    client
-        .create("/d/c/other", b"", CreateMode::Persistent)
-        .unwrap();
+    for (path, mode) in [
+        ("/d/c/inner", CreateMode::Container),
+        ("/d/c/inner/lock-", CreateMode::EphemeralSequential),
+        ("/d/c/other", CreateMode::Persistent),
+    ] {
+        client.create(path, b"", mode).unwrap();
+    }
     let watcher = ensemble.connect();
     let events = Events::new();
     watcher

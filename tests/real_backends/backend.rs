@@ -9,6 +9,7 @@ use zk_locks::client::native::{NativeClient, NativeOptions};
 use zk_locks::client::zookeeper::{ZkOptions, ZookeeperClient};
 use zk_locks::session::{ConnectionState, SessionSnapshot};
 pub use zk_locks::testing::harness::{unique_root, ClientKind};
+use zk_locks::testing::{shared_server, FaultProxy};
 use zk_locks::{Error, SharedClient, ZkClient, ZkError};
 
 /// The session timeout the tests ask for.
@@ -208,6 +209,15 @@ pub fn until_ok<T>(within: Duration, mut f: impl FnMut() -> Result<T, ZkError>) 
             Err(e) => panic!("call failed: {e}"),
         }
     }
+}
+
+/// A fault proxy in front of the shared server and the client `connect` makes to it through
+/// the proxy; `None` (the case is skipped) when no server can run here.
+pub fn behind_a_proxy<C>(connect: impl FnOnce(&str) -> C) -> Option<(FaultProxy, C)> {
+    let server = shared_server()?;
+    let proxy = FaultProxy::start(server.addr()).unwrap();
+    let client = connect(&proxy.connect_string());
+    Some((proxy, client))
 }
 
 /// A port nothing listens on (bound, then released).

@@ -11,7 +11,7 @@ use zk_locks::session::ConnectionState;
 use zk_locks::testing::{shared_server, FaultProxy};
 use zk_locks::{CreateMode, Error, ZkClient, ZkError};
 
-use crate::backend::{native, unique_root, SESSION};
+use crate::backend::{behind_a_proxy, native, unique_root, SESSION};
 
 #[test]
 fn the_session_id_and_negotiated_timeout_are_the_servers() {
@@ -175,11 +175,9 @@ fn huge_timeouts_are_accepted_without_overflow() {
 /// outcome reaches the callback: the reply, or an unknown outcome when the link breaks first.
 #[test]
 fn an_unawaited_delete_is_ordered_and_reports_its_outcome() {
-    let Some(server) = shared_server() else {
+    let Some((proxy, client)) = behind_a_proxy(native) else {
         return;
     };
-    let proxy = FaultProxy::start(server.addr()).unwrap();
-    let client = native(&proxy.connect_string());
     let node = unique_root("unawaited");
     client.create(&node, b"", CreateMode::Persistent).unwrap();
     let (tx, rx) = mpsc::channel();

@@ -13,7 +13,7 @@ use zk_locks::session::ConnectionState;
 use zk_locks::testing::{shared_server, FaultProxy};
 use zk_locks::{CreateMode, InterProcessLock, InterProcessMutex, ZkClient, ZkError};
 
-use crate::backend::{native, reach, unique_root, SESSION};
+use crate::backend::{behind_a_proxy, native, reach, unique_root, SESSION};
 
 #[test]
 fn a_deletion_while_disconnected_fires_the_restored_watch() {
@@ -50,11 +50,9 @@ fn a_deletion_while_disconnected_fires_the_restored_watch() {
 
 #[test]
 fn a_watch_restored_after_a_cut_fires_on_a_later_change() {
-    let Some(server) = shared_server() else {
+    let Some((proxy, client)) = behind_a_proxy(native) else {
         return;
     };
-    let proxy = FaultProxy::start(server.addr()).unwrap();
-    let client = native(&proxy.connect_string());
     let root = unique_root("restored");
     client.create(&root, b"", CreateMode::Persistent).unwrap();
     let (tx, rx) = mpsc::channel();

@@ -7,20 +7,18 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use zk_locks::session::ConnectionState;
-use zk_locks::testing::{shared_server, FaultProxy, TestingCluster, TestingServer};
+use zk_locks::testing::{shared_server, TestingCluster, TestingServer};
 use zk_locks::{CreateMode, InterProcessLock, InterProcessMutex, LockState, ZkError};
 
 use crate::backend::{
-    age, connect, frozen_call_slack, reach, states, try_connect, unique_root, until_ok,
-    wait_for_state, ClientKind, Connect, SESSION,
+    age, behind_a_proxy, connect, frozen_call_slack, reach, states, try_connect, unique_root,
+    until_ok, wait_for_state, ClientKind, Connect, SESSION,
 };
 
 fn young_client_cut_suspends_then_reconnects_the_same_session(kind: ClientKind) {
-    let Some(server) = shared_server() else {
+    let Some((proxy, client)) = behind_a_proxy(|hosts| connect(kind, hosts)) else {
         return;
     };
-    let proxy = FaultProxy::start(server.addr()).unwrap();
-    let client = connect(kind, &proxy.connect_string());
     let before = client.session().snapshot();
     proxy.cut();
     let seen = reach(&*client, ConnectionState::Reconnected, SESSION * 2);
@@ -36,11 +34,9 @@ fn young_client_cut_suspends_then_reconnects_the_same_session(kind: ClientKind) 
 /// cut: pings keep the session, and the cut is not mistaken for an expiry. (The crate
 /// backend cannot: see `crate_limits`.)
 pub(crate) fn aged_client_cut_keeps_the_session_and_every_lock(kind: ClientKind) {
-    let Some(server) = shared_server() else {
+    let Some((proxy, client)) = behind_a_proxy(|hosts| connect(kind, hosts)) else {
         return;
     };
-    let proxy = FaultProxy::start(server.addr()).unwrap();
-    let client = connect(kind, &proxy.connect_string());
     let root = unique_root("aged");
     let mutexes: Vec<_> = (0..3)
         .map(|i| InterProcessMutex::new(client.shared(), &format!("{root}/lock-{i}")).unwrap())
@@ -70,11 +66,9 @@ pub(crate) fn aged_client_cut_keeps_the_session_and_every_lock(kind: ClientKind)
 }
 
 fn freeze_shorter_than_the_session_is_suspended_then_reconnected(kind: ClientKind) {
-    let Some(server) = shared_server() else {
+    let Some((proxy, client)) = behind_a_proxy(|hosts| connect(kind, hosts)) else {
         return;
     };
-    let proxy = FaultProxy::start(server.addr()).unwrap();
-    let client = connect(kind, &proxy.connect_string());
     let before = client.session().snapshot();
     proxy.freeze();
     reach(&*client, ConnectionState::Suspended, SESSION * 2);
@@ -87,11 +81,9 @@ fn freeze_shorter_than_the_session_is_suspended_then_reconnected(kind: ClientKin
 }
 
 fn freeze_longer_than_the_session_is_lost_in_time_then_a_new_session(kind: ClientKind) {
-    let Some(server) = shared_server() else {
+    let Some((proxy, client)) = behind_a_proxy(|hosts| connect(kind, hosts)) else {
         return;
     };
-    let proxy = FaultProxy::start(server.addr()).unwrap();
-    let client = connect(kind, &proxy.connect_string());
     let before = client.session().snapshot();
     proxy.freeze();
     let frozen_at = Instant::now();
@@ -115,11 +107,9 @@ fn freeze_longer_than_the_session_is_lost_in_time_then_a_new_session(kind: Clien
 }
 
 fn a_call_in_flight_during_a_freeze_returns_by_the_deadline(kind: ClientKind) {
-    let Some(server) = shared_server() else {
+    let Some((proxy, client)) = behind_a_proxy(|hosts| connect(kind, hosts)) else {
         return;
     };
-    let proxy = FaultProxy::start(server.addr()).unwrap();
-    let client = connect(kind, &proxy.connect_string());
     proxy.freeze();
     let started = Instant::now();
     let err = client.get_children("/", None).unwrap_err();
@@ -133,11 +123,9 @@ fn a_call_in_flight_during_a_freeze_returns_by_the_deadline(kind: ClientKind) {
 }
 
 fn targeted_expiry_is_lost_then_a_new_session(kind: ClientKind) {
-    let Some(server) = shared_server() else {
+    let Some((proxy, client)) = behind_a_proxy(|hosts| connect(kind, hosts)) else {
         return;
     };
-    let proxy = FaultProxy::start(server.addr()).unwrap();
-    let client = connect(kind, &proxy.connect_string());
     let root = unique_root("expiry");
     client.create(&root, b"", CreateMode::Persistent).unwrap();
     let ephemeral = client

@@ -5,7 +5,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Stdio};
 
-use super::{Run, Side};
+use super::{Run, Scenario, Side};
 use crate::testing::curator;
 
 /// Curator 5.4 in a JVM, driven line by line over stdin/stdout.
@@ -77,22 +77,18 @@ impl Drop for CuratorSide {
 }
 
 impl Side for CuratorSide {
-    fn roundtrip(&mut self, path: &str, n: usize) -> Result<Run, String> {
-        self.command(&format!("roundtrip {path} {n}"))
+    fn pid(&self) -> u32 {
+        self.child.id()
     }
 
-    fn uncontended(&mut self, recipe: &str, path: &str, n: usize) -> Result<Run, String> {
-        self.command(&format!("uncontended {recipe} {path} {n}"))
-    }
-
-    fn contended(
-        &mut self,
-        recipe: &str,
-        path: &str,
-        sessions: usize,
-        count: usize,
-    ) -> Result<Run, String> {
-        self.command(&format!("contended {recipe} {path} {sessions} {count}"))
+    fn run(&mut self, scenario: &Scenario, path: &str, n: usize) -> Result<Run, String> {
+        self.command(&match scenario {
+            Scenario::RoundTrip => format!("roundtrip {path} {n}"),
+            Scenario::Uncontended(recipe) => format!("uncontended {recipe} {path} {n}"),
+            Scenario::Contended { recipe, sessions } => {
+                format!("contended {recipe} {path} {sessions} {n}")
+            }
+        })
     }
 }
 
@@ -110,7 +106,6 @@ fn parse_result(line: &str) -> Option<Run> {
         p50_ns: field("p50_ns")?,
         p99_ns: field("p99_ns")?,
         elapsed_ns: field("elapsed_ns")?,
-        packets: 0,
-        round_trips: None,
+        ..Run::default()
     })
 }

@@ -11,8 +11,10 @@
 //! - `ours`: our recipes, one client (one session) per contender;
 //! - `curator_side`: the JVM, driven line by line over its stdin and stdout;
 //! - `probes`: what is read from the server and the machine (`mntr`, `srvr`, load);
+//! - `cpu`: the CPU time the server and each side's client process spent (`/proc`);
 //! - `report`: the markdown table ([`render`]).
 
+mod cpu;
 mod curator_side;
 mod ours;
 mod probes;
@@ -135,6 +137,12 @@ pub struct Run {
     /// Times the clients waited for the server, as counted by our client (`None`: the side
     /// waits for every request, so its round trips are its requests).
     pub round_trips: Option<u64>,
+    /// CPU time the server process spent during the run, nanoseconds (`None`: the server is
+    /// not a process of this machine that we can read).
+    pub server_cpu_ns: Option<u64>,
+    /// CPU time the side's client process spent during the run, nanoseconds (ours: this whole
+    /// process; Curator: its JVM).
+    pub client_cpu_ns: Option<u64>,
 }
 
 impl Run {
@@ -151,6 +159,18 @@ impl Run {
     /// Round trips per operation (requests, for a side that waits for each).
     pub fn round_trips_per_op(&self) -> f64 {
         self.round_trips.unwrap_or(self.packets) as f64 / self.n.max(1) as f64
+    }
+
+    /// Server CPU microseconds per operation (NaN when not measured).
+    pub fn server_cpu_us_per_op(&self) -> f64 {
+        self.server_cpu_ns
+            .map_or(f64::NAN, |ns| ns as f64 / 1e3 / self.n.max(1) as f64)
+    }
+
+    /// Client CPU microseconds per operation (NaN when not measured).
+    pub fn client_cpu_us_per_op(&self) -> f64 {
+        self.client_cpu_ns
+            .map_or(f64::NAN, |ns| ns as f64 / 1e3 / self.n.max(1) as f64)
     }
 }
 
@@ -227,21 +247,18 @@ pub struct Report {
 
 /// A side of the comparison.
 trait Side {
-    fn roundtrip(&mut self, path: &str, n: usize) -> Result<Run, String>;
-    fn uncontended(&mut self, recipe: &str, path: &str, n: usize) -> Result<Run, String>;
-    fn contended(
-        &mut self,
-        recipe: &str,
-        path: &str,
-        sessions: usize,
-        count: usize,
-    ) -> Result<Run, String>;
+    /// The process whose CPU time is this side's.
+    fn pid(&self) -> u32;
+    /// `n` operations of `scenario` on the node at `path` (for a contended scenario, `n`
+    /// acquisitions by all its sessions together).
+    fn run(&mut self, scenario: &Scenario, path: &str, n: usize) -> Result<Run, String>;
 }
 
 /// Runs every scenario of `plan` on both sides against the server at `connect` (a
 /// `host:port` list, no chroot). `class_dir` receives the compiled Java driver.
 pub fn run(connect: &str, plan: &Plan, class_dir: &Path) -> Result<Report, String> {
     let mntr_addr = first_address(connect)?;
+    let server_pid = cpu::listening_pid(mntr_addr);
     let mut curator = CuratorSide::start(connect, plan.max_sessions(), class_dir)?;
     let mut ours = OurSide::connect(connect, plan.max_sessions(), Backend::Native)?;
     let mut ours_crate = OurSide::connect(connect, plan.max_sessions(), Backend::Crate)?;
@@ -250,6 +267,10 @@ pub fn run(connect: &str, plan: &Plan, class_dir: &Path) -> Result<Report, Strin
         idle_packets_per_s: idle_rate(mntr_addr)?,
         load_before: load_average(),
         ..machine
+    };
+    let probe = Probe {
+        mntr: mntr_addr,
+        server_pid,
     };
     let root = format!("/zk-locks-compare-{}", std::process::id());
     let mut rows = Vec::new();
@@ -263,20 +284,20 @@ pub fn run(connect: &str, plan: &Plan, class_dir: &Path) -> Result<Report, Strin
         let (mut ours_runs, mut crate_runs, mut curator_runs) =
             (Vec::new(), Vec::new(), Vec::new());
         for _ in 0..plan.rounds.max(1) {
-            ours_runs.push(measure(&mut ours, &scenario, plan, &ours_path, mntr_addr)?);
+            ours_runs.push(measure(&mut ours, &scenario, plan, &ours_path, &probe)?);
             crate_runs.push(measure(
                 &mut ours_crate,
                 &scenario,
                 plan,
                 &crate_path,
-                mntr_addr,
+                &probe,
             )?);
             curator_runs.push(measure(
                 &mut curator,
                 &scenario,
                 plan,
                 &curator_path,
-                mntr_addr,
+                &probe,
             )?);
         }
         rows.push(Row {
@@ -296,12 +317,14 @@ pub fn run(connect: &str, plan: &Plan, class_dir: &Path) -> Result<Report, Strin
 }
 
 /// One scenario's operations: `n` of them (round trips, cycles, or acquisitions in total).
+/// The round trip asks about the root, which every server has, rather than the scenario's
+/// own node.
 fn once(side: &mut dyn Side, scenario: &Scenario, path: &str, n: usize) -> Result<Run, String> {
-    match scenario {
-        Scenario::RoundTrip => side.roundtrip("/", n),
-        Scenario::Uncontended(recipe) => side.uncontended(recipe, path, n),
-        Scenario::Contended { recipe, sessions } => side.contended(recipe, path, *sessions, n),
-    }
+    let path = match scenario {
+        Scenario::RoundTrip => "/",
+        _ => path,
+    };
+    side.run(scenario, path, n)
 }
 
 /// Discarded cycles first: JIT, connections, parent nodes.
@@ -314,13 +337,20 @@ fn warm_up(
     once(side, scenario, path, plan.warmup).map(drop)
 }
 
-/// One measured round between two `mntr` readings.
+/// Where a measured round reads the server's counters and CPU time.
+struct Probe {
+    mntr: SocketAddr,
+    server_pid: Option<u32>,
+}
+
+/// One measured round between two readings of the server's request counter and of the
+/// server's and the side's CPU time.
 fn measure(
     side: &mut dyn Side,
     scenario: &Scenario,
     plan: &Plan,
     path: &str,
-    mntr_addr: SocketAddr,
+    probe: &Probe,
 ) -> Result<Run, String> {
     let total = match scenario {
         Scenario::RoundTrip => plan.roundtrips,
@@ -328,9 +358,15 @@ fn measure(
         Scenario::Contended { .. } => plan.contended,
     };
     let n = (total / plan.rounds.max(1)).max(1);
-    let before = packets_received(mntr_addr)?;
+    let cpu = |pid: Option<u32>| pid.and_then(cpu::process_cpu_ns);
+    let client_pid = Some(side.pid());
+    let (server_before, client_before) = (cpu(probe.server_pid), cpu(client_pid));
+    let before = packets_received(probe.mntr)?;
     let mut run = once(side, scenario, path, n)?;
-    let after = packets_received(mntr_addr)?;
+    let after = packets_received(probe.mntr)?;
+    let spent = |before: Option<u64>, after: Option<u64>| Some(after?.saturating_sub(before?));
+    run.server_cpu_ns = spent(server_before, cpu(probe.server_pid));
+    run.client_cpu_ns = spent(client_before, cpu(client_pid));
     run.packets = after.saturating_sub(before);
     Ok(run)
 }
@@ -350,6 +386,8 @@ fn combine(runs: &[Run]) -> Run {
         elapsed_ns: runs.iter().map(|r| r.elapsed_ns).sum(),
         packets: runs.iter().map(|r| r.packets).sum(),
         round_trips: runs.iter().map(|r| r.round_trips).sum(),
+        server_cpu_ns: runs.iter().map(|r| r.server_cpu_ns).sum(),
+        client_cpu_ns: runs.iter().map(|r| r.client_cpu_ns).sum(),
     }
 }
 
@@ -363,7 +401,6 @@ fn summary(mut samples: Vec<u64>, elapsed: Duration) -> Run {
         p50_ns: pick(n / 2),
         p99_ns: pick((n * 99 / 100).min(n.saturating_sub(1))),
         elapsed_ns: elapsed.as_nanos() as u64,
-        packets: 0,
-        round_trips: None,
+        ..Run::default()
     }
 }

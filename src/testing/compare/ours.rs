@@ -6,7 +6,7 @@ use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::Instant;
 
-use super::{summary, Run, Side, SESSION_TIMEOUT};
+use super::{summary, Run, Scenario, Side, SESSION_TIMEOUT};
 use crate::client::native::NativeClient;
 use crate::client::zookeeper::ZookeeperClient;
 use crate::client::CountingClient;
@@ -109,31 +109,44 @@ impl OurLock {
 }
 
 impl Side for OurSide {
-    fn roundtrip(&mut self, path: &str, n: usize) -> Result<Run, String> {
-        let client = &self.clients[0];
-        let mut samples = Vec::with_capacity(n);
-        let before = self.round_trips();
-        let start = Instant::now();
-        for _ in 0..n {
-            let t = Instant::now();
-            client.exists(path).map_err(|e| format!("exists: {e}"))?;
-            samples.push(t.elapsed().as_nanos() as u64);
-        }
-        Ok(self.with_round_trips(summary(samples, start.elapsed()), before))
+    fn pid(&self) -> u32 {
+        std::process::id()
     }
 
-    fn uncontended(&mut self, recipe: &str, path: &str, n: usize) -> Result<Run, String> {
-        let lock = OurLock::new(self.clients[0].clone(), recipe, path)?;
-        let lock = lock.get();
+    fn run(&mut self, scenario: &Scenario, path: &str, n: usize) -> Result<Run, String> {
+        match scenario {
+            Scenario::RoundTrip => {
+                let client = self.clients[0].clone();
+                self.timed(n, || {
+                    client
+                        .exists(path)
+                        .map(drop)
+                        .map_err(|e| format!("exists: {e}"))
+                })
+            }
+            Scenario::Uncontended(recipe) => {
+                let lock = OurLock::new(self.clients[0].clone(), recipe, path)?;
+                let lock = lock.get();
+                self.timed(n, || {
+                    lock.acquire()
+                        .map_err(|e| format!("acquire {recipe}: {e}"))?;
+                    lock.release().map_err(|e| format!("release {recipe}: {e}"))
+                })
+            }
+            Scenario::Contended { recipe, sessions } => self.contended(recipe, path, *sessions, n),
+        }
+    }
+}
+
+impl OurSide {
+    /// `n` operations `op` in a row, each one timed.
+    fn timed(&self, n: usize, mut op: impl FnMut() -> Result<(), String>) -> Result<Run, String> {
         let mut samples = Vec::with_capacity(n);
         let before = self.round_trips();
         let start = Instant::now();
         for _ in 0..n {
             let t = Instant::now();
-            lock.acquire()
-                .map_err(|e| format!("acquire {recipe}: {e}"))?;
-            lock.release()
-                .map_err(|e| format!("release {recipe}: {e}"))?;
+            op()?;
             samples.push(t.elapsed().as_nanos() as u64);
         }
         Ok(self.with_round_trips(summary(samples, start.elapsed()), before))

@@ -1,5 +1,5 @@
 //! The comparison as a markdown table: one line per scenario and metric, with the ratio
-//! zk-locks / Curator.
+//! zk-locks / Curator ("–" where a figure was not measured).
 
 use super::{Report, Scenario};
 
@@ -23,14 +23,18 @@ pub fn render(report: &Report) -> String {
         let title = row.scenario.title();
         let (o, k, c) = (&row.ours, &row.ours_crate, &row.curator);
         let mut line = |metric: &str, ours: f64, via_crate: f64, theirs: f64, digits: usize| {
-            let ratio = if theirs > 0.0 {
+            let ratio = if theirs > 0.0 && !ours.is_nan() {
                 format!("{:.2}", ours / theirs)
             } else {
                 "–".into()
             };
+            let cell = |v: f64| match v.is_nan() {
+                true => "–".to_string(),
+                false => format!("{v:.digits$}"),
+            };
+            let (ours, via_crate, theirs) = (cell(ours), cell(via_crate), cell(theirs));
             out.push_str(&format!(
-                "| {title} | {metric} | {ours:.digits$} | {via_crate:.digits$} | {theirs:.digits$} \
-                 | {ratio} |\n"
+                "| {title} | {metric} | {ours} | {via_crate} | {theirs} | {ratio} |\n"
             ));
         };
         match row.scenario {
@@ -91,6 +95,26 @@ pub fn render(report: &Report) -> String {
                 );
             }
         }
+        // Where the time goes when the server is the bottleneck: CPU per operation, on the
+        // server and in each side's client process.
+        let per = match row.scenario {
+            Scenario::Contended { .. } => "acquisition",
+            _ => "op",
+        };
+        line(
+            &format!("server CPU µs/{per}"),
+            o.server_cpu_us_per_op(),
+            k.server_cpu_us_per_op(),
+            c.server_cpu_us_per_op(),
+            0,
+        );
+        line(
+            &format!("client CPU µs/{per}"),
+            o.client_cpu_us_per_op(),
+            k.client_cpu_us_per_op(),
+            c.client_cpu_us_per_op(),
+            0,
+        );
     }
     out
 }

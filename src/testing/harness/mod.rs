@@ -8,7 +8,8 @@
 //! - `real`: [`Real`], a real server as a backend (the shared test server with a
 //!   [`FaultProxy`](crate::testing::FaultProxy) per session, or an ensemble by connect
 //!   string), and [`ClientKind`], which client a session uses (ours or the crate's);
-//! - `wait`: [`eventually`], [`wait_connected`], [`children`];
+//! - `wait`: [`eventually`], [`wait_connected`], [`wait_for_session`], [`reach_state`],
+//!   [`children`];
 //! - `admin`: [`four_letter`] (the one implementation of four-letter words) and
 //!   [`first_server`] (a connect string read by `client::connect_string`, as every client
 //!   reads it);
@@ -31,4 +32,4 @@ pub mod watches;
 pub use admin::{first_server, four_letter};
 pub use backend::{unique_root, Backend, Faults, Memory, TestClient};
 pub use real::{ClientKind, Real, REAL_SESSION_TIMEOUT};
-pub use wait::{children, eventually, wait_connected};
+pub use wait::{children, eventually, reach_state, wait_connected, wait_for_session};

@@ -4,10 +4,11 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::admin::{first_server, four_letter};
 use super::backend::{unique_root, Backend, Faults, TestClient};
+use super::wait::wait_for_session;
 use super::watches;
 use crate::client::native::{NativeClient, NativeOptions};
 use crate::client::zookeeper::{ZkOptions, ZookeeperClient};
@@ -255,17 +256,7 @@ struct ProxyFaults {
 impl ProxyFaults {
     /// Waits until `done(session now)` holds, or panics with `what` after the patience.
     fn wait(&self, what: &str, done: impl Fn(&crate::SessionSnapshot) -> bool) {
-        let deadline = Instant::now() + self.patience;
-        loop {
-            let s = self.client.session().snapshot();
-            if done(&s) {
-                return;
-            }
-            assert!(Instant::now() < deadline, "{what}: {s:?}");
-            self.client
-                .session()
-                .wait_for_change(s.epoch, Some(deadline));
-        }
+        wait_for_session(self.client.as_ref(), self.patience, what, done);
     }
 }
 

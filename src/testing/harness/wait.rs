@@ -1,9 +1,9 @@
-//! Waiting for a state in tests: a client connected again, or a condition the test cannot
-//! be notified of.
+//! Waiting for a state in tests: a client connected again, a session in a given state, or a
+//! condition the test cannot be notified of.
 
 use std::time::{Duration, Instant};
 
-use crate::ZkClient;
+use crate::{ConnectionState, SessionSnapshot, ZkClient};
 
 /// Blocks until the client is connected (any state that serves requests); panics after 30 s.
 pub fn wait_connected(client: &dyn ZkClient) {
@@ -11,6 +11,41 @@ pub fn wait_connected(client: &dyn ZkClient) {
         .session()
         .wait_until_connected(Some(Instant::now() + Duration::from_secs(30)));
     assert!(s.state.is_connected(), "client did not reconnect: {s:?}");
+}
+
+/// Blocks until `done` holds of `client`'s session, checked at once and at every change of it
+/// (no polling), and returns the session then; panics with `what` after `within`. Changes that
+/// land together are seen together: `done` should not depend on a state passed through.
+pub fn wait_for_session(
+    client: &dyn ZkClient,
+    within: Duration,
+    what: &str,
+    done: impl Fn(&SessionSnapshot) -> bool,
+) -> SessionSnapshot {
+    let deadline = Instant::now() + within;
+    loop {
+        let s = client.session().snapshot();
+        if done(&s) {
+            return s;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for {what}: {s:?}"
+        );
+        client.session().wait_for_change(s.epoch, Some(deadline));
+    }
+}
+
+/// Blocks until `client`'s session is in `state` ([`wait_for_session`]); panics after
+/// `within`.
+pub fn reach_state(
+    client: &dyn ZkClient,
+    state: ConnectionState,
+    within: Duration,
+) -> SessionSnapshot {
+    wait_for_session(client, within, &format!("the session {state:?}"), |s| {
+        s.state == state
+    })
 }
 
 /// Polls `cond` until it holds (a state the test cannot be notified of, such as another
