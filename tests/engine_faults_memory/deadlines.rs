@@ -4,65 +4,75 @@
 
 use super::*;
 
-/// The link goes down while a timed acquire waits: the call returns by its deadline (with
-/// slack for a loaded machine), not after the cleanup's whole retry policy; the node is deleted
-/// once the link is back.
+/// Runs `call` (given a timeout of half a second) on this thread while the link of `c` goes
+/// down at its first `op` under `prefix` and stays down; then brings the link back. Returns
+/// the outcome and the requests the thread started after the timeout had passed.
+fn during_outage<R>(
+    c: &Arc<MemoryClient>,
+    op: Op,
+    prefix: &str,
+    call: impl FnOnce(Duration) -> R,
+) -> (R, Vec<Op>) {
+    let timeout = Duration::from_millis(500);
+    let (caller, weak, prefix) = (
+        thread::current().id(),
+        Arc::downgrade(c),
+        prefix.to_string(),
+    );
+    let late = Arc::new(parking_lot::Mutex::new(Vec::new()));
+    let (log, down, deadline) = (
+        late.clone(),
+        AtomicBool::new(false),
+        Instant::now() + timeout,
+    );
+    c.on_request(Some(Box::new(move |o, path| {
+        if o == op && path.starts_with(&prefix) && !down.swap(true, Ordering::SeqCst) {
+            if let Some(c) = weak.upgrade() {
+                c.suspend();
+            }
+        }
+        if thread::current().id() == caller && Instant::now() > deadline {
+            log.lock().push(o);
+        }
+    })));
+    let result = call(timeout);
+    c.on_request(None);
+    c.resume();
+    let late = late.lock().clone();
+    (result, late)
+}
+
+/// The link goes down while a timed acquire waits: the call makes no request past its
+/// deadline (the cleanup's retries through the outage would keep it for the whole retry
+/// policy); the node is deleted once the link is back.
 #[test]
 fn a_timed_acquire_returns_by_its_deadline_during_an_outage() {
     let e = MemoryEnsemble::new();
-    let (h, c) = (e.connect(), e.connect());
-    let holder = ready_mutex(&h, "/locks/a");
-    holder.acquire().unwrap();
-    let held = e.children("/locks/a").unwrap();
-    let m = mutex(&c, "/locks/a");
+    let t = contended(&e, "/locks/a");
     // The link drops as the waiter sets its watch, and stays down.
-    let c2 = c.clone();
-    once_on(&c, Op::GetData, "/locks/a", move || c2.suspend());
-    let timeout = Duration::from_millis(500);
-    let start = Instant::now();
-    let acquired = m.acquire_timeout(timeout).unwrap();
-    let took = start.elapsed();
-    assert!(!acquired);
-    assert!(
-        took < timeout + Duration::from_secs(2),
-        "returned after {took:?}"
-    );
-    c.on_request(None);
-    c.resume();
+    let (acquired, late) = during_outage(&t.c, Op::GetData, "/locks/a", |d| {
+        t.waiter.acquire_timeout(d)
+    });
+    assert!(matches!(acquired, Ok(false)), "{acquired:?}");
+    assert_eq!(late, NO_REQUESTS, "requests past the deadline");
     eventually(PATIENCE, "our node deleted after the outage", || {
-        e.children("/locks/a").unwrap() == held
+        e.children("/locks/a").unwrap() == t.held
     });
 }
 
 /// The same for a semaphore: the link drops at the lease listing and stays down; the call
-/// returns "not acquired" by its deadline, and the lease and admission nodes are deleted once
-/// the link is back.
+/// returns "not acquired" with no request past its deadline, and the lease and admission
+/// nodes are deleted once the link is back.
 #[test]
 fn a_timed_semaphore_acquire_returns_by_its_deadline_during_an_outage() {
-    let e = MemoryEnsemble::new();
-    let (x, c) = (e.connect(), e.connect());
-    let sx = InterProcessSemaphoreV2::new(x.clone(), "/sem", 1).unwrap();
-    let lease_x = sx.acquire().unwrap();
-    let held = e.children("/sem/leases").unwrap();
+    let (e, c, held, _lease_x) = semaphore_with_one_taken("/sem", 1);
     let sc = InterProcessSemaphoreV2::new(c.clone(), "/sem", 1).unwrap();
-    let c2 = c.clone();
-    once_on(&c, Op::GetChildren, "/sem/leases", move || c2.suspend());
-    let timeout = Duration::from_millis(500);
-    let start = Instant::now();
-    let result = sc.acquire_timeout(timeout);
-    let took = start.elapsed();
-    assert!(matches!(result, Ok(None)), "{result:?}");
-    assert!(
-        took < timeout + Duration::from_secs(2),
-        "returned after {took:?}"
-    );
-    c.on_request(None);
-    c.resume();
-    eventually(PATIENCE, "lease and admission nodes deleted", || {
-        e.children("/sem/leases").unwrap() == held
-            && e.children("/sem/locks").unwrap_or_default().is_empty()
+    let (result, late) = during_outage(&c, Op::GetChildren, "/sem/leases", |d| {
+        sc.acquire_timeout(d)
     });
-    drop(lease_x);
+    assert!(matches!(result, Ok(None)), "{result:?}");
+    assert_eq!(late, NO_REQUESTS, "requests past the deadline");
+    semaphore_back_to(&e, "/sem", &held);
 }
 
 /// A semaphore's check that its admission still holds (the `exists` before a lease waits)

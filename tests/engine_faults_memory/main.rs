@@ -15,6 +15,7 @@ use std::sync::{mpsc, Arc};
 use std::thread;
 use std::time::{Duration, Instant};
 use zk_locks::client::memory::{Fault, MemoryClient, MemoryEnsemble, Op};
+use zk_locks::client::Counters;
 use zk_locks::locks::{
     InterProcessLock, InterProcessMultiLock, InterProcessMutex, InterProcessReadWriteLock,
     InterProcessSemaphoreV2, Lease, LockState,
@@ -28,6 +29,12 @@ mod deadlines;
 mod late;
 
 const PATIENCE: Duration = Duration::from_secs(10);
+
+/// No node in a directory.
+const NO_NODES: Vec<String> = Vec::new();
+
+/// No request in a list of requests.
+const NO_REQUESTS: Vec<Op> = Vec::new();
 
 fn mutex(c: &Arc<MemoryClient>, path: &str) -> InterProcessMutex {
     InterProcessMutex::new(c.clone(), path).unwrap()
@@ -72,6 +79,7 @@ struct Late {
     timeout: Duration,
     fails: bool,
     also: Option<zk_locks::client::memory::RequestHook>,
+    blip: Option<(Op, &'static str)>,
 }
 
 impl Late {
@@ -83,6 +91,7 @@ impl Late {
             timeout,
             fails: true,
             also: None,
+            blip: None,
         }
     }
 
@@ -110,16 +119,27 @@ impl Late {
         }
     }
 
-    /// Runs `call` on this thread with the late request set up on `c`; returns its result and
-    /// every request the thread made after the late one.
-    fn run<R>(self, c: &Arc<MemoryClient>, call: impl FnOnce() -> R) -> (R, Vec<Op>) {
+    /// Also drops the client's link and brings it back (same session) just before its first
+    /// `op` under `prefix`.
+    fn blip_before(self, op: Op, prefix: &'static str) -> Late {
+        Late {
+            blip: Some((op, prefix)),
+            ..self
+        }
+    }
+
+    /// Runs `call` (given the timeout) on this thread with the late request set up on `c`;
+    /// returns its result and every request the thread made after the late one.
+    fn run<R>(self, c: &Arc<MemoryClient>, call: impl FnOnce(Duration) -> R) -> (R, Vec<Op>) {
         let Late {
             op,
             prefix,
             timeout,
             fails,
             also,
+            blip,
         } = self;
+        let blip = blip.map(|(op, prefix)| blip_on(c, op, prefix));
         if fails {
             c.inject(Fault::timeout(op).on_path(prefix.clone()));
         }
@@ -129,6 +149,9 @@ impl Late {
         c.on_request(Some(Box::new(move |o, path| {
             if let Some(also) = &also {
                 also(o, path);
+            }
+            if let Some(blip) = &blip {
+                blip(o, path);
             }
             if thread::current().id() != caller {
                 return;
@@ -140,7 +163,7 @@ impl Late {
                 thread::sleep(timeout + Duration::from_millis(50));
             }
         })));
-        let result = call();
+        let result = call(timeout);
         c.on_request(None);
         let after = after.lock().clone();
         (result, after)
