@@ -278,3 +278,35 @@ fn a_lease_listing_given_up_past_the_deadline_makes_no_more_requests() {
     assert!(matches!(&result, Err(e) if e.is_retryable()), "{result:?}");
     assert_eq!(after, NO_REQUESTS, "requests after the late one");
 }
+
+/// A timed wait for a loss after a reconnect: its read of the node fails late; the wait ends
+/// at its deadline without reading again.
+#[test]
+fn a_timed_wait_for_a_loss_makes_no_request_after_a_late_verification() {
+    let e = MemoryEnsemble::new();
+    let c = e.connect();
+    let m = mutex(&c, "/locks/a");
+    let g = m.lock().unwrap();
+    c.suspend();
+    c.resume(); // the next look at the state reads the node
+    let node = g.nodes()[0].clone();
+    let (state, after) =
+        Late::failure(Op::Exists, TIMEOUT).run(&c, |t| node.wait_until_lost(Some(t)));
+    assert_eq!(state, LockState::Suspect);
+    assert_eq!(after, NO_REQUESTS, "requests after the late verification");
+}
+
+/// The same for a guard over two nodes: the second node is not read once the first one's read
+/// ended past the deadline.
+#[test]
+fn a_timed_wait_of_a_multi_lock_guard_makes_no_request_after_a_late_verification() {
+    let e = MemoryEnsemble::new();
+    let c = e.connect();
+    let multi = InterProcessMultiLock::from_paths(c.clone(), &["/locks/a", "/locks/b"]).unwrap();
+    let g = multi.lock().unwrap();
+    c.suspend();
+    c.resume();
+    let (state, after) = Late::failure(Op::Exists, TIMEOUT).run(&c, |t| g.wait_until_lost(Some(t)));
+    assert_eq!(state, LockState::Suspect);
+    assert_eq!(after, NO_REQUESTS, "requests after the late verification");
+}

@@ -113,8 +113,6 @@ impl LockInternals {
             match code {
                 // Parents are created only when missing, as Curator does (one create when the
                 // directory exists, which is the common case).
-                // Past the deadline (a late answer), no parents and no create again.
-                ZkError::NoNode if past(deadline, Instant::now()) => return Ok(None),
                 ZkError::NoNode if parent_creations < 3 => {
                     self.create_parents()?;
                     parent_creations += 1;
