@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::thread::{self, ThreadId};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
@@ -14,7 +14,7 @@ use crate::retry::{ExponentialBackoffRetry, RetryPolicy};
 
 use super::driver::{LockDriver, StandardDriver};
 use super::held::{HeldNode, LockState};
-use super::internals::{LockInternals, NodeKind, Wait};
+use super::internals::{past, LockInternals, NodeKind, Wait};
 use super::layout::LOCK_NAME;
 use super::participants::{self as queue, Participant, ParticipantKind};
 use super::revocation::{RevocationListener, RevocationWatch};
@@ -140,6 +140,7 @@ impl InterProcessMutex {
                 self.internals.client().clone(),
                 node.path().to_string(),
                 listener,
+                past(deadline, Instant::now()),
             )
         });
         let owner = Owner {

@@ -310,3 +310,33 @@ fn a_timed_wait_of_a_multi_lock_guard_makes_no_request_after_a_late_verification
     assert_eq!(state, LockState::Suspect);
     assert_eq!(after, NO_REQUESTS, "requests after the late verification");
 }
+
+/// A revocable lock granted by a listing answered past the deadline: the grant stands, and
+/// its revocation watch is armed off the caller's thread (no request past the deadline); a
+/// revocation request still reaches the holder.
+#[test]
+fn a_revocable_lock_granted_past_the_deadline_arms_its_watch_in_the_background() {
+    let e = MemoryEnsemble::new();
+    let c = e.connect();
+    let m = ready_mutex(&c, "/locks/a");
+    let (asked, revoked) = mpsc::channel();
+    let asked = parking_lot::Mutex::new(asked);
+    m.make_revocable(move || {
+        let _ = asked.lock().send(());
+    });
+    let (acquired, after) = Late::answer(Op::GetChildren, TIMEOUT)
+        .under("/locks/a")
+        .run(&c, |t| m.acquire_timeout(t));
+    assert!(matches!(acquired, Ok(true)), "{acquired:?}");
+    assert_eq!(after, NO_REQUESTS, "requests after the late listing");
+    let node = m.held_node().unwrap().path().to_string();
+    let other: zk_locks::SharedClient = e.connect();
+    eventually(PATIENCE, "the revocation watch armed", || {
+        e.watch_count() == 1
+    });
+    zk_locks::locks::Revoker::attempt_revoke(&other, &node).unwrap();
+    revoked
+        .recv_timeout(PATIENCE)
+        .expect("the holder was asked");
+    m.release().unwrap();
+}
