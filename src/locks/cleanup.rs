@@ -19,7 +19,7 @@ use crate::retry::{Retries, RetryPolicy, RetryStep};
 use crate::session::ConnectionState;
 
 use super::held::{HeldNode, LockState};
-use super::internals::LockInternals;
+use super::internals::{past, LockInternals};
 
 /// How long a delete may keep its caller.
 ///
@@ -37,17 +37,13 @@ pub enum Wait {
 }
 
 impl Wait {
-    /// `Until(deadline)`, or `Background` when the call is past `deadline` with its link in
-    /// trouble (`link_trouble`, or the client is not connected now).
-    pub(crate) fn after_timeout(
-        client: &SharedClient,
-        deadline: Option<Instant>,
-        link_trouble: bool,
-    ) -> Wait {
-        if link_trouble || !client.session().state().is_connected() {
-            Wait::Background
-        } else {
-            Wait::Until(deadline)
+    /// `Until(deadline)`, or `Background` when the call's link is in trouble (a request of it
+    /// failed with an unknown outcome). Past the deadline a link that is down counts as
+    /// trouble anyway (see [`delete_guaranteed`]).
+    pub(crate) fn after_timeout(deadline: Option<Instant>, link_trouble: bool) -> Wait {
+        match link_trouble {
+            true => Wait::Background,
+            false => Wait::Until(deadline),
         }
     }
 }
@@ -109,7 +105,8 @@ pub(crate) fn give_back<T>(
 }
 
 /// Deletes `path`, retrying while the outcome is unknown as long as `wait` allows; then hands
-/// the delete to a background thread and returns the error. The delete is by exact path,
+/// the delete to a background thread and returns the error. Past its deadline, with the
+/// client not connected, it makes no request: the delete goes to the background at once. The delete is by exact path,
 /// whatever happened to the session since the node was created: lock node names carry a
 /// fresh UUID, so a node of that name can only be ours, and a session change we were not told
 /// about yet may have left it alive.
@@ -155,6 +152,11 @@ fn delete_node(
     wait: Wait,
     lost: &dyn Fn() -> bool,
 ) -> Result<()> {
+    let down_past = |d| past(d, Instant::now()) && !client.session().state().is_connected();
+    let wait = match wait {
+        Wait::Until(d) if down_past(d) => Wait::Background,
+        w => w,
+    };
     let Wait::Until(deadline) = wait else {
         delete_in_background(client, path);
         return if lost() {

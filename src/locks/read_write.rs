@@ -316,9 +316,7 @@ impl ReadLock {
             }
         }
         // The place is given back within the deadline; past it, the call queues no more.
-        let released =
-            self.read
-                .release_within(Wait::after_timeout(self.read.client(), deadline, false));
+        let released = self.read.release_within(Wait::Until(deadline));
         if past(deadline, Instant::now()) {
             if let Err(e) = released {
                 log::info!("downgrade of {} timed out: {e}", self.read.path());

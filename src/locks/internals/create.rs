@@ -165,7 +165,7 @@ impl LockInternals {
                 // node found (a late copy of the create is looked for in the background).
                 if found.is_ok() && past(deadline, Instant::now()) {
                     if let Ok(Found::Ours(path, _) | Found::Foreign(path)) = &found {
-                        let wait = Wait::after_timeout(&self.client, deadline, false);
+                        let wait = Wait::Until(deadline);
                         if let Err(e) = delete_guaranteed(&self.client, path, &*self.retry, wait) {
                             log::info!("deleting {path} after the deadline: {e}");
                         }

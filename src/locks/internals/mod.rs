@@ -149,11 +149,7 @@ impl LockInternals {
             if let (Err(e), true) = (&end, past(deadline, Instant::now())) {
                 // Past the deadline, a failure with an unknown outcome leaves the link in
                 // trouble: the node goes in the background.
-                cleanup.set_wait(Wait::after_timeout(
-                    &self.client,
-                    deadline,
-                    e.is_retryable(),
-                ));
+                cleanup.set_wait(Wait::after_timeout(deadline, e.is_retryable()));
             }
             match end? {
                 LoopEnd::Acquired => {
@@ -162,7 +158,7 @@ impl LockInternals {
                     return Ok(Some(held.with_czxid(czxid)));
                 }
                 LoopEnd::TimedOut { link_trouble } => {
-                    cleanup.set_wait(Wait::after_timeout(&self.client, deadline, link_trouble));
+                    cleanup.set_wait(Wait::after_timeout(deadline, link_trouble));
                     return Ok(None); // cleanup deletes our node
                 }
                 LoopEnd::OurNodeGone => {

@@ -232,9 +232,9 @@ impl InterProcessSemaphoreV2 {
             // deadline with its link in trouble makes no more requests.
             let released = match &outcome {
                 Ok(Granted::Yes(_)) => self.admission.release_unawaited(),
-                Ok(Granted::TimedOut { link_trouble }) => self.admission.release_within(
-                    Wait::after_timeout(self.leases.client(), deadline, *link_trouble),
-                ),
+                Ok(Granted::TimedOut { link_trouble }) => self
+                    .admission
+                    .release_within(Wait::after_timeout(deadline, *link_trouble)),
                 // No request when the lease's delete was left to the background.
                 _ => self.admission.release_within(mark.wait(deadline)),
             };
@@ -403,7 +403,7 @@ impl InterProcessSemaphoreV2 {
                 Ok(Granted::Yes(lease))
             }
             Ok(Granted::TimedOut { link_trouble }) => {
-                cleanup.set_wait(Wait::after_timeout(client, deadline, link_trouble));
+                cleanup.set_wait(Wait::after_timeout(deadline, link_trouble));
                 // A delete left to the background means trouble for the admission's too.
                 let deleted = cleanup.finish();
                 Ok(Granted::TimedOut {
@@ -412,7 +412,7 @@ impl InterProcessSemaphoreV2 {
             }
             // Past the deadline, a failure with an unknown outcome leaves the link in trouble.
             Err(e) if past(deadline, Instant::now()) => {
-                cleanup.set_wait(Wait::after_timeout(client, deadline, e.is_retryable()));
+                cleanup.set_wait(Wait::after_timeout(deadline, e.is_retryable()));
                 Err(e)
             }
             // On `NodeGone` the lease is deleted by path all the same: it may still exist.
