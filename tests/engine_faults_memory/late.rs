@@ -23,6 +23,12 @@ fn create_unknown_then(
     (e, acquired, after)
 }
 
+/// The semaphore's check that its admission still holds (an `exists` of its admission node),
+/// made late by `late` (`Late::failure` or `Late::answer`).
+fn admission_check(late: fn(Op, Duration) -> Late) -> Late {
+    late(Op::Exists, TIMEOUT).under("/sem/locks/")
+}
+
 /// [`semaphore_meets`] with the default retry policy, which must end "not acquired"; returns
 /// the requests after the late one.
 fn semaphore_times_out(late: Late, max: usize, qty: usize) -> Vec<Op> {
@@ -51,6 +57,22 @@ fn downgrade_meets(late_for: impl FnOnce(&MemoryEnsemble, &str) -> Late) -> (Vec
             .any(|c| c.contains("__READ__"))
     });
     (after, write.state())
+}
+
+/// A client's guard over mutexes on `paths`, its link dropped and back since (the next look at
+/// the state reads each node): `wait` (given the guard and a timeout) meets a read that fails
+/// late. Returns the state it ends with and the requests after the late read.
+fn timed_wait_after_a_reconnect(
+    paths: &[&str],
+    wait: impl FnOnce(&LockGuard<'_, InterProcessMultiLock>, Duration) -> LockState,
+) -> (LockState, Vec<Op>) {
+    let e = MemoryEnsemble::new();
+    let c = e.connect();
+    let multi = InterProcessMultiLock::from_paths(c.clone(), paths).unwrap();
+    let g = multi.lock().unwrap();
+    c.suspend();
+    c.resume();
+    Late::failure(Op::Exists, TIMEOUT).run(&c, |t| wait(&g, t))
 }
 
 /// A client asks a semaphore of `max` leases at `/sem` (`setup` configures it), one lease
@@ -177,7 +199,7 @@ fn a_timed_multi_lock_releases_what_it_took_without_a_request_after_a_late_failu
 /// two); both nodes go in the background.
 #[test]
 fn a_timed_semaphore_acquire_makes_no_request_after_a_late_admission_check() {
-    let late = Late::failure(Op::Exists, TIMEOUT).under("/sem/locks/");
+    let late = admission_check(Late::failure);
     assert_eq!(semaphore_times_out(late, 1, 1), NO_REQUESTS);
 }
 
@@ -185,7 +207,7 @@ fn a_timed_semaphore_acquire_makes_no_request_after_a_late_admission_check() {
 /// wait; it deletes its two nodes, once each.
 #[test]
 fn a_semaphore_admission_check_answered_past_the_deadline_lists_no_more() {
-    let late = Late::answer(Op::Exists, TIMEOUT).under("/sem/locks/");
+    let late = admission_check(Late::answer);
     assert_eq!(semaphore_times_out(late, 1, 1), [Op::Delete, Op::Delete]);
 }
 
@@ -193,9 +215,7 @@ fn a_semaphore_admission_check_answered_past_the_deadline_lists_no_more() {
 /// request, not one for the reconnect and one for the check.
 #[test]
 fn a_semaphore_admission_check_after_a_reconnect_is_one_request() {
-    let late = Late::failure(Op::Exists, TIMEOUT)
-        .under("/sem/locks/")
-        .blip_before(Op::Create, "/sem/leases/");
+    let late = admission_check(Late::failure).blip_before(Op::Create, "/sem/leases/");
     assert_eq!(semaphore_times_out(late, 1, 1), NO_REQUESTS);
 }
 
@@ -203,7 +223,7 @@ fn a_semaphore_admission_check_after_a_reconnect_is_one_request() {
 /// this call took are returned without a request on the caller's thread.
 #[test]
 fn a_timed_acquire_of_many_leases_returns_those_it_took_without_a_request() {
-    let late = Late::failure(Op::Exists, TIMEOUT).under("/sem/locks/");
+    let late = admission_check(Late::failure);
     assert_eq!(semaphore_times_out(late, 2, 2), NO_REQUESTS);
 }
 
@@ -283,15 +303,8 @@ fn a_lease_listing_given_up_past_the_deadline_makes_no_more_requests() {
 /// at its deadline without reading again.
 #[test]
 fn a_timed_wait_for_a_loss_makes_no_request_after_a_late_verification() {
-    let e = MemoryEnsemble::new();
-    let c = e.connect();
-    let m = mutex(&c, "/locks/a");
-    let g = m.lock().unwrap();
-    c.suspend();
-    c.resume(); // the next look at the state reads the node
-    let node = g.nodes()[0].clone();
     let (state, after) =
-        Late::failure(Op::Exists, TIMEOUT).run(&c, |t| node.wait_until_lost(Some(t)));
+        timed_wait_after_a_reconnect(&["/locks/a"], |g, t| g.nodes()[0].wait_until_lost(Some(t)));
     assert_eq!(state, LockState::Suspect);
     assert_eq!(after, NO_REQUESTS, "requests after the late verification");
 }
@@ -300,13 +313,8 @@ fn a_timed_wait_for_a_loss_makes_no_request_after_a_late_verification() {
 /// ended past the deadline.
 #[test]
 fn a_timed_wait_of_a_multi_lock_guard_makes_no_request_after_a_late_verification() {
-    let e = MemoryEnsemble::new();
-    let c = e.connect();
-    let multi = InterProcessMultiLock::from_paths(c.clone(), &["/locks/a", "/locks/b"]).unwrap();
-    let g = multi.lock().unwrap();
-    c.suspend();
-    c.resume();
-    let (state, after) = Late::failure(Op::Exists, TIMEOUT).run(&c, |t| g.wait_until_lost(Some(t)));
+    let (state, after) =
+        timed_wait_after_a_reconnect(&["/locks/a", "/locks/b"], |g, t| g.wait_until_lost(Some(t)));
     assert_eq!(state, LockState::Suspect);
     assert_eq!(after, NO_REQUESTS, "requests after the late verification");
 }

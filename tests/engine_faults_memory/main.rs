@@ -18,7 +18,7 @@ use zk_locks::client::memory::{Fault, MemoryClient, MemoryEnsemble, Op};
 use zk_locks::client::Counters;
 use zk_locks::locks::{
     InterProcessLock, InterProcessMultiLock, InterProcessMutex, InterProcessReadWriteLock,
-    InterProcessSemaphoreV2, Lease, LockState,
+    InterProcessSemaphoreV2, Lease, LockGuard, LockState,
 };
 use zk_locks::testing::harness::eventually;
 use zk_locks::{Error, ZkClient};
@@ -72,7 +72,7 @@ fn contended(e: &MemoryEnsemble, path: &str) -> Contended {
 /// A request of a timed call that outlives the call's deadline: the first `op` under
 /// `prefix` that the calling thread makes is held in the request hook for the call's timeout
 /// and a little more (time is the subject here), then fails with an unknown outcome
-/// (`OperationTimeout`) or, [`Self::answered`], goes through.
+/// (`OperationTimeout`) or, with [`Self::answer`], goes through.
 struct Late {
     op: Op,
     prefix: String,
