@@ -25,6 +25,34 @@ fn connection_loss_before_create_is_applied_creates_once() {
     assert_eq!(e.children("/locks/a").unwrap().len(), 0);
 }
 
+/// The lock directory is missing (never made, or a reaped container): the parents are
+/// created on the way, and a connection loss there is retried under the policy, as a lost
+/// create is, not returned to the caller. Both of the parents' requests are struck.
+#[test]
+fn connection_loss_while_creating_the_parents_is_retried() {
+    for op in [Op::Exists, Op::Create] {
+        let e = MemoryEnsemble::new();
+        let c = e.connect();
+        let m = mutex(&c, "/locks/fresh");
+        // Strike the first `op` on the directory itself (not on the lock node under it).
+        let weak = Arc::downgrade(&c);
+        let struck = AtomicUsize::new(0);
+        c.on_request(Some(Box::new(move |o, path| {
+            if o == op && path == "/locks/fresh" && struck.fetch_add(1, Ordering::SeqCst) == 0 {
+                if let Some(c) = weak.upgrade() {
+                    c.inject(Fault::before(op));
+                }
+            }
+        })));
+        let g = m
+            .lock()
+            .unwrap_or_else(|e| panic!("{op:?} lost on a parent: {e}"));
+        c.on_request(None);
+        assert_eq!(e.children("/locks/fresh").unwrap().len(), 1, "{op:?}");
+        drop(g);
+    }
+}
+
 #[test]
 fn connection_loss_after_create_is_applied_adopts_our_node() {
     let (e, c, m) = mutex_with_parents("/locks/a");

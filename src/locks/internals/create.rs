@@ -114,9 +114,30 @@ impl LockInternals {
                 // Parents are created only when missing, as Curator does (one create when the
                 // directory exists, which is the common case).
                 ZkError::NoNode if parent_creations < 3 => {
-                    self.create_parents()?;
                     parent_creations += 1;
-                    continue;
+                    match self.create_parents() {
+                        Ok(()) => continue,
+                        // Parents are containers made idempotently (NodeExists is fine), so a
+                        // failure with an unknown outcome is simply made again, under the
+                        // retry policy and deadline, and does not count as an attempt.
+                        Err((_, _, code)) if fate_unknown(code) => {
+                            parent_creations -= 1;
+                            match self.retry_when_connected(&mut retries) {
+                                Resume::Ready => continue,
+                                Resume::Deadline => return Ok(None),
+                                Resume::Closed => return Err(Error::Closed),
+                                Resume::Exhausted => {
+                                    return Err(Error::RetriesExhausted {
+                                        path: self.base_path.clone(),
+                                        attempts: retries.attempts() + 1,
+                                        elapsed: retries.elapsed(),
+                                        last: code,
+                                    })
+                                }
+                            }
+                        }
+                        Err((op, path, code)) => return Err(Error::zk(op, path, code)),
+                    }
                 }
                 code if code.is_retryable() => {}
                 // The session ended before the create was applied in it: nothing of ours
@@ -271,21 +292,22 @@ impl LockInternals {
 
     /// Creates every missing ancestor of the lock node (`base_path` included) as a container,
     /// with empty data, ignoring NodeExists (another contender may create them concurrently).
-    fn create_parents(&self) -> Result<()> {
+    /// A failure names its request and path.
+    fn create_parents(&self) -> std::result::Result<(), (&'static str, String, ZkError)> {
         let mut missing = Vec::new();
         let mut at = Some(self.base_path.as_str());
         while let Some(p) = at.filter(|p| *p != "/") {
             match self.client.exists(p) {
                 Ok(Some(_)) => break,
                 Ok(None) => missing.push(p.to_string()),
-                Err(code) => return Err(Error::zk("exists", p, code)),
+                Err(code) => return Err(("exists", p.to_string(), code)),
             }
             at = paths::parent(p);
         }
-        for p in missing.iter().rev() {
-            match self.client.create(p, &[], CreateMode::Container) {
+        for p in missing.into_iter().rev() {
+            match self.client.create(&p, &[], CreateMode::Container) {
                 Ok(_) | Err(ZkError::NodeExists) => {}
-                Err(code) => return Err(Error::zk("create", p.clone(), code)),
+                Err(code) => return Err(("create", p, code)),
             }
         }
         Ok(())

@@ -51,7 +51,7 @@ use super::driver::{sort_children, Decision, LockDriver};
 use super::held::HeldNode;
 
 /// How a pause before a retry ended.
-enum Resume {
+pub(crate) enum Resume {
     /// Connected again: retry now.
     Ready,
     /// The deadline passed.
@@ -183,7 +183,7 @@ impl LockInternals {
     }
 
     /// Sleeps as the retry policy says (never past the deadline), then waits for a connection.
-    fn retry_when_connected(&self, retries: &mut Retries<'_>) -> Resume {
+    pub(crate) fn retry_when_connected(&self, retries: &mut Retries<'_>) -> Resume {
         if self.client.session().state() == ConnectionState::Closed {
             return Resume::Closed;
         }

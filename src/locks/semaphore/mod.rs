@@ -28,13 +28,14 @@ use crate::client::{SharedClient, ZkError};
 use crate::error::{Error, Result};
 use crate::paths;
 use crate::retry::{ExponentialBackoffRetry, Retries, RetryPolicy, RetryStep};
-use crate::session::{ConnectionState, ListenerId, SessionSnapshot};
+use crate::session::{ListenerId, SessionSnapshot};
 
 use super::cleanup::{give_back, BackgroundMark};
 use super::driver::{LockDriver, StandardDriver};
 use super::held::{HeldNode, LockState};
 use super::internals::{
-    past, wake_on_session_change, Created, LockInternals, NodeCleanup, NodeKind, Wait, Waiter,
+    past, wake_on_session_change, Created, LockInternals, NodeCleanup, NodeKind, Resume, Wait,
+    Waiter,
 };
 use super::layout::{LEASE_BASE_NAME, LEASE_PARENT, LOCK_PARENT};
 use super::mutex::InterProcessMutex;
@@ -317,13 +318,13 @@ impl InterProcessSemaphoreV2 {
                 // wait loop does.
                 Err(ZkError::SessionExpired) => break Ok(Granted::NodeGone),
                 Err(code) if code.is_retryable() => {
-                    match self.after_link_trouble(&mut retries, deadline) {
-                        Next::TryAgain => continue,
-                        Next::TimedOut => break Ok(Granted::TimedOut { link_trouble: true }),
-                        Next::GiveUp => {
+                    match self.leases.retry_when_connected(&mut retries) {
+                        Resume::Ready => continue,
+                        Resume::Deadline => break Ok(Granted::TimedOut { link_trouble: true }),
+                        Resume::Exhausted => {
                             break Err(Error::zk("get_children", leases_path.clone(), code))
                         }
-                        Next::Closed => break Err(Error::Closed),
+                        Resume::Closed => break Err(Error::Closed),
                     }
                 }
                 Err(code) => break Err(Error::zk("get_children", leases_path.clone(), code)),
@@ -367,17 +368,17 @@ impl InterProcessSemaphoreV2 {
                     }
                     // Unknown (the check's link failed): asked again once the link is back,
                     // with a new listing; past the deadline, no more requests.
-                    LockState::Suspect => match self.after_link_trouble(&mut retries, deadline) {
-                        Next::TryAgain => continue,
-                        Next::TimedOut => break Ok(Granted::TimedOut { link_trouble: true }),
-                        Next::GiveUp => {
+                    LockState::Suspect => match self.leases.retry_when_connected(&mut retries) {
+                        Resume::Ready => continue,
+                        Resume::Deadline => break Ok(Granted::TimedOut { link_trouble: true }),
+                        Resume::Exhausted => {
                             break Err(Error::zk(
                                 "exists",
                                 self.admission.path(),
                                 ZkError::ConnectionLoss,
                             ))
                         }
-                        Next::Closed => break Err(Error::Closed),
+                        Resume::Closed => break Err(Error::Closed),
                     },
                 }
                 watch = true;
@@ -441,27 +442,6 @@ impl InterProcessSemaphoreV2 {
         }
     }
 
-    /// What to do after a request failed with an unknown outcome: wait for the link (within
-    /// the deadline) when the retry policy allows another try.
-    fn after_link_trouble(&self, retries: &mut Retries, deadline: Option<Instant>) -> Next {
-        match retries.next() {
-            RetryStep::Again { .. } => {
-                let s = self
-                    .leases
-                    .client()
-                    .session()
-                    .wait_until_connected(deadline);
-                match s.state {
-                    ConnectionState::Closed => Next::Closed,
-                    state if state.is_connected() => Next::TryAgain,
-                    _ => Next::TimedOut,
-                }
-            }
-            RetryStep::DeadlinePassed => Next::TimedOut,
-            RetryStep::Exhausted => Next::GiveUp,
-        }
-    }
-
     /// Subscribes `waiter` to session changes and to the shared maximum's changes.
     fn wake_on_changes(&self, waiter: &Arc<Waiter>) -> (ListenerId, Option<u64>) {
         let session_listener = wake_on_session_change(self.leases.client(), waiter);
@@ -504,18 +484,6 @@ impl InterProcessSemaphoreV2 {
             |sorted, i| (ParticipantKind::Lease, rule.holds(sorted, i)),
         )
     }
-}
-
-/// The next step after a request failed with an unknown outcome.
-enum Next {
-    /// The link is back within the deadline: make the request again.
-    TryAgain,
-    /// The deadline passed first: no more requests on the caller's thread.
-    TimedOut,
-    /// The retry policy gave up.
-    GiveUp,
-    /// The client was closed.
-    Closed,
 }
 
 enum Granted {
