@@ -106,10 +106,10 @@ pub(crate) fn give_back<T>(
 
 /// Deletes `path`, retrying while the outcome is unknown as long as `wait` allows; then hands
 /// the delete to a background thread and returns the error. Past its deadline, with the
-/// client not connected, it makes no request: the delete goes to the background at once. The delete is by exact path,
-/// whatever happened to the session since the node was created: lock node names carry a
-/// fresh UUID, so a node of that name can only be ours, and a session change we were not told
-/// about yet may have left it alive.
+/// client not connected, it makes no request: the delete goes to the background at once. The
+/// delete is by exact path, whatever happened to the session since the node was created: lock
+/// node names carry a fresh UUID, so a node of that name can only be ours, and a session
+/// change we were not told about yet may have left it alive.
 pub(crate) fn delete_guaranteed(
     client: &SharedClient,
     path: &str,
@@ -351,14 +351,9 @@ impl<'a> NodeCleanup<'a> {
         self.wait = wait;
     }
 
-    /// Deletes now, as the drop would; false when the delete went on in the background.
-    pub(crate) fn finish(mut self) -> bool {
-        self.delete()
-    }
-
-    fn delete(&mut self) -> bool {
+    fn delete(&mut self) {
         let Some(path) = self.path.take() else {
-            return true;
+            return;
         };
         let result = delete_guaranteed(
             self.internals.client(),
@@ -366,10 +361,9 @@ impl<'a> NodeCleanup<'a> {
             self.internals.retry_policy().as_ref(),
             self.wait,
         );
-        if let Err(e) = &result {
+        if let Err(e) = result {
             log::warn!("cleanup of {path}: {e}");
         }
-        result.is_ok()
     }
 }
 

@@ -76,8 +76,9 @@ fn a_timed_semaphore_acquire_returns_by_its_deadline_during_an_outage() {
 }
 
 /// A semaphore's check that its admission still holds (the `exists` before a lease waits)
-/// failing early (the link blips, the deadline is far): it is asked again once the link is back, and the lease is granted when room comes; the client is not sent back to
-/// admission as if it had been overtaken.
+/// failing early (the link blips, the deadline is far): it is asked again once the link is
+/// back, and the lease is granted when room comes; the client is not sent back to admission
+/// as if it had been overtaken.
 #[test]
 fn a_semaphore_admission_check_that_meets_a_blip_is_asked_again() {
     let e = MemoryEnsemble::new();

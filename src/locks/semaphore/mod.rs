@@ -233,10 +233,10 @@ impl InterProcessSemaphoreV2 {
             // deadline with its link in trouble makes no more requests.
             let released = match &outcome {
                 Ok(Granted::Yes(_)) => self.admission.release_unawaited(),
-                Ok(Granted::TimedOut { link_trouble }) => self
-                    .admission
-                    .release_within(Wait::after_timeout(deadline, *link_trouble)),
-                // No request when the lease's delete was left to the background.
+                Ok(Granted::TimedOut { link_trouble: true }) => {
+                    self.admission.release_within(Wait::Background)
+                }
+                // No request once the lease's delete (done by now) went to the background.
                 _ => self.admission.release_within(mark.wait(deadline)),
             };
             if let Err(e) = released {
@@ -405,11 +405,7 @@ impl InterProcessSemaphoreV2 {
             }
             Ok(Granted::TimedOut { link_trouble }) => {
                 cleanup.set_wait(Wait::after_timeout(deadline, link_trouble));
-                // A delete left to the background means trouble for the admission's too.
-                let deleted = cleanup.finish();
-                Ok(Granted::TimedOut {
-                    link_trouble: link_trouble || !deleted,
-                })
+                Ok(Granted::TimedOut { link_trouble })
             }
             // Past the deadline, a failure with an unknown outcome leaves the link in trouble.
             Err(e) if past(deadline, Instant::now()) => {
