@@ -169,9 +169,20 @@ fn rolling_restart_and_leader_kill_lose_nothing() {
         })
         .collect();
     progress(&tally, 20);
+    // Each fault starts only once the ensemble and every client are back from the last one:
+    // a session faces one outage at a time, however slow the machine is to recover.
     let quorum = |after: &str| {
         cluster.wait_for_quorum(Duration::from_secs(90)).unwrap();
         timeline.step(format!("quorum after {after}"));
+        let deadline = Instant::now() + Duration::from_secs(90);
+        for (i, c) in clients.iter().enumerate() {
+            let s = c.session().wait_until_connected(Some(deadline));
+            assert!(
+                s.state.is_connected(),
+                "client {i} did not reconnect: {s:?}"
+            );
+        }
+        timeline.step("every client connected".into());
     };
     for i in 0..cluster.len() {
         let leader = cluster.leader();
