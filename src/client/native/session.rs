@@ -7,12 +7,12 @@
 //! when no server accepted it within `4T/3` of the last time a server spoke for it (its last
 //! byte received, or a later ConnectResponse that accepted the session even if that
 //! connection broke before it could be used: the server renewed the session then), or when a
-//! server answers the resume with "expired" (`timeOut <= 0`) or another id. `4T/3` is the Java client's own
-//! expiry clock (ZooKeeper 3.9.3): the server expires the session about `T` after it last heard
-//! from us, and the extra third absorbs clock skew and a leader election that takes about `T`
-//! (sessions do not expire without a leader, and a new leader gives every session a fresh
-//! timeout). Holders are `Suspect` from `2T/3` on, so this margin never lets a holder believe
-//! it holds a lock the server has given away.
+//! server answers the resume with "expired" (`timeOut <= 0`) or another id. `4T/3` is the
+//! Java client's own expiry clock (ZooKeeper 3.9.3): the server expires the session about `T`
+//! after it last heard from us, and the extra third absorbs clock skew and a leader election
+//! that takes about `T` (sessions do not expire without a leader, and a new leader gives every
+//! session a fresh timeout). Holders are `Suspect` from `2T/3` on, so this margin never lets a
+//! holder believe it holds a lock the server has given away.
 //!
 //! Order on every new connection, which the lock layer's epoch guard relies on: the state
 //! change (`Connected`, `Reconnected`, or `Lost` then `Connected`) is reported *before* the
