@@ -48,15 +48,18 @@ fn contend(client: Arc<NativeClient>, path: String, tally: Arc<Tally>, stop: Arc
     }
 }
 
-/// Blocks until `n` more acquisitions happened (progress), or panics after a minute.
-fn progress(tally: &Tally, n: usize) {
+/// Blocks until `n` more acquisitions happened (progress); false after a minute without.
+fn made_progress(tally: &Tally, n: usize) -> bool {
     let target = tally.acquisitions.load(Ordering::SeqCst) + n;
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let deadline = Instant::now() + Duration::from_secs(60);
     while tally.acquisitions.load(Ordering::SeqCst) < target {
-        assert!(std::time::Instant::now() < deadline, "no progress");
+        if Instant::now() >= deadline {
+            return false;
+        }
         // Polling a counter another thread bumps; not synchronisation of the subject.
         std::thread::sleep(Duration::from_millis(20));
     }
+    true
 }
 
 /// One client's session transitions, as its listener records them.
@@ -168,7 +171,22 @@ fn rolling_restart_and_leader_kill_lose_nothing() {
             std::thread::spawn(move || contend(c, path, tally, stop))
         })
         .collect();
-    progress(&tally, 20);
+    // Every client's story, for a failure message.
+    let stories = || {
+        (0..clients.len())
+            .map(|i| format!("client {i}:\n{}", timeline.story(i, &clients[i], &cluster)))
+            .collect::<Vec<_>>()
+            .join("\n\n")
+    };
+    let progress = |when: &str| {
+        assert!(
+            made_progress(&tally, 20),
+            "no progress {when}\n{}",
+            stories()
+        );
+        timeline.step("20 more acquisitions".into());
+    };
+    progress("at the start");
     // Each fault starts only once the ensemble and every client are back from the last one:
     // a session faces one outage at a time, however slow the machine is to recover.
     let quorum = |after: &str| {
@@ -179,7 +197,8 @@ fn rolling_restart_and_leader_kill_lose_nothing() {
             let s = c.session().wait_until_connected(Some(deadline));
             assert!(
                 s.state.is_connected(),
-                "client {i} did not reconnect: {s:?}"
+                "client {i} did not reconnect: {s:?}\n{}",
+                stories()
             );
         }
         timeline.step("every client connected".into());
@@ -191,20 +210,17 @@ fn rolling_restart_and_leader_kill_lose_nothing() {
         cluster.restart(i).unwrap();
         timeline.step(format!("restarted member {i}"));
         quorum("the restart");
-        progress(&tally, 20);
-        timeline.step("20 more acquisitions".into());
+        progress("after the restart");
     }
     let leader = cluster.leader().expect("a leader");
     cluster.kill(leader);
     timeline.step(format!("killed the leader, member {leader}"));
     quorum("the leader kill");
-    progress(&tally, 20);
-    timeline.step("20 more acquisitions".into());
+    progress("after the leader kill");
     cluster.restart(leader).unwrap();
     timeline.step(format!("restarted member {leader}"));
     quorum("the restart");
-    progress(&tally, 20);
-    timeline.step("20 more acquisitions".into());
+    progress("after the leader's restart");
     stop.store(true, Ordering::SeqCst);
     for t in threads {
         t.join().unwrap();
