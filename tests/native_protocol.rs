@@ -190,3 +190,81 @@ fn a_garbage_handshake_is_a_connect_error() {
     );
     assert!(started.elapsed() < Duration::from_secs(5));
 }
+
+/// Connection 0 serves properly until the client's first `exists`, which it answers by
+/// closing. Every later connection accepts the session (a ConnectResponse with its id and a
+/// live timeout), reads the client's first packet (its auth) and closes without answering.
+/// Returns the address and how many ConnectResponses were sent.
+fn accepts_then_drops_server() -> (String, Arc<AtomicUsize>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let answered = Arc::new(AtomicUsize::new(0));
+    let count = answered.clone();
+    thread::spawn(move || {
+        for (n, stream) in listener.incoming().enumerate() {
+            let Ok(mut stream) = stream else { return };
+            if read_frame(&mut stream).is_none()
+                || stream.write_all(&connect_response(SESSION_ID)).is_err()
+            {
+                continue;
+            }
+            count.fetch_add(1, Ordering::SeqCst);
+            while let Some(request) = read_frame(&mut stream) {
+                let opcode = i32::from_be_bytes(request[4..8].try_into().unwrap());
+                if n > 0 || opcode == 3 {
+                    break;
+                }
+                if stream.write_all(&proper_reply(&request)).is_err() {
+                    break;
+                }
+            }
+        }
+    });
+    (addr, answered)
+}
+
+/// A server that accepts the session restarts the client's expiry clock, even when the
+/// connection then breaks before the client could use it: the ensemble still has the
+/// session, so the client must not declare it lost by a clock that started earlier. And a
+/// connection that broke after `Reconnected` was reported is reported `Suspended` again.
+#[test]
+fn a_server_that_accepts_the_session_restarts_the_expiry_clock() {
+    let (addr, answered) = accepts_then_drops_server();
+    let client = NativeClient::connect_with(
+        NativeOptions::new(&addr)
+            .session_timeout(Duration::from_secs(2))
+            .digest_auth("user", "secret"),
+    )
+    .expect("connect to the fake server");
+    let negotiated = client.negotiated_timeout();
+    let states = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let sink = states.clone();
+    client
+        .session()
+        .subscribe(move |s| sink.lock().unwrap().push(s.state));
+    assert!(client.exists("/a").is_err(), "the server closed instead");
+    // Time is the subject: twice the client's own expiry clock (4/3 of the timeout) while
+    // servers keep accepting the session.
+    let until = Instant::now() + negotiated * 8 / 3;
+    let mut s = client.session().snapshot();
+    while Instant::now() < until {
+        s = client.session().wait_for_change(s.epoch, Some(until));
+    }
+    let states = states.lock().unwrap().clone();
+    assert!(
+        answered.load(Ordering::SeqCst) >= 4,
+        "{} ConnectResponses",
+        answered.load(Ordering::SeqCst)
+    );
+    assert!(
+        !states.contains(&ConnectionState::Lost),
+        "lost while servers accepted the session: {states:?}"
+    );
+    assert!(
+        states
+            .windows(2)
+            .all(|w| w != [ConnectionState::Reconnected, ConnectionState::Reconnected]),
+        "reported Reconnected again without Suspended between: {states:?}"
+    );
+    assert_eq!(client.session().snapshot().losses, 0);
+}

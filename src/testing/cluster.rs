@@ -119,7 +119,8 @@ impl TestingCluster {
     }
 
     /// Waits until every running member serves (leader, follower or standalone) and one of them
-    /// leads; fails after `timeout` with the log tails.
+    /// leads; fails after `timeout` with the log tails, and at once when a member that was
+    /// started (and not killed) has exited: the ensemble is not what the caller asked for.
     pub fn wait_for_quorum(&self, timeout: Duration) -> Result<()> {
         let deadline = Instant::now() + timeout;
         loop {
@@ -127,8 +128,14 @@ impl TestingCluster {
             let mut running = 0;
             let mut leader = false;
             for i in 0..self.nodes.len() {
-                if !self.nodes[i].lock().is_running() {
-                    continue;
+                {
+                    let node = self.nodes[i].lock();
+                    if node.died() {
+                        return Err(node.startup_error(format!("member {i} exited on its own")));
+                    }
+                    if !node.is_running() {
+                        continue;
+                    }
                 }
                 running += 1;
                 if let Ok(reply) = self.four_letter(i, "srvr") {

@@ -265,6 +265,11 @@ impl Node {
         }
     }
 
+    /// True when the JVM was spawned and exited on its own ([`Node::kill`] forgets it).
+    pub fn died(&self) -> bool {
+        self.exited.is_some() && !self.is_running()
+    }
+
     /// Spawns the JVM (from a keeper thread, see the module docs). Does not wait for readiness.
     pub fn spawn(&mut self) -> Result<()> {
         if self.is_running() {
@@ -412,7 +417,7 @@ impl Node {
         }
     }
 
-    fn startup_error(&self, reason: String) -> Error {
+    pub(crate) fn startup_error(&self, reason: String) -> Error {
         Error::Connect {
             hosts: self.client_addr().to_string(),
             reason: format!(

@@ -5,7 +5,7 @@
 
 use std::sync::mpsc;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use zk_locks::client::native::{NativeClient, NativeOptions};
 use zk_locks::client::{EventType, Request};
@@ -14,6 +14,32 @@ use zk_locks::testing::{shared_server, FaultProxy};
 use zk_locks::{CreateMode, InterProcessLock, InterProcessMutex, ZkClient, ZkError};
 
 use crate::backend::{behind_a_proxy, native, reach, unique_root, SESSION};
+
+/// Session and call timeout for bulk work (thousands of nodes in one pipeline, a megabyte of
+/// SetWatches), which a loaded machine may take seconds to get through.
+const PATIENT: Duration = Duration::from_secs(30);
+
+/// Our own client with [`PATIENT`] session and call timeouts.
+fn patient(hosts: &str) -> Arc<NativeClient> {
+    NativeClient::connect_with(
+        NativeOptions::new(hosts)
+            .session_timeout(PATIENT)
+            .call_timeout(PATIENT),
+    )
+    .expect("connect")
+}
+
+/// Every result of a pipeline is `Ok`; else the count and the first error.
+fn all_ok(results: Vec<Result<zk_locks::client::Response, ZkError>>, what: &str) {
+    let failed: Vec<&ZkError> = results.iter().filter_map(|r| r.as_ref().err()).collect();
+    assert!(
+        failed.is_empty(),
+        "{} of {} {what} failed, the first with {:?}",
+        failed.len(),
+        results.len(),
+        failed[0]
+    );
+}
 
 #[test]
 fn a_deletion_while_disconnected_fires_the_restored_watch() {
@@ -81,7 +107,7 @@ fn many_watches_are_restored_in_batches() {
     };
     const NODES: usize = 7000;
     let proxy = FaultProxy::start(server.addr()).unwrap();
-    let client = native(&proxy.connect_string());
+    let client = patient(&proxy.connect_string());
     let root = unique_root("batches");
     client.create(&root, b"", CreateMode::Persistent).unwrap();
     // ~160 bytes per path: about 1.1 MB of path text.
@@ -97,7 +123,7 @@ fn many_watches_are_restored_in_batches() {
             mode: CreateMode::Persistent,
         })
         .collect();
-    assert!(client.pipeline(&creates).iter().all(Result::is_ok));
+    all_ok(client.pipeline(&creates), "creates");
     let (tx, rx) = mpsc::channel();
     for p in &paths {
         let tx = tx.clone();
@@ -107,8 +133,8 @@ fn many_watches_are_restored_in_batches() {
     }
     assert_eq!(client.watch_count(), NODES);
     proxy.cut();
-    reach(client.as_ref(), ConnectionState::Reconnected, SESSION * 2);
-    let other = native(&server.connect_string());
+    reach(client.as_ref(), ConnectionState::Reconnected, PATIENT);
+    let other = patient(&server.connect_string());
     let deletes: Vec<Request> = paths
         .iter()
         .map(|p| Request::Delete {
@@ -116,10 +142,10 @@ fn many_watches_are_restored_in_batches() {
             version: None,
         })
         .collect();
-    assert!(other.pipeline(&deletes).iter().all(Result::is_ok));
+    all_ok(other.pipeline(&deletes), "deletes");
     for _ in 0..NODES {
         let event = rx
-            .recv_timeout(SESSION * 5)
+            .recv_timeout(PATIENT)
             .expect("every restored watch fires");
         assert_eq!(event.event_type, EventType::NodeDeleted);
     }

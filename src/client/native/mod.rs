@@ -216,6 +216,15 @@ impl NativeClient {
         self.core.credentials()
     }
 
+    /// The session's recent link events, oldest first, each with when it happened (feature
+    /// `testing`): every connect attempt with its host and outcome, a link declared dead, a
+    /// session declared lost and why. What a test prints when a session did something it
+    /// should not have.
+    #[cfg(feature = "testing")]
+    pub fn link_journal(&self) -> Vec<(Instant, String)> {
+        self.core.journal()
+    }
+
     /// Number of watch callbacks registered and not fired yet.
     pub fn watch_count(&self) -> usize {
         self.core.watches.len()

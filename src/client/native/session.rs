@@ -4,13 +4,15 @@
 //!
 //! Clocks, all from the *negotiated* timeout `T`: a ping when nothing was sent for `T/3`; the
 //! link is dead (→ `Suspended`) when nothing was received for `2T/3`; the session is `Lost`
-//! when no server accepted it within `4T/3` of the last byte received, or when a server answers
-//! the resume with "expired" (`timeOut <= 0`) or another id. `4T/3` is the Java client's own
-//! expiry clock (ZooKeeper 3.9.3): the server expires the session about `T` after it last heard
-//! from us, and the extra third absorbs clock skew and a leader election that takes about `T`
-//! (sessions do not expire without a leader, and a new leader gives every session a fresh
-//! timeout). Holders are `Suspect` from `2T/3` on, so this margin never lets a holder believe
-//! it holds a lock the server has given away.
+//! when no server accepted it within `4T/3` of the last time a server spoke for it (its last
+//! byte received, or a later ConnectResponse that accepted the session even if that
+//! connection broke before it could be used: the server renewed the session then), or when a
+//! server answers the resume with "expired" (`timeOut <= 0`) or another id. `4T/3` is the
+//! Java client's own expiry clock (ZooKeeper 3.9.3): the server expires the session about `T`
+//! after it last heard from us, and the extra third absorbs clock skew and a leader election
+//! that takes about `T` (sessions do not expire without a leader, and a new leader gives every
+//! session a fresh timeout). Holders are `Suspect` from `2T/3` on, so this margin never lets a
+//! holder believe it holds a lock the server has given away.
 //!
 //! Order on every new connection, which the lock layer's epoch guard relies on: the state
 //! change (`Connected`, `Reconnected`, or `Lost` then `Connected`) is reported *before* the
@@ -35,6 +37,9 @@ use crate::session::{ConnectionState, Session};
 /// Path text per SetWatches packet, well under the default packet limit (the Java client
 /// uses the same budget).
 const SET_WATCHES_BUDGET: usize = 128 * 1024;
+
+/// How many recent link events the journal keeps (oldest dropped first).
+const JOURNAL_LEN: usize = 64;
 
 /// What the session needs to know about its ensemble.
 #[derive(Debug, Clone)]
@@ -62,6 +67,8 @@ struct Link {
     closed: bool,
     auth_failed: bool,
     next_host: usize,
+    /// The last time a server spoke for the current session: the expiry clock starts here.
+    heard: Instant,
 }
 
 /// The session shared by the client handle, the supervisor thread and the reader threads.
@@ -74,6 +81,9 @@ pub struct SessionCore {
     last_zxid: Arc<AtomicI64>,
     link: Mutex<Link>,
     changed: Condvar,
+    /// The last [`JOURNAL_LEN`] link events (connect attempts and their outcome, a dead
+    /// link, a loss), for diagnostics only: nothing decides on it.
+    journal: Mutex<std::collections::VecDeque<(Instant, String)>>,
 }
 
 impl LinkObserver for SessionCore {
@@ -101,9 +111,26 @@ impl SessionCore {
                 closed: false,
                 auth_failed: false,
                 next_host: 0,
+                heard: Instant::now(),
             }),
             changed: Condvar::new(),
+            journal: Mutex::new(std::collections::VecDeque::new()),
         })
+    }
+
+    fn note(&self, event: String) {
+        let mut journal = self.journal.lock();
+        if journal.len() == JOURNAL_LEN {
+            journal.pop_front();
+        }
+        journal.push_back((Instant::now(), event));
+    }
+
+    /// The recent link events, oldest first: every connect attempt (host and outcome), a link
+    /// declared dead, a session declared lost and why.
+    #[cfg(feature = "testing")]
+    pub fn journal(&self) -> Vec<(Instant, String)> {
+        self.journal.lock().iter().cloned().collect()
     }
 
     /// The negotiated session timeout (the requested one before the first connect).
@@ -192,11 +219,12 @@ impl SessionCore {
             {
                 let mut link = self.link.lock();
                 link.ready = false;
+                link.heard = heard;
             }
             if self.session.state().is_connected() {
                 self.session.transition(ConnectionState::Suspended, None);
             }
-            match self.reconnect(heard) {
+            match self.reconnect() {
                 Some(next) => conn = next,
                 None => return,
             }
@@ -218,6 +246,7 @@ impl SessionCore {
             let silent = conn.since_recv();
             if silent >= read_timeout {
                 log::info!("zk-locks native: nothing received for {silent:?}: link dead");
+                self.note(format!("link dead: nothing received for {silent:?}"));
                 conn.close();
                 return;
             }
@@ -238,6 +267,7 @@ impl SessionCore {
     /// Reports the session lost: watches dropped without firing, next connect is a new session.
     fn lose(&self, why: &str) {
         log::warn!("zk-locks native: session lost: {why}");
+        self.note(format!("session lost: {why}"));
         {
             let mut link = self.link.lock();
             link.session_id = 0;
@@ -250,42 +280,37 @@ impl SessionCore {
     }
 
     /// Reconnects (to the same session while it may live); `None` once closed.
-    fn reconnect(self: &Arc<Self>, heard: Instant) -> Option<Arc<Connection>> {
+    fn reconnect(self: &Arc<Self>) -> Option<Arc<Connection>> {
         loop {
-            let (session_id, negotiated) = {
-                let link = self.link.lock();
-                if link.closed {
-                    return None;
-                }
-                (link.session_id, link.negotiated)
-            };
-            let until = if session_id != 0 {
-                let lost_at = heard + negotiated * 4 / 3;
-                if Instant::now() >= lost_at {
-                    self.lose("no server accepted the session within 4/3 of its timeout");
-                    continue;
-                }
-                lost_at
-            } else {
-                Instant::now() + negotiated
-            };
-            match self.connect_until(Some(until)) {
+            match self.connect_until(None) {
                 Ok(conn) => return Some(conn),
-                Err(e) => log::debug!("zk-locks native: reconnect: {e}"),
+                Err(_) if self.is_closed() => return None,
+                Err(e) => {
+                    log::debug!("zk-locks native: reconnect: {e}");
+                    self.lose("no server accepted the session within 4/3 of its timeout");
+                }
             }
         }
     }
 
-    /// Tries hosts in turn until a session is established or `until` passes.
-    fn connect_until(self: &Arc<Self>, until: Option<Instant>) -> Result<Arc<Connection>, String> {
+    /// Tries hosts in turn until a session is established or `deadline` passes; without a
+    /// deadline, while the session may live (`4T/3` after a server last spoke for it; no
+    /// limit while there is no session).
+    fn connect_until(
+        self: &Arc<Self>,
+        deadline: Option<Instant>,
+    ) -> Result<Arc<Connection>, String> {
         let mut last_error = String::from("no attempt");
         let mut attempt = 0usize;
         loop {
-            let (host, session_id, password, negotiated) = {
+            let (host, session_id, password, negotiated, until) = {
                 let mut link = self.link.lock();
                 if link.closed {
                     return Err(closed_reason(&link));
                 }
+                let until = deadline.or_else(|| {
+                    (link.session_id != 0).then(|| link.heard + link.negotiated * 4 / 3)
+                });
                 if attempt > 0 {
                     // A small random backoff between attempts, longer after a full pass.
                     let full_pass = attempt % self.config.hosts.len() == 0;
@@ -310,6 +335,7 @@ impl SessionCore {
                     link.session_id,
                     link.password.clone(),
                     link.negotiated,
+                    until,
                 )
             };
             attempt += 1;
@@ -323,6 +349,7 @@ impl SessionCore {
                     Ok(done) => done,
                     Err(e) => {
                         log::debug!("zk-locks native: {host}: {e}");
+                        self.note(format!("{host}: {e}"));
                         // A certificate that does not verify explains the failure better than
                         // the time-out of a later attempt cut short by the deadline.
                         if e.contains("certificate") || !last_error.contains("certificate") {
@@ -331,15 +358,27 @@ impl SessionCore {
                         continue;
                     }
                 };
+            self.note(format!(
+                "{host}: answered session 0x{:x} (asked 0x{session_id:x}), timeout {} ms",
+                response.session_id, response.timeout_ms
+            ));
             if response.timeout_ms <= 0 {
                 self.lose("the server says the session expired");
                 drop(stream);
                 attempt = 0;
                 continue;
             }
+            self.link.lock().heard = Instant::now();
             match self.establish(stream, response, session_id) {
                 Ok(conn) => return Ok(conn),
-                Err(e) => last_error = format!("{host}: {e}"),
+                Err(e) => {
+                    self.note(format!("{host}: {e}"));
+                    last_error = format!("{host}: {e}");
+                    // The link is down again: say so, as after any other broken link.
+                    if self.session.state().is_connected() {
+                        self.session.transition(ConnectionState::Suspended, None);
+                    }
+                }
             }
         }
     }
