@@ -8,6 +8,7 @@
 //! lost. Releasing a hold that is `Lost` never waits for the link: its session is over, and
 //! the background delete covers a node the server still has.
 
+use std::cell::Cell;
 use std::sync::{Arc, Weak};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -18,11 +19,14 @@ use crate::retry::{Retries, RetryPolicy, RetryStep};
 use crate::session::ConnectionState;
 
 use super::held::{HeldNode, LockState};
-use super::internals::LockInternals;
+use super::internals::{past, LockInternals};
 
 /// How long a delete may keep its caller.
+///
+/// `pub` in a private module: [`super::InterProcessLock::release_within`] names it, and no
+/// other crate can (so none can call or override that method).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Wait {
+pub enum Wait {
     /// Retry until this deadline (`None`: as long as the retry policy allows; past it: one
     /// try).
     Until(Option<Instant>),
@@ -33,26 +37,79 @@ pub(crate) enum Wait {
 }
 
 impl Wait {
-    /// `Until(deadline)`, or `Background` when the call is past `deadline` with its link in
-    /// trouble (`link_trouble`, or the client is not connected now).
-    pub(crate) fn after_timeout(
-        client: &SharedClient,
-        deadline: Option<Instant>,
-        link_trouble: bool,
-    ) -> Wait {
-        if link_trouble || !client.session().state().is_connected() {
-            Wait::Background
-        } else {
-            Wait::Until(deadline)
+    /// `Until(deadline)`, or `Background` when the call's link is in trouble (a request of it
+    /// failed with an unknown outcome). Past the deadline a link that is down counts as
+    /// trouble anyway (see [`delete_guaranteed`]).
+    pub(crate) fn after_timeout(deadline: Option<Instant>, link_trouble: bool) -> Wait {
+        match link_trouble {
+            true => Wait::Background,
+            false => Wait::Until(deadline),
         }
     }
 }
 
+thread_local! {
+    /// How many deletes (or look-ups for a node) this thread has left to the background: each
+    /// one means a request's link was in trouble, or a call past its deadline made none.
+    static LEFT_TO_BACKGROUND: Cell<u64> = const { Cell::new(0) };
+}
+
+/// What the calling thread had left to the background when it was taken: a call that gives
+/// back several holds learns from it whether the calls it made met trouble (a timed acquire
+/// does not say why it returned "not acquired").
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct BackgroundMark(u64);
+
+impl BackgroundMark {
+    pub(crate) fn now() -> BackgroundMark {
+        BackgroundMark(LEFT_TO_BACKGROUND.get())
+    }
+
+    /// True when this thread left something to the background since the mark.
+    fn passed(self) -> bool {
+        LEFT_TO_BACKGROUND.get() != self.0
+    }
+
+    /// `Until(deadline)`, or `Background` once this thread left something to the background
+    /// since the mark (its link is in trouble).
+    pub(crate) fn wait(self, deadline: Option<Instant>) -> Wait {
+        match self.passed() {
+            true => Wait::Background,
+            false => Wait::Until(deadline),
+        }
+    }
+}
+
+fn left_to_background() {
+    LEFT_TO_BACKGROUND.set(LEFT_TO_BACKGROUND.get().wrapping_add(1));
+}
+
+/// Releases, one after another, holds that a call took before it failed or ran out of time,
+/// each with the wait `release` is given: until `deadline` (past it, one try), and no request
+/// at all once this thread left something to the background since `since` (the link is in
+/// trouble: one more request could keep the caller a whole call timeout more). Returns the
+/// failures (a release left to the background is one).
+pub(crate) fn give_back<T>(
+    holds: impl IntoIterator<Item = T>,
+    deadline: Option<Instant>,
+    since: BackgroundMark,
+    release: impl Fn(T, Wait) -> Result<()>,
+) -> Vec<Error> {
+    let mut failures = Vec::new();
+    for hold in holds {
+        if let Err(e) = release(hold, since.wait(deadline)) {
+            failures.push(e);
+        }
+    }
+    failures
+}
+
 /// Deletes `path`, retrying while the outcome is unknown as long as `wait` allows; then hands
-/// the delete to a background thread and returns the error. The delete is by exact path,
-/// whatever happened to the session since the node was created: lock node names carry a
-/// fresh UUID, so a node of that name can only be ours, and a session change we were not told
-/// about yet may have left it alive.
+/// the delete to a background thread and returns the error. Past its deadline, with the
+/// client not connected, it makes no request: the delete goes to the background at once. The
+/// delete is by exact path, whatever happened to the session since the node was created: lock
+/// node names carry a fresh UUID, so a node of that name can only be ours, and a session
+/// change we were not told about yet may have left it alive.
 pub(crate) fn delete_guaranteed(
     client: &SharedClient,
     path: &str,
@@ -95,6 +152,11 @@ fn delete_node(
     wait: Wait,
     lost: &dyn Fn() -> bool,
 ) -> Result<()> {
+    let down_past = |d| past(d, Instant::now()) && !client.session().state().is_connected();
+    let wait = match wait {
+        Wait::Until(d) if down_past(d) => Wait::Background,
+        w => w,
+    };
     let Wait::Until(deadline) = wait else {
         delete_in_background(client, path);
         return if lost() {
@@ -157,6 +219,7 @@ fn wait_for_link(client: &SharedClient, until: Instant, lost: &dyn Fn() -> bool)
 
 /// Deletes `path` on a background thread (see [`retry_in_background`]).
 fn delete_in_background(client: &SharedClient, path: &str) {
+    left_to_background();
     let losses = client.session().snapshot().losses;
     delete_in_background_from(Arc::downgrade(client), losses, path.to_string());
 }
@@ -224,6 +287,7 @@ pub(super) fn retry_in_background(
     client: &SharedClient,
     attempt: impl FnMut(&SharedClient) -> bool + Send + 'static,
 ) {
+    left_to_background();
     let losses = client.session().snapshot().losses;
     retry_in_background_from(name, Arc::downgrade(client), losses, attempt);
 }
@@ -287,14 +351,9 @@ impl<'a> NodeCleanup<'a> {
         self.wait = wait;
     }
 
-    /// Deletes now, as the drop would; false when the delete went on in the background.
-    pub(crate) fn finish(mut self) -> bool {
-        self.delete()
-    }
-
-    fn delete(&mut self) -> bool {
+    fn delete(&mut self) {
         let Some(path) = self.path.take() else {
-            return true;
+            return;
         };
         let result = delete_guaranteed(
             self.internals.client(),
@@ -302,10 +361,9 @@ impl<'a> NodeCleanup<'a> {
             self.internals.retry_policy().as_ref(),
             self.wait,
         );
-        if let Err(e) = &result {
+        if let Err(e) = result {
             log::warn!("cleanup of {path}: {e}");
         }
-        result.is_ok()
     }
 }
 

@@ -71,12 +71,19 @@ impl<'a, L: InterProcessLock + ?Sized> LockGuard<'a, L> {
     /// Held, Suspect (connection suspended) or Lost; the worst over all nodes held (`Lost` when
     /// there are none).
     pub fn state(&self) -> LockState {
+        self.state_until(None, &mut false)
+    }
+
+    /// [`Self::state`], reading no node from the server once `deadline` passed, except the
+    /// first one when `first` (taken): a timed wait's first look.
+    fn state_until(&self, deadline: Option<Instant>, first: &mut bool) -> LockState {
         if self.nodes.is_empty() {
             return LockState::Lost;
         }
         let mut worst = LockState::Held;
         for n in &self.nodes {
-            match n.state() {
+            let ask = std::mem::take(first) || !past(deadline, Instant::now());
+            match n.state_asking(ask) {
                 LockState::Lost => return LockState::Lost,
                 LockState::Suspect => worst = LockState::Suspect,
                 LockState::Held => {}
@@ -119,11 +126,12 @@ impl<'a, L: InterProcessLock + ?Sized> LockGuard<'a, L> {
                 clients.push((client, wake_on_session_change(client, &waiter)));
             }
         }
+        let mut first = true;
         let state = loop {
             // The round starts before the state is read: a change landing in between ends
             // the wait at once instead of being missed until the next one.
             waiter.next_round();
-            let state = self.state();
+            let state = self.state_until(deadline, &mut first);
             if !waiting(state) || past(deadline, Instant::now()) {
                 break state;
             }

@@ -19,6 +19,8 @@ use crate::client::{SharedClient, ZkError};
 use crate::error::{Error, Result};
 use crate::session::{ConnectionState, SessionSnapshot};
 
+use super::internals::past;
+
 /// How long a wait for `Lost` sits on a failed verification before verifying again.
 const VERIFY_AGAIN_AFTER: Duration = Duration::from_millis(250);
 
@@ -102,33 +104,59 @@ impl HeldNode {
 
     /// The current state; after a reconnect, re-reads the node once.
     pub fn state(&self) -> LockState {
-        if self.lost.load(Ordering::SeqCst) {
-            return LockState::Lost;
+        match self.believed() {
+            (_, Some(state)) => state,
+            (epoch, None) => self.verify(epoch),
         }
+    }
+
+    /// [`Self::state`] when `ask`, else the state as far as the client knows without a request
+    /// (`Suspect` while a reconnect has not been followed by a read of the node): for a timed
+    /// wait past its deadline, where one more request could keep it a call timeout more.
+    pub(crate) fn state_asking(&self, ask: bool) -> LockState {
+        match self.believed() {
+            (_, Some(state)) => state,
+            (epoch, None) if ask => self.verify(epoch),
+            (_, None) => LockState::Suspect,
+        }
+    }
+
+    /// The state as far as the client knows without a request, and the epoch it was read at;
+    /// `None` after a reconnect that no read of the node has followed yet.
+    fn believed(&self) -> (u64, Option<LockState>) {
         let s = self.client.session().snapshot();
+        if self.lost.load(Ordering::SeqCst) {
+            return (s.epoch, Some(LockState::Lost));
+        }
         if s.losses != self.losses
             || matches!(s.state, ConnectionState::Lost | ConnectionState::Closed)
         {
             self.mark_lost();
-            return LockState::Lost;
+            return (s.epoch, Some(LockState::Lost));
         }
         if s.state == ConnectionState::Suspended {
-            return LockState::Suspect;
+            return (s.epoch, Some(LockState::Suspect));
         }
         if s.epoch != self.verified_epoch.load(Ordering::SeqCst) {
-            return self.verify(s.epoch);
+            return (s.epoch, None);
         }
-        LockState::Held
+        (s.epoch, Some(LockState::Held))
     }
 
-    /// Reads the node from the server now, whatever the client believes: `Held` only when it
-    /// exists and belongs to our session. For a decision that must not rest on a belief: the
-    /// client may be in a session it has not reported yet, in which the node is gone.
+    /// Whether the client knows, without a request, that the node is lost. For a decision
+    /// that a [`Self::confirm`] follows: it makes no request of its own.
+    pub(crate) fn believed_lost(&self) -> bool {
+        self.believed().1 == Some(LockState::Lost)
+    }
+
+    /// Reads the node from the server now (one request), whatever the client believes: `Held`
+    /// only when it exists and belongs to our session. For a decision that must not rest on a
+    /// belief: the client may be in a session it has not reported yet, in which the node is
+    /// gone.
     pub(crate) fn confirm(&self) -> LockState {
-        let epoch = self.client.session().epoch();
-        match self.state() {
-            LockState::Lost => LockState::Lost,
-            _ => self.verify(epoch),
+        match self.believed() {
+            (_, Some(LockState::Lost)) => LockState::Lost,
+            (epoch, _) => self.verify(epoch),
         }
     }
 
@@ -175,12 +203,15 @@ impl HeldNode {
         waiting: impl Fn(LockState) -> bool,
     ) -> LockState {
         let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
+        let mut first = true;
         loop {
             // The epoch is read before the state: a change landing in between then ends the
-            // wait at once instead of being missed until the next one.
+            // wait at once instead of being missed until the next one. Past the deadline the
+            // node is not read again (the wait's first look may read it).
             let epoch = self.client.session().epoch();
-            let state = self.state();
-            if !waiting(state) {
+            let late = past(deadline, Instant::now());
+            let state = self.state_asking(std::mem::take(&mut first) || !late);
+            if !waiting(state) || late {
                 return state;
             }
             // The state can only change with the session's epoch, except after a verification
@@ -193,10 +224,7 @@ impl HeldNode {
                 (true, None) => Some(Instant::now() + VERIFY_AGAIN_AFTER),
                 (false, d) => d,
             };
-            let after = self.client.session().wait_for_change(epoch, wake);
-            if after.epoch == epoch && deadline.is_some_and(|d| Instant::now() >= d) {
-                return self.state();
-            }
+            self.client.session().wait_for_change(epoch, wake);
         }
     }
 

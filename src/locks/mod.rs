@@ -48,6 +48,7 @@ pub use semaphore::{InterProcessSemaphoreMutex, InterProcessSemaphoreV2, Lease};
 pub use shared_count::SharedCount;
 
 use crate::error::Result;
+use cleanup::Wait;
 
 /// A lock shared between processes. Implemented by every recipe, so code (and
 /// `InterProcessMultiLock`) can hold any of them.
@@ -88,6 +89,18 @@ pub trait InterProcessLock: Send + Sync {
     /// waiting for the link: `Ok`, its node (if the server still has it) deleted in the
     /// background once the link is back.
     fn release(&self) -> Result<()>;
+
+    /// [`Self::release`], keeping the caller only as long as `wait` allows: a delete that
+    /// cannot complete by then goes on in the background, and the error is returned. What
+    /// [`InterProcessMultiLock`] and the semaphore give back when a timed acquire fails or
+    /// runs out of time, so that it returns by its deadline plus at most one call timeout.
+    /// Only this crate can name `Wait`: a lock of another crate releases as
+    /// [`Self::release`] does (the default).
+    #[doc(hidden)]
+    fn release_within(&self, wait: Wait) -> Result<()> {
+        let _ = wait;
+        self.release()
+    }
 
     /// True when some thread of this process holds it through this object.
     fn is_acquired_in_this_process(&self) -> bool;

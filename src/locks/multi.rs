@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use crate::client::SharedClient;
 use crate::error::{Error, Result};
 
+use super::cleanup::{give_back, BackgroundMark, Wait};
 use super::held::HeldNode;
 use super::mutex::InterProcessMutex;
 use super::{deadline_after, InterProcessLock};
@@ -96,8 +97,9 @@ impl InterProcessMultiLock {
     }
 
     /// Acquires every lock before `deadline` or none: on failure or timeout, what this call
-    /// took is released in reverse order.
+    /// took is released in reverse order, within the deadline (see [`give_back`]).
     fn acquire_all(&self, deadline: Option<Instant>, timed: bool) -> Result<bool> {
+        let mark = BackgroundMark::now();
         let mut taken: Vec<&dyn InterProcessLock> = Vec::with_capacity(self.locks.len());
         let mut outcome = Ok(true);
         for (_, lock) in &self.locks {
@@ -122,10 +124,11 @@ impl InterProcessMultiLock {
             }
         }
         if !matches!(outcome, Ok(true)) {
-            for lock in taken.iter().rev() {
-                if let Err(e) = lock.release() {
-                    log::warn!("multi-lock: releasing after a failed acquire: {e}");
-                }
+            let failures = give_back(taken.into_iter().rev(), deadline, mark, |lock, wait| {
+                lock.release_within(wait)
+            });
+            for e in failures {
+                log::info!("multi-lock: giving back a lock after a failed acquire: {e}");
             }
         }
         outcome
@@ -160,6 +163,10 @@ impl InterProcessLock for InterProcessMultiLock {
     /// Releases every lock in reverse order, going on after failures; the error lists them all.
     fn release(&self) -> Result<()> {
         self.release_each(|lock| lock.release())
+    }
+
+    fn release_within(&self, wait: Wait) -> Result<()> {
+        self.release_each(|lock| lock.release_within(wait))
     }
 
     /// Like [`Self::release`], each lock releasing only its part of the guard's hold.

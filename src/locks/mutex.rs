@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::thread::{self, ThreadId};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
@@ -14,7 +14,7 @@ use crate::retry::{ExponentialBackoffRetry, RetryPolicy};
 
 use super::driver::{LockDriver, StandardDriver};
 use super::held::{HeldNode, LockState};
-use super::internals::{LockInternals, NodeKind, Wait};
+use super::internals::{past, LockInternals, NodeKind, Wait};
 use super::layout::LOCK_NAME;
 use super::participants::{self as queue, Participant, ParticipantKind};
 use super::revocation::{RevocationListener, RevocationWatch};
@@ -140,6 +140,7 @@ impl InterProcessMutex {
                 self.internals.client().clone(),
                 node.path().to_string(),
                 listener,
+                past(deadline, Instant::now()),
             )
         });
         let owner = Owner {
@@ -213,6 +214,13 @@ impl InterProcessLock for InterProcessMutex {
         self.release_within(Wait::Until(None))
     }
 
+    fn release_within(&self, wait: Wait) -> Result<()> {
+        match self.forget_hold()? {
+            Some(node) => self.internals.release_within(&node, wait),
+            None => Ok(()),
+        }
+    }
+
     /// Releases the calling thread's hold when it is the one `nodes` stand for. A guard whose
     /// hold is over (lost with its session and replaced by a newer hold of this thread, or
     /// released already) leaves the current hold alone.
@@ -241,15 +249,6 @@ impl InterProcessLock for InterProcessMutex {
 }
 
 impl InterProcessMutex {
-    /// [`InterProcessLock::release`], keeping the caller only as long as `wait` allows (then
-    /// the delete goes on in the background and the error is returned).
-    pub(crate) fn release_within(&self, wait: Wait) -> Result<()> {
-        match self.forget_hold()? {
-            Some(node) => self.internals.release_within(&node, wait),
-            None => Ok(()),
-        }
-    }
-
     /// [`InterProcessLock::release`] without waiting for the delete's reply: the thread goes
     /// on at once, and a delete whose outcome stays unknown goes on in the background. Only
     /// for a hold that may outlive the call a little (the semaphore's admission).

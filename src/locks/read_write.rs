@@ -16,7 +16,7 @@ use crate::paths;
 
 use super::driver::{standard_sort_key, Decision, LockDriver};
 use super::held::{HeldNode, LockState};
-use super::internals::{NodeKind, Wait};
+use super::internals::{past, NodeKind, Wait};
 use super::layout::{READ_LOCK_NAME, WRITE_LOCK_NAME};
 use super::mutex::InterProcessMutex;
 use super::participants::{self as queue, Participant, ParticipantKind};
@@ -94,8 +94,10 @@ impl LockDriver for ReadDriver {
         // write node, with the same sequence, may sort either side of its read node). Only the
         // read node that took that sequence: another read node of this thread sits where any
         // reader would, possibly behind writers that wait for this thread's write node.
+        // Without a request (the wait loop may be past its deadline): the downgrade asks the
+        // server about its write node once the read node is granted.
         let ours = rw_sort_key(&sorted[our_index]);
-        if held_write_node(&self.write)
+        if held_write_node(&self.write, false)
             .is_some_and(|w| sorted.contains(&w) && rw_sort_key(&w) == ours)
         {
             return Decision::Acquired;
@@ -124,10 +126,15 @@ impl LockDriver for ReadDriver {
 /// The name of the calling thread's write node while that node is not lost: a write node lost
 /// with its session (or found deleted) is not ours, and a downgrade from it would let a reader
 /// in beside the writer that took over. `Suspect` still counts: a read node created before the
-/// client learns of a loss is created in the write node's session, and dies with it.
-fn held_write_node(write: &InterProcessMutex) -> Option<String> {
+/// client learns of a loss is created in the write node's session, and dies with it. Only
+/// `ask`ing reads the node after a reconnect; otherwise only a loss the client knows counts.
+fn held_write_node(write: &InterProcessMutex, ask: bool) -> Option<String> {
     let node = write.held_node()?;
-    (node.state() != LockState::Lost).then(|| paths::node_name(node.path()).to_string())
+    let lost = match ask {
+        true => node.state() == LockState::Lost,
+        false => node.believed_lost(),
+    };
+    (!lost).then(|| paths::node_name(node.path()).to_string())
 }
 
 /// A read/write lock across processes (Curator's `InterProcessReadWriteLock`).
@@ -308,7 +315,15 @@ impl ReadLock {
                 return Ok(false);
             }
         }
-        self.read.release()?;
+        // The place is given back within the deadline; past it, the call queues no more.
+        let released = self.read.release_within(Wait::Until(deadline));
+        if past(deadline, Instant::now()) {
+            if let Err(e) = released {
+                log::info!("downgrade of {} timed out: {e}", self.read.path());
+            }
+            return Ok(false);
+        }
+        released?;
         let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
         self.read.acquire_with(left, NodeKind::Sequential)
     }
@@ -344,7 +359,7 @@ impl ReadLock {
         if self.read.is_owned_by_current_thread() {
             return Ok(None);
         }
-        let Some(name) = held_write_node(&self.write) else {
+        let Some(name) = held_write_node(&self.write, true) else {
             return Ok(None);
         };
         let name = name.as_str();
@@ -372,6 +387,10 @@ impl InterProcessLock for ReadLock {
 
     fn release(&self) -> Result<()> {
         self.read.release()
+    }
+
+    fn release_within(&self, wait: Wait) -> Result<()> {
+        self.read.release_within(wait)
     }
 
     fn release_hold(&self, nodes: &[Arc<HeldNode>]) -> Result<()> {
@@ -433,6 +452,10 @@ impl InterProcessLock for WriteLock {
 
     fn release(&self) -> Result<()> {
         self.write.release()
+    }
+
+    fn release_within(&self, wait: Wait) -> Result<()> {
+        self.write.release_within(wait)
     }
 
     fn release_hold(&self, nodes: &[Arc<HeldNode>]) -> Result<()> {

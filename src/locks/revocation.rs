@@ -60,11 +60,14 @@ pub(crate) struct RevocationWatch {
 }
 
 impl RevocationWatch {
-    /// Arms the watch on `node_path` and re-arms it after each reconnect.
+    /// Arms the watch on `node_path` (on the caller's thread, or on a thread of its own when
+    /// `in_background`: a timed acquire past its deadline starts no request) and re-arms it
+    /// after each reconnect.
     pub(crate) fn start(
         client: SharedClient,
         node_path: String,
         listener: RevocationListener,
+        in_background: bool,
     ) -> Self {
         let (c, p, l) = (client.clone(), node_path.clone(), listener.clone());
         let rearm = OnReconnect::start(
@@ -72,7 +75,12 @@ impl RevocationWatch {
             THREAD_NAME,
             Arc::new(move || watch_for_revocation(c.clone(), p.clone(), l.clone())),
         );
-        watch_for_revocation(client, node_path, listener);
+        match in_background {
+            true => spawn(THREAD_NAME, move || {
+                watch_for_revocation(client, node_path, listener)
+            }),
+            false => watch_for_revocation(client, node_path, listener),
+        }
         RevocationWatch { _rearm: rearm }
     }
 }

@@ -3,26 +3,37 @@
 
 use super::*;
 
+/// A client's mutex on `/locks/a` (its directory made), with the faults and hooks `setup`
+/// sets on the client: acquired within two seconds through one node, `Held` (a second node of
+/// ours would wait on the first); released, nothing is left. Returns the client's requests
+/// from the acquire.
+fn holds_through_one_node(setup: impl FnOnce(&Arc<MemoryClient>)) -> Counters {
+    let e = MemoryEnsemble::new();
+    let c = e.connect();
+    let m = ready_mutex(&c, "/locks/a");
+    c.reset_counters();
+    setup(&c);
+    let g = m.try_lock_for(Duration::from_secs(2)).unwrap();
+    c.on_request(None);
+    let counters = c.counters();
+    let kids = e.children("/locks/a").unwrap();
+    let g = g.unwrap_or_else(|| panic!("waited on its own first node: {kids:?}"));
+    assert_eq!(kids.len(), 1, "one node of ours: {kids:?}");
+    assert_eq!(g.state(), LockState::Held);
+    drop(g);
+    assert_eq!(e.children("/locks/a").unwrap(), NO_NODES, "no orphan");
+    counters
+}
+
 /// CURATOR-45 with two losses: the create is applied but its reply lost, then the listing that
 /// looks for our prefix is lost too. The look-up must be repeated, never the create: a second
 /// node of ours would sit behind the first and wait on it.
 #[test]
 fn a_lost_look_up_after_a_lost_create_looks_again_and_never_creates_again() {
-    let e = MemoryEnsemble::new();
-    let c = e.connect();
-    let m = ready_mutex(&c, "/locks/a");
-    c.inject(Fault::after(Op::Create));
-    c.inject(Fault::before(Op::GetChildren));
-    let acquired = m.acquire_timeout(Duration::from_secs(2)).unwrap();
-    let kids = e.children("/locks/a").unwrap();
-    assert!(acquired, "waited on its own first copy: {kids:?}");
-    assert_eq!(kids.len(), 1, "one node of ours: {kids:?}");
-    m.release().unwrap();
-    assert_eq!(
-        e.children("/locks/a").unwrap(),
-        Vec::<String>::new(),
-        "no orphan"
-    );
+    holds_through_one_node(|c| {
+        c.inject(Fault::after(Op::Create));
+        c.inject(Fault::before(Op::GetChildren));
+    });
 }
 
 /// A create that timed out on the client is applied by the server later, after the look-up
@@ -30,32 +41,10 @@ fn a_lost_look_up_after_a_lost_create_looks_again_and_never_creates_again() {
 /// must be deleted, not waited on (it would block the lock until the session ends).
 #[test]
 fn a_copy_of_our_node_from_a_late_create_is_deleted_not_waited_on() {
-    let e = MemoryEnsemble::new();
-    let c = e.connect();
-    let m = ready_mutex(&c, "/locks/a");
-    c.inject(Fault::timeout(Op::Create));
-    let creates = AtomicUsize::new(0);
-    let c2 = Arc::downgrade(&c);
-    c.on_request(Some(Box::new(move |op, path| {
-        // The second create: the first one is applied now, late.
-        if op == Op::Create && creates.fetch_add(1, Ordering::SeqCst) == 1 {
-            if let Some(c) = c2.upgrade() {
-                c.create(path, b"", zk_locks::CreateMode::EphemeralSequential)
-                    .unwrap();
-            }
-        }
-    })));
-    let acquired = m.acquire_timeout(Duration::from_secs(2)).unwrap();
-    c.on_request(None);
-    let kids = e.children("/locks/a").unwrap();
-    assert!(acquired, "waited on its own earlier copy: {kids:?}");
-    assert_eq!(kids.len(), 1, "{kids:?}");
-    m.release().unwrap();
-    assert_eq!(
-        e.children("/locks/a").unwrap(),
-        Vec::<String>::new(),
-        "no orphan"
-    );
+    holds_through_one_node(|c| {
+        c.inject(Fault::timeout(Op::Create));
+        c.on_request(Some(Box::new(late_copy(c, "/locks/a/"))));
+    });
 }
 
 /// The same for a semaphore lease: a late copy of our lease would count against the maximum.
@@ -66,30 +55,14 @@ fn a_copy_of_our_lease_from_a_late_create_is_deleted_not_counted() {
     let s = InterProcessSemaphoreV2::new(c.clone(), "/sem", 1).unwrap();
     drop(s.acquire().unwrap()); // directories exist from here on
     c.inject(Fault::timeout(Op::Create).on_path("/sem/leases/"));
-    let creates = AtomicUsize::new(0);
-    let c2 = Arc::downgrade(&c);
-    c.on_request(Some(Box::new(move |op, path| {
-        if op == Op::Create
-            && path.starts_with("/sem/leases/")
-            && creates.fetch_add(1, Ordering::SeqCst) == 1
-        {
-            if let Some(c) = c2.upgrade() {
-                c.create(path, b"", zk_locks::CreateMode::EphemeralSequential)
-                    .unwrap();
-            }
-        }
-    })));
+    c.on_request(Some(Box::new(late_copy(&c, "/sem/leases/"))));
     let lease = s.acquire_timeout(Duration::from_secs(2)).unwrap();
     c.on_request(None);
     let kids = e.children("/sem/leases").unwrap();
     let lease = lease.unwrap_or_else(|| panic!("blocked by its own copy: {kids:?}"));
     assert_eq!(kids, vec![lease.node_name().to_string()]);
     drop(lease);
-    assert_eq!(
-        e.children("/sem/leases").unwrap(),
-        Vec::<String>::new(),
-        "no orphan"
-    );
+    assert_eq!(e.children("/sem/leases").unwrap(), NO_NODES, "no orphan");
 }
 
 /// The create runs in a new session the client has not reported yet; the change is reported
@@ -107,7 +80,7 @@ fn a_node_created_in_an_unreported_new_session_is_deleted_on_release() {
     drop(g);
     assert_eq!(
         e.children("/locks/a").unwrap(),
-        Vec::<String>::new(),
+        NO_NODES,
         "the node of the new session was left behind"
     );
     // And the lock is free for someone else.
@@ -123,38 +96,31 @@ fn a_node_created_in_an_unreported_new_session_is_deleted_on_release() {
 #[test]
 fn a_node_created_in_an_unreported_new_session_is_deleted_when_the_wait_ends() {
     let e = MemoryEnsemble::new();
-    let (h, c) = (e.connect(), e.connect());
-    let holder = ready_mutex(&h, "/locks/a");
-    holder.acquire().unwrap();
-    let held = e.children("/locks/a").unwrap();
-    let m = mutex(&c, "/locks/a");
-    c.inject(Fault::in_new_session(Op::Create));
-    let c2 = c.clone();
-    once_on(&c, Op::GetData, "/locks/a", move || {
+    let t = contended(&e, "/locks/a");
+    t.c.inject(Fault::in_new_session(Op::Create));
+    let c2 = t.c.clone();
+    once_on(&t.c, Op::GetData, "/locks/a", move || {
         c2.report_session_change()
     });
-    assert!(!m.acquire_timeout(Duration::from_millis(300)).unwrap());
-    c.on_request(None);
-    assert_eq!(e.children("/locks/a").unwrap(), held, "orphan left behind");
+    assert!(!t
+        .waiter
+        .acquire_timeout(Duration::from_millis(300))
+        .unwrap());
+    t.c.on_request(None);
+    assert_eq!(
+        e.children("/locks/a").unwrap(),
+        t.held,
+        "orphan left behind"
+    );
 }
 
 /// The create of the pipelined pair is applied and answered, the listing behind it is lost:
 /// the node is ours (no look-up, no second create) and the wait loop lists again.
 #[test]
 fn a_listing_lost_behind_an_answered_create_lists_again_and_creates_once() {
-    let e = MemoryEnsemble::new();
-    let c = e.connect();
-    let m = ready_mutex(&c, "/locks/a");
-    c.reset_counters();
-    c.inject(Fault::before(Op::GetChildren));
-    let g = m.lock().unwrap();
-    let counters = c.counters();
+    let counters = holds_through_one_node(|c| c.inject(Fault::before(Op::GetChildren)));
     assert_eq!(counters.create, 1, "{counters:?}");
     assert_eq!(counters.get_children, 2, "the lost listing, then one more");
-    assert_eq!(e.children("/locks/a").unwrap().len(), 1);
-    assert_eq!(g.state(), LockState::Held);
-    drop(g);
-    assert_eq!(e.children("/locks/a").unwrap(), Vec::<String>::new());
 }
 
 /// The create's reply is lost: the listing sent behind it on the same connection is lost with
@@ -162,18 +128,8 @@ fn a_listing_lost_behind_an_answered_create_lists_again_and_creates_once() {
 /// the node instead of creating again.
 #[test]
 fn a_create_lost_in_the_pipeline_goes_through_the_look_up() {
-    let e = MemoryEnsemble::new();
-    let c = e.connect();
-    let m = ready_mutex(&c, "/locks/a");
-    c.reset_counters();
-    c.inject(Fault::after(Op::Create));
-    let g = m.lock().unwrap();
-    let counters = c.counters();
+    let counters = holds_through_one_node(|c| c.inject(Fault::after(Op::Create)));
     assert_eq!(counters.create, 1, "never a blind re-create: {counters:?}");
-    assert_eq!(e.children("/locks/a").unwrap().len(), 1);
-    assert_eq!(g.state(), LockState::Held);
-    drop(g);
-    assert_eq!(e.children("/locks/a").unwrap(), Vec::<String>::new());
 }
 
 /// The session expires between the create and the listing behind it: the node died with the
@@ -195,7 +151,7 @@ fn a_session_lost_between_create_and_listing_queues_again() {
     assert_eq!(stat.ephemeral_owner, c.session_id());
     assert_eq!(g.fencing_token().unwrap(), stat.czxid);
     drop(g);
-    assert_eq!(e.children("/locks/a").unwrap(), Vec::<String>::new());
+    assert_eq!(e.children("/locks/a").unwrap(), NO_NODES);
 }
 
 /// A create with an unknown outcome ran in a session the client had not reported; the look-up
@@ -204,21 +160,7 @@ fn a_session_lost_between_create_and_listing_queues_again() {
 /// again instead leaves the first node ahead of ours, and we wait on ourselves.
 #[test]
 fn a_look_up_answered_session_expired_looks_again_in_the_session_of_now() {
-    let e = MemoryEnsemble::new();
-    let c = e.connect();
-    let m = ready_mutex(&c, "/locks/a");
-    silent_create_then_report(&c, "/locks/a", || true);
-    let acquired = m.acquire_timeout(Duration::from_secs(2)).unwrap();
-    c.on_request(None);
-    let kids = e.children("/locks/a").unwrap();
-    assert!(acquired, "waited on its own first node: {kids:?}");
-    assert_eq!(kids.len(), 1, "one node of ours: {kids:?}");
-    m.release().unwrap();
-    assert_eq!(
-        e.children("/locks/a").unwrap(),
-        Vec::<String>::new(),
-        "no orphan"
-    );
+    holds_through_one_node(|c| silent_create_then_report(c, "/locks/a", || true));
 }
 
 /// The same create, given up at once (no retries): the node is looked for and deleted in the

@@ -1,158 +1,84 @@
-//! Deadlines and endings: a timed acquire during an outage, a late failure, a verification that
-//! timed out, a client closed during a retry, a background delete that ends with the client.
+//! Deadlines and endings: a timed acquire during an outage, a check asked again after a blip,
+//! a verification that timed out, a client closed during a retry, a background delete that
+//! ends with the client.
 
 use super::*;
 
-/// The link goes down while a timed acquire waits: the call returns by its deadline (with
-/// slack for a loaded machine), not after the cleanup's whole retry policy; the node is deleted
-/// once the link is back.
+/// Runs `call` (given a timeout of half a second) on this thread while the link of `c` goes
+/// down at its first `op` under `prefix` and stays down; then brings the link back. Returns
+/// the outcome and the requests the thread started after the timeout had passed.
+fn during_outage<R>(
+    c: &Arc<MemoryClient>,
+    op: Op,
+    prefix: &str,
+    call: impl FnOnce(Duration) -> R,
+) -> (R, Vec<Op>) {
+    let timeout = Duration::from_millis(500);
+    let (caller, weak, prefix) = (
+        thread::current().id(),
+        Arc::downgrade(c),
+        prefix.to_string(),
+    );
+    let late = Arc::new(parking_lot::Mutex::new(Vec::new()));
+    let (log, down, deadline) = (
+        late.clone(),
+        AtomicBool::new(false),
+        Instant::now() + timeout,
+    );
+    c.on_request(Some(Box::new(move |o, path| {
+        if o == op && path.starts_with(&prefix) && !down.swap(true, Ordering::SeqCst) {
+            if let Some(c) = weak.upgrade() {
+                c.suspend();
+            }
+        }
+        if thread::current().id() == caller && Instant::now() > deadline {
+            log.lock().push(o);
+        }
+    })));
+    let result = call(timeout);
+    c.on_request(None);
+    c.resume();
+    let late = late.lock().clone();
+    (result, late)
+}
+
+/// The link goes down while a timed acquire waits: the call makes no request past its
+/// deadline (the cleanup's retries through the outage would keep it for the whole retry
+/// policy); the node is deleted once the link is back.
 #[test]
 fn a_timed_acquire_returns_by_its_deadline_during_an_outage() {
     let e = MemoryEnsemble::new();
-    let (h, c) = (e.connect(), e.connect());
-    let holder = ready_mutex(&h, "/locks/a");
-    holder.acquire().unwrap();
-    let held = e.children("/locks/a").unwrap();
-    let m = mutex(&c, "/locks/a");
+    let t = contended(&e, "/locks/a");
     // The link drops as the waiter sets its watch, and stays down.
-    let c2 = c.clone();
-    once_on(&c, Op::GetData, "/locks/a", move || c2.suspend());
-    let timeout = Duration::from_millis(500);
-    let start = Instant::now();
-    let acquired = m.acquire_timeout(timeout).unwrap();
-    let took = start.elapsed();
-    assert!(!acquired);
-    assert!(
-        took < timeout + Duration::from_secs(2),
-        "returned after {took:?}"
-    );
-    c.on_request(None);
-    c.resume();
-    eventually(PATIENCE, "our node deleted after the outage", || {
-        e.children("/locks/a").unwrap() == held
+    let (acquired, late) = during_outage(&t.c, Op::GetData, "/locks/a", |d| {
+        t.waiter.acquire_timeout(d)
     });
-}
-
-/// A request of a timed acquire that outlives the deadline and then fails with an unknown
-/// outcome: the call makes no further request on its thread (another could keep it a whole
-/// call timeout more); the node is deleted in the background.
-#[test]
-fn a_timed_acquire_makes_no_request_after_a_late_failure() {
-    let e = MemoryEnsemble::new();
-    let (h, c) = (e.connect(), e.connect());
-    let holder = ready_mutex(&h, "/locks/a");
-    holder.acquire().unwrap();
-    let held = e.children("/locks/a").unwrap();
-    let m = mutex(&c, "/locks/a");
-    let timeout = Duration::from_millis(200);
-    let caller = thread::current().id();
-    let after_late = Arc::new(parking_lot::Mutex::new(Vec::new()));
-    let (log, late) = (after_late.clone(), AtomicUsize::new(0));
-    c.inject(Fault::timeout(Op::GetData));
-    c.on_request(Some(Box::new(move |op, _path| {
-        if thread::current().id() != caller {
-            return;
-        }
-        if late.load(Ordering::SeqCst) > 0 {
-            log.lock().push(op);
-        }
-        if op == Op::GetData && late.fetch_add(1, Ordering::SeqCst) == 0 {
-            // The watch request is slow: it outlives the deadline (time is the subject here).
-            thread::sleep(timeout + Duration::from_millis(50));
-        }
-    })));
-    assert!(!m.acquire_timeout(timeout).unwrap());
-    c.on_request(None);
-    assert_eq!(
-        *after_late.lock(),
-        Vec::<Op>::new(),
-        "requests after the late failure"
-    );
-    eventually(PATIENCE, "our node deleted in the background", || {
-        e.children("/locks/a").unwrap() == held
+    assert!(matches!(acquired, Ok(false)), "{acquired:?}");
+    assert_eq!(late, NO_REQUESTS, "requests past the deadline");
+    eventually(PATIENCE, "our node deleted after the outage", || {
+        e.children("/locks/a").unwrap() == t.held
     });
 }
 
 /// The same for a semaphore: the link drops at the lease listing and stays down; the call
-/// returns "not acquired" by its deadline, and the lease and admission nodes are deleted once
-/// the link is back.
+/// returns "not acquired" with no request past its deadline, and the lease and admission
+/// nodes are deleted once the link is back.
 #[test]
 fn a_timed_semaphore_acquire_returns_by_its_deadline_during_an_outage() {
-    let e = MemoryEnsemble::new();
-    let (x, c) = (e.connect(), e.connect());
-    let sx = InterProcessSemaphoreV2::new(x.clone(), "/sem", 1).unwrap();
-    let lease_x = sx.acquire().unwrap();
-    let held = e.children("/sem/leases").unwrap();
+    let (e, c, held, _lease_x) = semaphore_with_one_taken("/sem", 1);
     let sc = InterProcessSemaphoreV2::new(c.clone(), "/sem", 1).unwrap();
-    let c2 = c.clone();
-    once_on(&c, Op::GetChildren, "/sem/leases", move || c2.suspend());
-    let timeout = Duration::from_millis(500);
-    let start = Instant::now();
-    let result = sc.acquire_timeout(timeout);
-    let took = start.elapsed();
-    assert!(matches!(result, Ok(None)), "{result:?}");
-    assert!(
-        took < timeout + Duration::from_secs(2),
-        "returned after {took:?}"
-    );
-    c.on_request(None);
-    c.resume();
-    eventually(PATIENCE, "lease and admission nodes deleted", || {
-        e.children("/sem/leases").unwrap() == held
-            && e.children("/sem/locks").unwrap_or_default().is_empty()
+    let (result, late) = during_outage(&c, Op::GetChildren, "/sem/leases", |d| {
+        sc.acquire_timeout(d)
     });
-    drop(lease_x);
+    assert!(matches!(result, Ok(None)), "{result:?}");
+    assert_eq!(late, NO_REQUESTS, "requests past the deadline");
+    semaphore_back_to(&e, "/sem", &held);
 }
 
 /// A semaphore's check that its admission still holds (the `exists` before a lease waits)
-/// outlives the deadline and fails with an unknown outcome: the call returns "not acquired"
-/// without another request on its thread (one more could keep it a whole call timeout more,
-/// and a cleanup delete for each of its two nodes, two); both nodes go in the background.
-#[test]
-fn a_timed_semaphore_acquire_makes_no_request_after_a_late_admission_check() {
-    let e = MemoryEnsemble::new();
-    let (x, c) = (e.connect(), e.connect());
-    let lease_x = InterProcessSemaphoreV2::new(x.clone(), "/sem", 1)
-        .unwrap()
-        .acquire()
-        .unwrap();
-    let held = e.children("/sem/leases").unwrap();
-    let sc = InterProcessSemaphoreV2::new(c.clone(), "/sem", 1).unwrap();
-    let timeout = Duration::from_millis(200);
-    let caller = thread::current().id();
-    let after_late = Arc::new(parking_lot::Mutex::new(Vec::new()));
-    let (log, late) = (after_late.clone(), AtomicUsize::new(0));
-    c.inject(Fault::timeout(Op::Exists));
-    c.on_request(Some(Box::new(move |op, _path| {
-        if thread::current().id() != caller {
-            return;
-        }
-        if late.load(Ordering::SeqCst) > 0 {
-            log.lock().push(op);
-        }
-        if op == Op::Exists && late.fetch_add(1, Ordering::SeqCst) == 0 {
-            // The admission check is slow: it outlives the deadline (time is the subject).
-            thread::sleep(timeout + Duration::from_millis(50));
-        }
-    })));
-    let result = sc.acquire_timeout(timeout);
-    c.on_request(None);
-    assert!(matches!(result, Ok(None)), "{result:?}");
-    assert_eq!(
-        *after_late.lock(),
-        Vec::<Op>::new(),
-        "requests after the late admission check"
-    );
-    eventually(PATIENCE, "lease and admission nodes deleted", || {
-        e.children("/sem/leases").unwrap() == held
-            && e.children("/sem/locks").unwrap_or_default().is_empty()
-    });
-    drop(lease_x);
-}
-
-/// The same check failing early (the link blips, the deadline is far): it is asked again once
-/// the link is back, and the lease is granted when room comes; the client is not sent back to
-/// admission as if it had been overtaken.
+/// failing early (the link blips, the deadline is far): it is asked again once the link is
+/// back, and the lease is granted when room comes; the client is not sent back to admission
+/// as if it had been overtaken.
 #[test]
 fn a_semaphore_admission_check_that_meets_a_blip_is_asked_again() {
     let e = MemoryEnsemble::new();

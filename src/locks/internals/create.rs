@@ -10,7 +10,7 @@ use crate::paths;
 use crate::retry::Retries;
 use crate::session::SessionSnapshot;
 
-use super::{delete_guaranteed, LockInternals, Resume, Wait};
+use super::{delete_guaranteed, past, LockInternals, Resume, Wait};
 use crate::locks::cleanup::{fate_unknown, retry_in_background, try_delete};
 
 /// Length of Curator's protection prefix `_c_<36-char uuid>-`.
@@ -57,13 +57,19 @@ pub(crate) struct Created {
     pub(crate) czxid: Option<i64>,
     /// The lock directory's children (unsorted) as listed right behind the create, in the same
     /// session: ZooKeeper serves one session's requests in order, so the listing includes our
-    /// node. `None` when the listing failed or the node was found by the recovery look-up.
-    pub(crate) listing: Option<Vec<String>>,
+    /// node. `None` when no listing was sent (a backend without create2, or the node was found
+    /// by the recovery look-up); an error when it failed, to be handled as any failed listing
+    /// (it may have outlived the deadline).
+    pub(crate) listing: Option<std::result::Result<Vec<String>, ZkError>>,
 }
 
 /// A create's reply as [`LockInternals::create_and_list`] returns it: the node's path, its
-/// `czxid` when the backend has create2, and the listing sent behind it when it succeeded.
-type CreatedReply = (String, Option<i64>, Option<Vec<String>>);
+/// `czxid` when the backend has create2, and the listing sent behind it.
+type CreatedReply = (
+    String,
+    Option<i64>,
+    Option<std::result::Result<Vec<String>, ZkError>>,
+);
 
 enum Found {
     None,
@@ -175,7 +181,20 @@ impl LockInternals {
                     }
                 }
                 let at = self.client.session().snapshot();
-                match self.find_ours(&prefix, at.session_id) {
+                let found = self.find_ours(&prefix, at.session_id);
+                // Answered past the deadline: no create again, and no listing; one delete of a
+                // node found (a late copy of the create is looked for in the background).
+                if found.is_ok() && past(deadline, Instant::now()) {
+                    if let Ok(Found::Ours(path, _) | Found::Foreign(path)) = &found {
+                        let wait = Wait::Until(deadline);
+                        if let Err(e) = delete_guaranteed(&self.client, path, &*self.retry, wait) {
+                            log::info!("deleting {path} after the deadline: {e}");
+                        }
+                    }
+                    self.delete_by_prefix_in_background(prefix);
+                    return Ok(None);
+                }
+                match found {
                     // Owned by the session `at` saw, so `at` is the snapshot "before" it.
                     Ok(Found::Ours(actual, czxid)) => {
                         return Ok(Some(Created {
@@ -196,6 +215,9 @@ impl LockInternals {
                         ) {
                             log::warn!("deleting {stale}, left by a lost session: {e}");
                         }
+                        if past(deadline, Instant::now()) {
+                            return Ok(None); // no create past the deadline
+                        }
                         prefix = protected_prefix();
                         break;
                     }
@@ -210,8 +232,9 @@ impl LockInternals {
     }
 
     /// The create (with its `Stat`) and, behind it in the same pipeline, the listing of the
-    /// lock directory. The create's error is the result; a failed listing is only `None` (the
-    /// wait loop lists again). A backend without create2 gets the plain create alone.
+    /// lock directory. The create's error is the result; the listing's is the wait loop's to
+    /// handle (a reply of the wrong shape is `None`: it lists again). A backend without
+    /// create2 gets the plain create alone.
     fn create_and_list(
         &self,
         path: &str,
@@ -240,7 +263,8 @@ impl LockInternals {
             _ => return Err(ZkError::MarshallingError),
         };
         let listing = match replies.next() {
-            Some(Ok(Response::GetChildren(children))) => Some(children),
+            Some(Ok(Response::GetChildren(children))) => Some(Ok(children)),
+            Some(Err(code)) => Some(Err(code)),
             _ => None,
         };
         Ok((actual, Some(stat.czxid), listing))

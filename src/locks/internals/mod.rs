@@ -145,14 +145,20 @@ impl LockInternals {
                 return Ok(None); // the deadline passed while the connection was down
             };
             let mut cleanup = NodeCleanup::new(self, &our_path, deadline);
-            match self.wait_loop(&our_path, before, deadline, listing)? {
+            let end = self.wait_loop(&our_path, before, deadline, listing);
+            if let (Err(e), true) = (&end, past(deadline, Instant::now())) {
+                // Past the deadline, a failure with an unknown outcome leaves the link in
+                // trouble: the node goes in the background.
+                cleanup.set_wait(Wait::after_timeout(deadline, e.is_retryable()));
+            }
+            match end? {
                 LoopEnd::Acquired => {
                     cleanup.disarm();
                     let held = HeldNode::new(self.client.clone(), our_path, before);
                     return Ok(Some(held.with_czxid(czxid)));
                 }
                 LoopEnd::TimedOut { link_trouble } => {
-                    cleanup.set_wait(Wait::after_timeout(&self.client, deadline, link_trouble));
+                    cleanup.set_wait(Wait::after_timeout(deadline, link_trouble));
                     return Ok(None); // cleanup deletes our node
                 }
                 LoopEnd::OurNodeGone => {
@@ -201,13 +207,13 @@ impl LockInternals {
     /// `before` is the session as it was before our node was created: once a session was lost
     /// since, our node no longer counts as ours, even while a listing still shows it.
     /// `listing`, when given, is the listing sent right behind our create: the first round
-    /// decides from it instead of listing again.
+    /// decides from it (or handles its failure) instead of listing again.
     fn wait_loop(
         &self,
         our_path: &str,
         before: SessionSnapshot,
         deadline: Option<Instant>,
-        mut listing: Option<Vec<String>>,
+        mut listing: Option<std::result::Result<Vec<String>, ZkError>>,
     ) -> Result<LoopEnd> {
         let our_name = paths::node_name(our_path);
         let waiter = Arc::new(Waiter::default());
@@ -215,17 +221,22 @@ impl LockInternals {
         // listener is registered lazily, the first time we have to wait.
         let mut listener = None;
         let mut retries = Retries::new(self.retry.as_ref(), Instant::now(), deadline);
+        let mut first_round = true;
         let result = loop {
+            // Past the deadline, no new round: it would start a request. (The first round's
+            // listing belongs to the create: a call with no time left still looks once.)
+            if !std::mem::take(&mut first_round) && past(deadline, Instant::now()) {
+                break Ok(LoopEnd::TimedOut {
+                    link_trouble: false,
+                });
+            }
             // A new round starts before the listing, so a signal that arrives at any time
             // after the listing is kept.
             let round = waiter.next_round();
             // The epoch as it was before the listing: for the listing sent behind our create,
             // the epoch before the create.
             let (epoch, listed) = match listing.take() {
-                Some(mut children) => {
-                    sort_children(self.driver.as_ref(), &mut children);
-                    (before.epoch, Ok(children))
-                }
+                Some(listed) => (before.epoch, self.sorted(listed)),
                 None => (self.client.session().epoch(), self.sorted_children()),
             };
             let children = match listed {
@@ -249,6 +260,10 @@ impl LockInternals {
             match self.delete_copies(&children, our_name, deadline) {
                 Ok(false) => {}
                 Ok(true) => continue, // list again without them
+                // The delete goes on in the background; its link is in trouble.
+                Err(_) if past(deadline, Instant::now()) => {
+                    break Ok(LoopEnd::TimedOut { link_trouble: true })
+                }
                 Err(e) => break Err(e),
             }
             let Some(our_index) = children.iter().position(|c| c == our_name) else {
@@ -366,7 +381,9 @@ impl LockInternals {
     /// Deletes every child other than `our_name` that carries our protection prefix: a copy made
     /// by a create whose reply we never got and that the server applied after our look-up
     /// (a client-side call timeout leaves the request queued). It would sit in the queue ahead
-    /// of or behind us until our session ends. True when there was one.
+    /// of or behind us until our session ends. True when there was one. A delete that cannot
+    /// complete by `deadline` goes on in the background, and so do the deletes after it (no
+    /// more requests once the link is in trouble); the first failure is returned.
     pub(crate) fn delete_copies(
         &self,
         children: &[String],
@@ -377,23 +394,34 @@ impl LockInternals {
             return Ok(false);
         }
         let prefix = &our_name[..PROTECTED_PREFIX_LEN];
-        let mut found = false;
-        for copy in children
+        let copies = children
             .iter()
             .filter(|c| c.starts_with(prefix) && *c != our_name)
-        {
-            found = true;
-            let path = paths::join(&self.base_path, copy);
+            .map(|copy| paths::join(&self.base_path, copy))
+            .collect::<Vec<_>>();
+        let mark = super::cleanup::BackgroundMark::now();
+        let failures = super::cleanup::give_back(&copies, deadline, mark, |path, wait| {
             log::info!("deleting {path}, a late copy of our node");
-            delete_guaranteed(&self.client, &path, &*self.retry, Wait::Until(deadline))?;
+            delete_guaranteed(&self.client, path, &*self.retry, wait)
+        });
+        match failures.into_iter().next() {
+            Some(e) => Err(e),
+            None => Ok(!copies.is_empty()),
         }
-        Ok(found)
     }
 
     /// The children of the lock directory, sorted as every Curator client sorts them.
     /// A missing directory is an empty list (CURATOR-436: a reaped container).
     pub fn sorted_children(&self) -> std::result::Result<Vec<String>, ZkError> {
-        let mut children = match self.client.get_children(&self.base_path, None) {
+        self.sorted(self.client.get_children(&self.base_path, None))
+    }
+
+    /// A listing of the lock directory, sorted (missing: empty).
+    fn sorted(
+        &self,
+        listed: std::result::Result<Vec<String>, ZkError>,
+    ) -> std::result::Result<Vec<String>, ZkError> {
+        let mut children = match listed {
             Ok(c) => c,
             Err(ZkError::NoNode) => Vec::new(),
             Err(code) => return Err(code),

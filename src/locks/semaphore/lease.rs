@@ -19,15 +19,21 @@ pub struct Lease {
 
 impl Lease {
     /// Returns the lease now, reporting failure (drop only logs it).
-    pub fn close(mut self) -> Result<()> {
-        self.close_inner()
+    pub fn close(self) -> Result<()> {
+        self.close_within(Wait::Until(None))
     }
 
-    fn close_inner(&mut self) -> Result<()> {
+    /// [`Self::close`], keeping the caller only as long as `wait` allows (the delete then goes
+    /// on in the background and the error is returned).
+    pub(crate) fn close_within(mut self, wait: Wait) -> Result<()> {
+        self.close_inner(wait)
+    }
+
+    fn close_inner(&mut self, wait: Wait) -> Result<()> {
         if std::mem::replace(&mut self.closed, true) {
             return Ok(());
         }
-        crate::locks::cleanup::release_held(&self.node, self.retry.as_ref(), Wait::Until(None))
+        crate::locks::cleanup::release_held(&self.node, self.retry.as_ref(), wait)
     }
 
     /// The lease node's full path.
@@ -72,7 +78,7 @@ impl Lease {
 
 impl Drop for Lease {
     fn drop(&mut self) {
-        if let Err(e) = self.close_inner() {
+        if let Err(e) = self.close_inner(Wait::Until(None)) {
             log::warn!("returning lease {}: {e}", self.node.path());
         }
     }

@@ -30,6 +30,7 @@ use crate::paths;
 use crate::retry::{ExponentialBackoffRetry, Retries, RetryPolicy, RetryStep};
 use crate::session::{ListenerId, SessionSnapshot};
 
+use super::cleanup::{give_back, BackgroundMark};
 use super::driver::{LockDriver, StandardDriver};
 use super::held::{HeldNode, LockState};
 use super::internals::{
@@ -40,7 +41,7 @@ use super::layout::{LEASE_BASE_NAME, LEASE_PARENT, LOCK_PARENT};
 use super::mutex::InterProcessMutex;
 use super::participants::{self as queue, Participant, ParticipantKind};
 use super::shared_count::SharedCount;
-use super::{deadline_after, default_node_data, validate_lock_path};
+use super::{deadline_after, default_node_data, validate_lock_path, InterProcessLock};
 
 /// Where the maximum number of leases comes from.
 #[derive(Debug, Clone)]
@@ -187,13 +188,24 @@ impl InterProcessSemaphoreV2 {
             }
         }
         let deadline = timeout.and_then(deadline_after);
-        // Leases taken so far are returned (dropped) on any failure or timeout.
+        let mark = BackgroundMark::now();
+        // Leases taken so far are returned on any failure or timeout, within the deadline.
         let mut taken = Vec::with_capacity(qty);
         for _ in 0..qty {
-            match self.acquire_one(deadline)? {
-                Some(lease) => taken.push(lease),
-                None => return Ok(None),
-            }
+            let outcome = self.acquire_one(deadline);
+            let Ok(Some(lease)) = outcome else {
+                let give = give_back(taken, deadline, mark, |lease: Lease, wait| {
+                    lease.close_within(wait)
+                });
+                for e in give {
+                    log::info!(
+                        "returning a lease of {} after a failed acquire: {e}",
+                        self.path
+                    );
+                }
+                return outcome.map(|_| None);
+            };
+            taken.push(lease);
         }
         Ok(Some(taken))
     }
@@ -211,6 +223,7 @@ impl InterProcessSemaphoreV2 {
             {
                 return Ok(None);
             }
+            let mark = BackgroundMark::now();
             let outcome = self.lease_while_admitted(deadline, &data, start);
             // With the lease granted, the caller does not wait for the admission delete:
             // holding admission a little longer keeps others out a little longer, nothing
@@ -220,10 +233,11 @@ impl InterProcessSemaphoreV2 {
             // deadline with its link in trouble makes no more requests.
             let released = match &outcome {
                 Ok(Granted::Yes(_)) => self.admission.release_unawaited(),
-                Ok(Granted::TimedOut { link_trouble }) => self.admission.release_within(
-                    Wait::after_timeout(self.leases.client(), deadline, *link_trouble),
-                ),
-                _ => self.admission.release_within(Wait::Until(deadline)),
+                Ok(Granted::TimedOut { link_trouble: true }) => {
+                    self.admission.release_within(Wait::Background)
+                }
+                // No request once the lease's delete (done by now) went to the background.
+                _ => self.admission.release_within(mark.wait(deadline)),
             };
             if let Err(e) = released {
                 log::warn!("releasing the admission mutex of {}: {e}", self.path);
@@ -274,7 +288,14 @@ impl InterProcessSemaphoreV2 {
         let mut listeners = None;
         let mut watch = false;
         let mut retries = Retries::new(self.leases.retry_policy().as_ref(), start, deadline);
+        let mut first_round = true;
         let result = loop {
+            // Past the deadline, no new round: it would start a request.
+            if !std::mem::take(&mut first_round) && past(deadline, Instant::now()) {
+                break Ok(Granted::TimedOut {
+                    link_trouble: false,
+                });
+            }
             let round = waiter.next_round();
             // The first listing sets no watch: an uncontended lease must not leave one behind.
             let watcher: Option<crate::client::Watcher> = watch.then(|| {
@@ -287,7 +308,7 @@ impl InterProcessSemaphoreV2 {
             });
             // The first round decides from the listing sent behind our create (no watch).
             let listed = match listing.take() {
-                Some(children) if watcher.is_none() => Ok(children),
+                Some(listed) if watcher.is_none() => listed,
                 _ => client.get_children(&leases_path, watcher),
             };
             let children = match listed {
@@ -317,6 +338,10 @@ impl InterProcessSemaphoreV2 {
             match self.leases.delete_copies(&children, &our_name, deadline) {
                 Ok(false) => {}
                 Ok(true) => continue, // list again without them
+                // The delete goes on in the background; its link is in trouble.
+                Err(_) if past(deadline, Instant::now()) => {
+                    break Ok(Granted::TimedOut { link_trouble: true })
+                }
                 Err(e) => break Err(e),
             }
             if children.len() <= self.max_leases() {
@@ -379,12 +404,13 @@ impl InterProcessSemaphoreV2 {
                 Ok(Granted::Yes(lease))
             }
             Ok(Granted::TimedOut { link_trouble }) => {
-                cleanup.set_wait(Wait::after_timeout(client, deadline, link_trouble));
-                // A delete left to the background means trouble for the admission's too.
-                let deleted = cleanup.finish();
-                Ok(Granted::TimedOut {
-                    link_trouble: link_trouble || !deleted,
-                })
+                cleanup.set_wait(Wait::after_timeout(deadline, link_trouble));
+                Ok(Granted::TimedOut { link_trouble })
+            }
+            // Past the deadline, a failure with an unknown outcome leaves the link in trouble.
+            Err(e) if past(deadline, Instant::now()) => {
+                cleanup.set_wait(Wait::after_timeout(deadline, e.is_retryable()));
+                Err(e)
             }
             // On `NodeGone` the lease is deleted by path all the same: it may still exist.
             other => other,

@@ -7,6 +7,7 @@ use std::time::Duration;
 use super::{InterProcessSemaphoreV2, Lease};
 use crate::client::SharedClient;
 use crate::error::{Error, Result};
+use crate::locks::cleanup::Wait;
 use crate::locks::held::{HeldNode, LockState};
 use crate::locks::{InterProcessLock, LockGuard, Participant};
 
@@ -96,6 +97,10 @@ impl InterProcessLock for InterProcessSemaphoreMutex {
     }
 
     fn release(&self) -> Result<()> {
+        self.release_within(Wait::Until(None))
+    }
+
+    fn release_within(&self, wait: Wait) -> Result<()> {
         // Taken out before closing, so a concurrent acquire never sees a closed lease (CURATOR-376).
         let stored = {
             let mut slot = self.lease.lock();
@@ -108,7 +113,7 @@ impl InterProcessLock for InterProcessSemaphoreMutex {
             slot.take()
         };
         match stored {
-            Some(s) => s.lease.close(),
+            Some(s) => s.lease.close_within(wait),
             None => Err(Error::NotAcquired {
                 path: self.path().to_string(),
             }),
