@@ -5,8 +5,9 @@
 
 use super::*;
 
-/// The timeout of most calls here.
-const TIMEOUT: Duration = Duration::from_millis(200);
+/// The timeout of most calls here: long enough for the steps before the late request on a
+/// loaded machine (each test sleeps about this long in its late request).
+const TIMEOUT: Duration = Duration::from_millis(1000);
 
 /// A client's first create in `/locks/a` (its directory made) times out, not applied, and its
 /// timed acquire then meets the late request `late` makes for it. Returns the ensemble, the
@@ -139,7 +140,7 @@ fn a_watch_answered_past_the_deadline_lists_no_more() {
 #[test]
 fn a_look_up_answered_past_the_deadline_creates_no_more() {
     let (e, acquired, after) = create_unknown_then(|_| {
-        Late::answer(Op::GetChildren, Duration::from_millis(300)).under("/locks/a")
+        Late::answer(Op::GetChildren, Duration::from_millis(1000)).under("/locks/a")
     });
     assert!(matches!(acquired, Ok(false)), "{acquired:?}");
     assert_eq!(after, NO_REQUESTS, "requests after the late look-up");
@@ -151,7 +152,7 @@ fn a_look_up_answered_past_the_deadline_creates_no_more() {
 #[test]
 fn a_late_copy_whose_delete_fails_past_the_deadline_ends_the_call() {
     let (e, acquired, after) = create_unknown_then(|c| {
-        Late::failure(Op::Delete, Duration::from_millis(600))
+        Late::failure(Op::Delete, Duration::from_millis(2000))
             .under("/locks/a/")
             .with(late_copy(c, "/locks/a/"))
     });
@@ -167,7 +168,7 @@ fn a_late_copy_whose_delete_fails_past_the_deadline_ends_the_call() {
 #[test]
 fn a_late_copy_deleted_past_the_deadline_ends_the_call() {
     let (e, acquired, after) = create_unknown_then(|c| {
-        Late::answer(Op::Delete, Duration::from_millis(600))
+        Late::answer(Op::Delete, Duration::from_millis(2000))
             .under("/locks/a/")
             .with(late_copy(c, "/locks/a/"))
     });
@@ -183,7 +184,7 @@ fn a_timed_multi_lock_releases_what_it_took_without_a_request_after_a_late_failu
     let e = MemoryEnsemble::new();
     let t = contended(&e, "/locks/b");
     let multi = InterProcessMultiLock::from_paths(t.c.clone(), &["/locks/a", "/locks/b"]).unwrap();
-    let (acquired, after) = Late::failure(Op::GetData, Duration::from_millis(300))
+    let (acquired, after) = Late::failure(Op::GetData, Duration::from_millis(1000))
         .under("/locks/b")
         .run(&t.c, |t| multi.acquire_timeout(t));
     assert_eq!(acquired.ok(), Some(false));
