@@ -11,17 +11,76 @@ use zk_locks::session::ConnectionState;
 use zk_locks::testing::{shared_server, FaultProxy};
 use zk_locks::ZkClient;
 
-use crate::backend::{connect, reach, ClientKind, SESSION};
+use zk_locks::locks::LockState;
+use zk_locks::testing::harness::eventually;
+use zk_locks::{InterProcessLock, InterProcessMutex};
+
+use crate::backend::{
+    age, behind_a_proxy, connect, reach, states, unique_root, wait_for_state, ClientKind, SESSION,
+};
 
 /// Known limitation (README, "Known limitations"): the `zookeeper` crate gives up on
-/// reconnecting (`Closed`) when it has not sent one of its own pings for a session timeout,
-/// and it only pings when idle for 2/3 of it — which a heartbeat every 1/3 (or any busy
-/// client) prevents. So a client older than one session timeout turns a mere cut into Lost +
-/// a new session. The same body passes on our own client (`sessions`).
+/// reconnecting when it has not sent one of its own pings for a session timeout, and it only
+/// pings when idle for 2/3 of it — which a heartbeat every 1/3 (or any busy client) prevents.
+/// So on a client older than one session timeout a mere cut ends its session (the same cut
+/// keeps the session and every lock on our own client: `sessions`). What this backend must
+/// do then is say so: every guard turns `Lost` (none stays `Held` on a dead node), the client
+/// goes on in a new session, and the old session's lock nodes end with it on the server. If a
+/// crate release fixes the give-up, this test fails: move the crate to the `sessions` test
+/// and drop the README's limitation.
 #[test]
-#[ignore = "zookeeper 0.8 stale-ping give-up: needs a crate fix (refresh ping_sent on every reply)"]
-fn aged_client_cut_keeps_the_session_and_every_lock() {
-    crate::sessions::aged_client_cut_keeps_the_session_and_every_lock(ClientKind::Crate);
+fn an_aged_client_loses_its_session_on_a_cut_and_says_so() {
+    let Some((proxy, client)) = behind_a_proxy(|hosts| connect(ClientKind::Crate, hosts)) else {
+        return;
+    };
+    let root = unique_root("aged-crate");
+    let mutexes: Vec<_> = (0..3)
+        .map(|i| InterProcessMutex::new(client.shared(), &format!("{root}/lock-{i}")).unwrap())
+        .collect();
+    let guards: Vec<_> = mutexes.iter().map(|m| m.lock().unwrap()).collect();
+    let before = client.session().snapshot();
+    age(&*client, SESSION * 3);
+    proxy.cut();
+    let deadline = Instant::now() + SESSION * 10;
+    let mut now = client.session().snapshot();
+    while now.losses == before.losses && Instant::now() < deadline {
+        now = client.session().wait_for_change(now.epoch, Some(deadline));
+    }
+    assert_eq!(
+        now.losses,
+        before.losses + 1,
+        "the session survived: {now:?}"
+    );
+    for guard in &guards {
+        assert_eq!(guard.state(), LockState::Lost);
+    }
+    let after = wait_for_state(&*client, ConnectionState::Connected, SESSION * 5);
+    let last = *after.last().unwrap();
+    assert_eq!(
+        last.state,
+        ConnectionState::Connected,
+        "{:?}",
+        states(&after)
+    );
+    assert_ne!(last.session_id, before.session_id);
+    let observer = connect(
+        ClientKind::Native,
+        &shared_server().unwrap().connect_string(),
+    );
+    for i in 0..3 {
+        let lock = format!("{root}/lock-{i}");
+        eventually(
+            SESSION * 5,
+            &format!("{lock} without the old session's node"),
+            || {
+                observer
+                    .get_children(&lock, None)
+                    .unwrap_or_default()
+                    .is_empty()
+            },
+        );
+    }
+    drop(guards);
 }
 
 /// Connects and closes many times against a healthy server: every connect must get its
