@@ -33,7 +33,7 @@ fn young_client_cut_suspends_then_reconnects_the_same_session(kind: ClientKind) 
 /// A client older than several session timeouts keeps its session and every lock through a
 /// cut: pings keep the session, and the cut is not mistaken for an expiry. (The crate
 /// backend cannot: see `crate_limits`.)
-pub(crate) fn aged_client_cut_keeps_the_session_and_every_lock(kind: ClientKind) {
+fn aged_client_cut_keeps_the_session_and_every_lock(kind: ClientKind) {
     let Some((proxy, client)) = behind_a_proxy(|hosts| connect(kind, hosts)) else {
         return;
     };
