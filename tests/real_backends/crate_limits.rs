@@ -13,11 +13,9 @@ use zk_locks::ZkClient;
 
 use zk_locks::locks::LockState;
 use zk_locks::testing::harness::eventually;
-use zk_locks::{InterProcessLock, InterProcessMutex};
 
-use crate::backend::{
-    age, behind_a_proxy, connect, reach, states, unique_root, wait_for_state, ClientKind, SESSION,
-};
+use crate::backend::{connect, reach, states, wait_for_state, ClientKind, SESSION};
+use crate::sessions::holding_three_locks_aged_then_cut;
 
 /// Known limitation (README, "Known limitations"): the `zookeeper` crate gives up on
 /// reconnecting when it has not sent one of its own pings for a session timeout, and it only
@@ -30,57 +28,47 @@ use crate::backend::{
 /// and drop the README's limitation.
 #[test]
 fn an_aged_client_loses_its_session_on_a_cut_and_says_so() {
-    let Some((proxy, client)) = behind_a_proxy(|hosts| connect(ClientKind::Crate, hosts)) else {
-        return;
-    };
-    let root = unique_root("aged-crate");
-    let mutexes: Vec<_> = (0..3)
-        .map(|i| InterProcessMutex::new(client.shared(), &format!("{root}/lock-{i}")).unwrap())
-        .collect();
-    let guards: Vec<_> = mutexes.iter().map(|m| m.lock().unwrap()).collect();
-    let before = client.session().snapshot();
-    age(&*client, SESSION * 3);
-    proxy.cut();
-    let deadline = Instant::now() + SESSION * 10;
-    let mut now = client.session().snapshot();
-    while now.losses == before.losses && Instant::now() < deadline {
-        now = client.session().wait_for_change(now.epoch, Some(deadline));
-    }
-    assert_eq!(
-        now.losses,
-        before.losses + 1,
-        "the session survived: {now:?}"
-    );
-    for guard in &guards {
-        assert_eq!(guard.state(), LockState::Lost);
-    }
-    let after = wait_for_state(&*client, ConnectionState::Connected, SESSION * 5);
-    let last = *after.last().unwrap();
-    assert_eq!(
-        last.state,
-        ConnectionState::Connected,
-        "{:?}",
-        states(&after)
-    );
-    assert_ne!(last.session_id, before.session_id);
-    let observer = connect(
-        ClientKind::Native,
-        &shared_server().unwrap().connect_string(),
-    );
-    for i in 0..3 {
-        let lock = format!("{root}/lock-{i}");
-        eventually(
-            SESSION * 5,
-            &format!("{lock} without the old session's node"),
-            || {
-                observer
-                    .get_children(&lock, None)
-                    .unwrap_or_default()
-                    .is_empty()
-            },
+    holding_three_locks_aged_then_cut(ClientKind::Crate, |client, root, guards, before| {
+        let deadline = Instant::now() + SESSION * 10;
+        let mut now = client.session().snapshot();
+        while now.losses == before.losses && Instant::now() < deadline {
+            now = client.session().wait_for_change(now.epoch, Some(deadline));
+        }
+        assert_eq!(
+            now.losses,
+            before.losses + 1,
+            "the session survived: {now:?}"
         );
-    }
-    drop(guards);
+        for guard in guards {
+            assert_eq!(guard.state(), LockState::Lost);
+        }
+        let after = wait_for_state(&**client, ConnectionState::Connected, SESSION * 5);
+        let last = *after.last().unwrap();
+        assert_eq!(
+            last.state,
+            ConnectionState::Connected,
+            "{:?}",
+            states(&after)
+        );
+        assert_ne!(last.session_id, before.session_id);
+        let observer = connect(
+            ClientKind::Native,
+            &shared_server().unwrap().connect_string(),
+        );
+        for i in 0..3 {
+            let lock = format!("{root}/lock-{i}");
+            eventually(
+                SESSION * 5,
+                &format!("{lock} without the old session's node"),
+                || {
+                    observer
+                        .get_children(&lock, None)
+                        .unwrap_or_default()
+                        .is_empty()
+                },
+            );
+        }
+    });
 }
 
 /// Connects and closes many times against a healthy server: every connect must get its

@@ -6,13 +6,13 @@
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use zk_locks::session::ConnectionState;
+use zk_locks::session::{ConnectionState, SessionSnapshot};
 use zk_locks::testing::{shared_server, TestingCluster, TestingServer};
-use zk_locks::{CreateMode, InterProcessLock, InterProcessMutex, LockState, ZkError};
+use zk_locks::{CreateMode, InterProcessLock, InterProcessMutex, LockGuard, LockState, ZkError};
 
 use crate::backend::{
     age, behind_a_proxy, connect, frozen_call_slack, reach, states, try_connect, unique_root,
-    until_ok, wait_for_state, ClientKind, Connect, SESSION,
+    until_ok, wait_for_state, Client, ClientKind, Connect, SESSION,
 };
 
 fn young_client_cut_suspends_then_reconnects_the_same_session(kind: ClientKind) {
@@ -30,10 +30,13 @@ fn young_client_cut_suspends_then_reconnects_the_same_session(kind: ClientKind) 
     client.exists("/").unwrap();
 }
 
-/// A client older than several session timeouts keeps its session and every lock through a
-/// cut: pings keep the session, and the cut is not mistaken for an expiry. (The crate
-/// backend cannot: see `crate_limits`.)
-fn aged_client_cut_keeps_the_session_and_every_lock(kind: ClientKind) {
+/// A client of `kind` behind a proxy holds three mutexes under a fresh root, ages three session
+/// timeouts with no transition, then its connection is cut; `then` gets the client, the root,
+/// the guards and the session as it was before the cut.
+pub(crate) fn holding_three_locks_aged_then_cut(
+    kind: ClientKind,
+    then: impl FnOnce(&Client, &str, &[LockGuard<'_, InterProcessMutex>], SessionSnapshot),
+) {
     let Some((proxy, client)) = behind_a_proxy(|hosts| connect(kind, hosts)) else {
         return;
     };
@@ -45,24 +48,32 @@ fn aged_client_cut_keeps_the_session_and_every_lock(kind: ClientKind) {
     let before = client.session().snapshot();
     age(&*client, SESSION * 3);
     proxy.cut();
-    let seen = reach(&*client, ConnectionState::Reconnected, SESSION * 3);
-    let last = *seen.last().unwrap();
-    // Suspended then Reconnected: two transitions, even when the watcher only woke for the
-    // second one (a loaded machine can run both before it looks).
-    assert!(last.epoch >= before.epoch + 2, "{:?}", states(&seen));
-    assert_eq!(last.session_id, before.session_id);
-    assert_eq!(last.losses, 0);
-    for guard in &guards {
-        assert_eq!(guard.state(), LockState::Held);
-    }
-    // The lock nodes are still ours on the server.
-    for i in 0..3 {
-        let children = client
-            .get_children(&format!("{root}/lock-{i}"), None)
-            .unwrap();
-        assert_eq!(children.len(), 1);
-    }
-    drop(guards);
+    then(&client, &root, &guards, before);
+}
+
+/// A client older than several session timeouts keeps its session and every lock through a
+/// cut: pings keep the session, and the cut is not mistaken for an expiry. (The crate
+/// backend cannot: see `crate_limits`.)
+fn aged_client_cut_keeps_the_session_and_every_lock(kind: ClientKind) {
+    holding_three_locks_aged_then_cut(kind, |client, root, guards, before| {
+        let seen = reach(&**client, ConnectionState::Reconnected, SESSION * 3);
+        let last = *seen.last().unwrap();
+        // Suspended then Reconnected: two transitions, even when the watcher only woke for the
+        // second one (a loaded machine can run both before it looks).
+        assert!(last.epoch >= before.epoch + 2, "{:?}", states(&seen));
+        assert_eq!(last.session_id, before.session_id);
+        assert_eq!(last.losses, 0);
+        for guard in guards {
+            assert_eq!(guard.state(), LockState::Held);
+        }
+        // The lock nodes are still ours on the server.
+        for i in 0..3 {
+            let children = client
+                .get_children(&format!("{root}/lock-{i}"), None)
+                .unwrap();
+            assert_eq!(children.len(), 1);
+        }
+    });
 }
 
 fn freeze_shorter_than_the_session_is_suspended_then_reconnected(kind: ClientKind) {
