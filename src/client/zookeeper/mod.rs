@@ -332,7 +332,7 @@ impl Shared {
         let result = self.pool.run(deadline, move || {
             let result = security
                 .authenticate(&conn, &conn.authed_at)
-                .and_then(|()| op(&conn.zk));
+                .and_then(|()| security.unless_refused_by_a_new_link(&conn, op(&conn.zk)));
             if let Some(shared) = shared.upgrade() {
                 shared.after_reply(&conn, &result);
             }

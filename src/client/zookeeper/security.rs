@@ -26,8 +26,9 @@ impl Security {
     /// Sends the credentials on `conn` unless they were sent since its last disconnect. Runs
     /// on a pool job right before the job's request, so on the same connection the server
     /// applies them first. (A link that drops and comes back between this check and the
-    /// request still sends that one request without credentials: it may fail with `NoAuth`;
-    /// the next request or the supervisor's probe authenticates again.)
+    /// request still sends that one request without credentials: it is refused with `NoAuth`,
+    /// which [`Self::unless_refused_by_a_new_link`] reports as the connection loss it is; the
+    /// next request or the supervisor's probe authenticates again.)
     pub(super) fn authenticate(&self, conn: &Conn, authed_at: &AtomicU64) -> zk::ZkResult<()> {
         if self.auth.is_empty() {
             return Ok(());
@@ -43,6 +44,19 @@ impl Security {
         Ok(())
     }
 
+    /// `result` of a request sent on `conn` right after [`Self::authenticate`], with a `NoAuth`
+    /// that a link change explains turned into a connection loss (see [`refused_by_a_new_link`]).
+    pub(super) fn unless_refused_by_a_new_link<T>(
+        &self,
+        conn: &Conn,
+        result: zk::ZkResult<T>,
+    ) -> zk::ZkResult<T> {
+        let changed = || {
+            conn.authed_at.load(Ordering::SeqCst) != conn.signals.disconnects.load(Ordering::SeqCst)
+        };
+        refused_by_a_new_link(!self.auth.is_empty(), changed, result)
+    }
+
     /// The crate's ACL for a node created at the client path `path` (see
     /// [`AclProvider::checked_acl_for`]).
     pub(super) fn acl_for(&self, path: &str) -> ZkResult<Vec<zk::Acl>> {
@@ -52,6 +66,24 @@ impl Security {
             .iter()
             .map(to_crate)
             .collect())
+    }
+}
+
+/// A request of a client with credentials answered `NoAuth` after its link changed since the
+/// credentials were last sent (`link_changed`) went out on a new connection before they were
+/// sent there again: the server refused it (nothing was applied) for want of credentials it
+/// will have at the next try. That says nothing about the client's rights, so it is reported
+/// as the connection loss it comes from, which callers retry (authenticated again first).
+fn refused_by_a_new_link<T>(
+    has_credentials: bool,
+    link_changed: impl FnOnce() -> bool,
+    result: zk::ZkResult<T>,
+) -> zk::ZkResult<T> {
+    match result {
+        Err(zk::ZkError::NoAuth) if has_credentials && link_changed() => {
+            Err(zk::ZkError::ConnectionLoss)
+        }
+        other => other,
     }
 }
 
@@ -73,6 +105,26 @@ fn to_crate(acl: &Acl) -> zk::Acl {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn no_auth_after_a_link_change_is_a_connection_loss_only_for_a_client_with_credentials() {
+        let refused = || Err::<(), _>(zk::ZkError::NoAuth);
+        assert_eq!(
+            refused_by_a_new_link(true, || true, refused()),
+            Err(zk::ZkError::ConnectionLoss)
+        );
+        // The same link the credentials went on: the server means it.
+        assert_eq!(
+            refused_by_a_new_link(true, || false, refused()),
+            Err(zk::ZkError::NoAuth)
+        );
+        // No credentials: nothing a new link would change.
+        assert_eq!(
+            refused_by_a_new_link(false, || true, refused()),
+            Err(zk::ZkError::NoAuth)
+        );
+        assert_eq!(refused_by_a_new_link(true, || true, Ok(7)), Ok(7));
+    }
 
     #[test]
     fn permissions_and_ids_carry_over() {
