@@ -21,6 +21,7 @@ use parking_lot::{Condvar, Mutex};
 
 /// The state of a client's connection and session.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum ConnectionState {
     /// Connected with a session (the first one, or a new one after `Lost`).
     Connected,

@@ -11,6 +11,7 @@ use super::driver::{sort_children, LockDriver};
 
 /// Which kind of node a participant queues with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum ParticipantKind {
     /// A mutex node ([`super::layout::LOCK_NAME`]).
     Mutex,

@@ -165,15 +165,32 @@ pub fn error_from_code(code: i32) -> ZkError {
         -118 => ZkError::SessionMoved,
         -119 => ZkError::NotReadOnly,
         -5 => ZkError::MarshallingError,
+        -6 => ZkError::Unimplemented,
+        -122 => ZkError::RequestTimeout,
+        -125 => ZkError::QuotaExceeded,
+        -127 => ZkError::Throttled,
         -1 | -2 | -3 | -100 | -113 | -120 | -121 => ZkError::SystemError,
-        // Throttling, request timeout, quota, reconfiguration, unknown: outcome unknown.
-        _ => ZkError::Unimplemented,
+        // Reconfiguration and codes newer than this client: the number is kept.
+        code => ZkError::Other(code),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every code the server can send comes back with its number: named codes map to their
+    /// variant and back, and codes this client does not name keep theirs.
+    #[test]
+    fn server_codes_keep_their_number() {
+        for code in [-4, -6, -7, -101, -110, -112, -118, -122, -125, -127] {
+            assert_eq!(error_from_code(code).code(), Some(code), "code {code}");
+        }
+        assert_eq!(error_from_code(-124), ZkError::Other(-124));
+        assert_eq!(error_from_code(-999).code(), Some(-999));
+        assert!(error_from_code(-127).is_retryable());
+        assert!(!error_from_code(-125).is_retryable());
+    }
 
     #[test]
     fn connect_request_layout() {
