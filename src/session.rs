@@ -102,7 +102,7 @@ impl std::fmt::Debug for Session {
 impl Session {
     /// A session state machine starting in `state` (backends start in `Connected` once the
     /// first session exists).
-    pub fn new(state: ConnectionState, session_id: Option<i64>) -> Session {
+    pub(crate) fn new(state: ConnectionState, session_id: Option<i64>) -> Session {
         Session {
             inner: Mutex::new(Inner {
                 snapshot: SessionSnapshot {
@@ -191,7 +191,7 @@ impl Session {
     /// Reports a transition (backends only). `Lost` and `Closed` count as losses; a new
     /// `session_id` replaces the old one (`None` keeps it). Closed is terminal: later
     /// transitions are ignored. Returns false when the transition was ignored.
-    pub fn transition(&self, state: ConnectionState, session_id: Option<i64>) -> bool {
+    pub(crate) fn transition(&self, state: ConnectionState, session_id: Option<i64>) -> bool {
         let (snapshot, listeners) = {
             let mut inner = self.inner.lock();
             let s = &mut inner.snapshot;

@@ -10,7 +10,7 @@
 mod requests;
 mod responses;
 
-pub use requests::{create_flags, MultiOp, WireRequest};
+pub use requests::{MultiOp, WireRequest};
 pub use responses::{
     decode_all, read_create2, read_data, read_multi, read_stat, read_watcher_event, MultiResult,
 };
@@ -36,8 +36,6 @@ pub mod opcode {
     pub const SYNC: i32 = 9;
     /// ping.
     pub const PING: i32 = 11;
-    /// getChildren2 (children and the parent's stat).
-    pub const GET_CHILDREN2: i32 = 12;
     /// check (inside multi).
     pub const CHECK: i32 = 13;
     /// multi.
