@@ -15,7 +15,8 @@
 //! - `connection`: one socket, one reader thread, callers' slots matched by xid;
 //! - `session`: connect, ping, dead-link and expiry clocks, reconnect, auth and SetWatches;
 //! - `watches`: the one-shot callback registry and the thread callbacks run on;
-//! - `options`: [`NativeOptions`] and the connect string;
+//! - `options`: [`NativeOptions`] and the connect string; `hosts`: one host reached
+//!   (resolved at every attempt, every address tried, a refusal explained);
 //! - `pipelined`: a pipeline's requests as wire records, and their replies back;
 //! - `transport`: the byte stream, plain TCP or TLS; `tls` (feature `tls`): `TlsOptions`
 //!   and the rustls configuration;
@@ -34,6 +35,7 @@
 //! ```
 
 mod connection;
+mod hosts;
 pub mod jute;
 mod options;
 mod pipelined;
