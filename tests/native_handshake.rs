@@ -304,3 +304,23 @@ fn a_server_that_closes_during_the_handshake_is_explained() {
         "{err}"
     );
 }
+
+/// The same against a real server's TLS port: a plaintext client is told the port may
+/// expect TLS.
+#[test]
+fn a_plaintext_client_on_a_real_tls_port_is_told_so() {
+    let Some(server) = zk_locks::testing::shared_tls_server() else {
+        return;
+    };
+    let hosts = server.secure_connect_string().expect("a TLS port");
+    let err = NativeClient::connect_with(
+        NativeOptions::new(&hosts)
+            .session_timeout(Duration::from_secs(2))
+            .connect_timeout(Duration::from_secs(2)),
+    )
+    .unwrap_err();
+    assert!(
+        matches!(&err, Error::Connect { reason, .. } if reason.contains("TLS")),
+        "{err}"
+    );
+}

@@ -111,9 +111,13 @@ impl NativeClient {
     /// Connects and waits for the first session (up to the connect timeout). A chroot that
     /// does not exist yet is created (persistent), as Curator creates its namespace.
     ///
+    /// Hosts are resolved on every connection attempt, each of their addresses tried; a host
+    /// that does not resolve is skipped (logged) while others are tried.
+    ///
     /// Errors: [`Error::InvalidArgument`] for a bad chroot or timeout; [`Error::Connect`]
-    /// (naming the hosts) for an empty or unresolvable connect string, failed authentication,
-    /// or no session in time.
+    /// (naming the hosts) for an empty connect string, failed authentication, or no session
+    /// within the connect timeout (the reason names the last failure: a host that does not
+    /// resolve, a refused connection, a server that closed without answering).
     pub fn connect_with(options: NativeOptions) -> Result<Arc<NativeClient>> {
         let millis = options.session_timeout.as_millis();
         if millis == 0 || millis > i32::MAX as u128 {
