@@ -39,6 +39,11 @@ pub(crate) fn parse(connect_string: &str) -> Result<(Vec<String>, Option<String>
         } else {
             format!("{host}:2181")
         };
+        // A port is syntax, not a name to resolve: checked here (the host name is not).
+        match with_port.rsplit_once(':') {
+            Some((name, port)) if !name.is_empty() && port.parse::<u16>().is_ok() => {}
+            _ => return Err(connect_error(format!("bad host or port: {host:?}"))),
+        }
         out.push(with_port);
     }
     Ok((out, chroot))
@@ -89,7 +94,13 @@ mod tests {
 
     #[test]
     fn bad_connect_strings_are_typed_errors() {
-        for bad in ["", "a:1,,b:2"] {
+        for bad in [
+            "",
+            "a:1,,b:2",
+            "127.0.0.1:notaport",
+            "127.0.0.1:99999",
+            ":2181",
+        ] {
             assert!(matches!(parse(bad), Err(Error::Connect { .. })), "{bad:?}");
         }
         for bad in ["127.0.0.1:2181/app/", "127.0.0.1:2181/a//b"] {
