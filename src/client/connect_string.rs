@@ -1,10 +1,14 @@
 //! Connect strings, as every ZooKeeper client reads them: `host[:port],...[/chroot]`.
+//!
+//! Parsing resolves nothing (as the Java client's `ConnectStringParser`): names are resolved
+//! when a connection is made ([`resolve_all`]), every time, so a host that does not resolve
+//! yet (a StatefulSet member that is down has no DNS record) does not stop the others.
 
 use std::net::{SocketAddr, ToSocketAddrs};
 
 use crate::error::{Error, Result};
 
-/// The hosts (`host:port`, port 2181 when omitted; each must resolve) and the chroot of a
+/// The hosts (`host:port`, port 2181 when omitted; not resolved) and the chroot of a
 /// connect string `host[:port][,host[:port]...][/chroot]`, hosts in the order given.
 pub(crate) fn parse(connect_string: &str) -> Result<(Vec<String>, Option<String>)> {
     let connect_error = |reason: String| Error::Connect {
@@ -35,10 +39,26 @@ pub(crate) fn parse(connect_string: &str) -> Result<(Vec<String>, Option<String>
         } else {
             format!("{host}:2181")
         };
-        resolve(connect_string, &with_port)?;
+        // A port is syntax, not a name to resolve: checked here (the host name is not).
+        match with_port.rsplit_once(':') {
+            Some((name, port)) if !name.is_empty() && port.parse::<u16>().is_ok() => {}
+            _ => return Err(connect_error(format!("bad host or port: {host:?}"))),
+        }
         out.push(with_port);
     }
     Ok((out, chroot))
+}
+
+/// Every address `host` (`name:port`) resolves to now, or why none.
+pub(crate) fn resolve_all(host: &str) -> std::result::Result<Vec<SocketAddr>, String> {
+    let addrs: Vec<SocketAddr> = host
+        .to_socket_addrs()
+        .map_err(|e| format!("cannot resolve {host:?}: {e}"))?
+        .collect();
+    if addrs.is_empty() {
+        return Err(format!("cannot resolve {host:?}: no address"));
+    }
+    Ok(addrs)
 }
 
 /// The first address `host` (a `host:port` of `connect_string`) resolves to.
@@ -65,8 +85,22 @@ mod tests {
     }
 
     #[test]
+    fn names_are_not_resolved_when_parsed() {
+        let (hosts, _) = parse("no-such-host.invalid:2181,127.0.0.1").unwrap();
+        assert_eq!(hosts, vec!["no-such-host.invalid:2181", "127.0.0.1:2181"]);
+        assert!(resolve_all("no-such-host.invalid:2181").is_err());
+        assert_eq!(resolve_all("127.0.0.1:2181").unwrap().len(), 1);
+    }
+
+    #[test]
     fn bad_connect_strings_are_typed_errors() {
-        for bad in ["", "a:1,,b:2", "no-such-host.invalid:2181"] {
+        for bad in [
+            "",
+            "a:1,,b:2",
+            "127.0.0.1:notaport",
+            "127.0.0.1:99999",
+            ":2181",
+        ] {
             assert!(matches!(parse(bad), Err(Error::Connect { .. })), "{bad:?}");
         }
         for bad in ["127.0.0.1:2181/app/", "127.0.0.1:2181/a//b"] {

@@ -96,6 +96,17 @@ impl TestingCluster {
         self.nodes[i].lock().kill();
     }
 
+    /// Freezes member `i` (SIGSTOP): its sockets stay open, it answers nothing, as a member
+    /// stuck in a long GC pause. [`TestingCluster::thaw`] resumes it; drop kills it anyway.
+    pub fn freeze(&self, i: usize) {
+        self.nodes[i].lock().set_frozen(true);
+    }
+
+    /// Resumes member `i` after [`TestingCluster::freeze`] (SIGCONT).
+    pub fn thaw(&self, i: usize) {
+        self.nodes[i].lock().set_frozen(false);
+    }
+
     /// Starts member `i` again (same ports, same data); does not wait for it to join.
     pub fn restart(&self, i: usize) -> Result<()> {
         self.nodes[i].lock().spawn()

@@ -362,6 +362,20 @@ impl Node {
         self.reap();
     }
 
+    /// Stops (`SIGSTOP`) or resumes (`SIGCONT`) the JVM: a frozen
+    /// member keeps its sockets open and answers nothing.
+    pub fn set_frozen(&self, frozen: bool) {
+        if let Some(pid) = self.pid {
+            if self.is_running() {
+                let signal = if frozen { libc::SIGSTOP } else { libc::SIGCONT };
+                // SAFETY: plain kill(2) on our own child's pid, still unreaped.
+                unsafe {
+                    libc::kill(pid, signal);
+                }
+            }
+        }
+    }
+
     fn reap(&mut self) {
         if let Some(keeper) = self.keeper.take() {
             let _ = keeper.join();

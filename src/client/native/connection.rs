@@ -10,11 +10,12 @@
 //!   truncated header) breaks the connection, never panics, never allocates past the limit;
 //! - a watch is registered by the reader thread when its reply arrives, before the reader
 //!   reads the next frame, so no notification can overtake its registration;
-//! - once broken, a connection stays broken: every pending and later slot gets ConnectionLoss.
+//! - once broken, a connection stays broken: every pending and later slot gets ConnectionLoss;
+//! - xids come from one counter per client, shared by all its connections (see [`XidCounter`]).
 
 use std::collections::VecDeque;
 use std::io::{Read, Write};
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -101,7 +102,45 @@ struct Pending {
 
 struct Outgoing {
     stream: Transport,
-    next_xid: i32,
+}
+
+/// The client's request ids, one counter for every connection of every session it opens (as
+/// the Java client's): a server the session moves to matches a write committed late to its
+/// pending request by (session id, xid), so an xid reused on a new connection could be
+/// answered with an older write's result. Counts 1, 2, … `i32::MAX`, then 1 again: never 0
+/// and never a reserved negative xid.
+#[derive(Debug)]
+pub struct XidCounter(AtomicI32);
+
+impl XidCounter {
+    /// A counter whose first xid is 1.
+    pub fn new() -> XidCounter {
+        XidCounter(AtomicI32::new(1))
+    }
+
+    /// The next xid.
+    pub fn next(&self) -> i32 {
+        let valid = |x: i32| x.max(1);
+        let step = |x: i32| {
+            Some(if valid(x) == i32::MAX {
+                1
+            } else {
+                valid(x) + 1
+            })
+        };
+        // The closure always returns `Some`, so this is always `Ok`.
+        let previous = self
+            .0
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, step)
+            .unwrap_or_else(|x| x);
+        valid(previous)
+    }
+}
+
+impl Default for XidCounter {
+    fn default() -> XidCounter {
+        XidCounter::new()
+    }
 }
 
 /// What the reader thread reports to the session.
@@ -116,6 +155,7 @@ pub struct Connection {
     reader_stopped: Mutex<bool>,
     reader_stopped_cv: Condvar,
     out: Mutex<Outgoing>,
+    xids: Arc<XidCounter>,
     pending: Mutex<Pending>,
     base: Instant,
     last_recv: AtomicU64,
@@ -124,18 +164,21 @@ pub struct Connection {
 }
 
 impl Connection {
-    /// Wraps a connected, handshaken socket (no reader yet: see [`Connection::start_reader`]).
-    pub fn new(stream: Transport, packet_limit: usize) -> std::io::Result<Arc<Connection>> {
+    /// Wraps a connected, handshaken socket (no reader yet: see [`Connection::start_reader`]);
+    /// its requests take their xids from the client's `xids`.
+    pub fn new(
+        stream: Transport,
+        packet_limit: usize,
+        xids: Arc<XidCounter>,
+    ) -> std::io::Result<Arc<Connection>> {
         let control = stream.try_clone()?;
         let base = Instant::now();
         Ok(Arc::new(Connection {
             control,
             reader_stopped: Mutex::new(false),
             reader_stopped_cv: Condvar::new(),
-            out: Mutex::new(Outgoing {
-                stream,
-                next_xid: 1,
-            }),
+            out: Mutex::new(Outgoing { stream }),
+            xids,
             pending: Mutex::new(Pending {
                 queue: VecDeque::new(),
                 broken: false,
@@ -227,11 +270,7 @@ impl Connection {
                     slots.push(slot);
                     continue;
                 }
-                let xid = request.reserved_xid().unwrap_or_else(|| {
-                    let xid = out.next_xid;
-                    out.next_xid = if xid == i32::MAX { 1 } else { xid + 1 };
-                    xid
-                });
+                let xid = request.reserved_xid().unwrap_or_else(|| self.xids.next());
                 let frame = request.encode(xid);
                 if frame.len() - 4 >= self.packet_limit {
                     refused.push((slot.clone(), ZkError::BadArguments));
@@ -365,4 +404,22 @@ pub fn read_frame(stream: &mut impl Read, limit: usize) -> Result<Vec<u8>, Strin
         .read_exact(&mut body)
         .map_err(|e| format!("read: {e}"))?;
     Ok(body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn xids_wrap_to_1_and_are_never_0_or_negative() {
+        let xids = XidCounter::new();
+        assert_eq!((xids.next(), xids.next()), (1, 2));
+        let xids = XidCounter(AtomicI32::new(i32::MAX - 1));
+        let got: Vec<i32> = (0..4).map(|_| xids.next()).collect();
+        assert_eq!(got, vec![i32::MAX - 1, i32::MAX, 1, 2]);
+        for start in [0, -1, -8, i32::MIN] {
+            let xids = XidCounter(AtomicI32::new(start));
+            assert_eq!((xids.next(), xids.next()), (1, 2), "from {start}");
+        }
+    }
 }

@@ -15,7 +15,8 @@
 //! - `connection`: one socket, one reader thread, callers' slots matched by xid;
 //! - `session`: connect, ping, dead-link and expiry clocks, reconnect, auth and SetWatches;
 //! - `watches`: the one-shot callback registry and the thread callbacks run on;
-//! - `options`: [`NativeOptions`] and the connect string;
+//! - `options`: [`NativeOptions`] and the connect string; `hosts`: one host reached
+//!   (resolved at every attempt, every address tried, a refusal explained);
 //! - `pipelined`: a pipeline's requests as wire records, and their replies back;
 //! - `transport`: the byte stream, plain TCP or TLS; `tls` (feature `tls`): `TlsOptions`
 //!   and the rustls configuration;
@@ -34,6 +35,7 @@
 //! ```
 
 mod connection;
+mod hosts;
 // The wire codec is the client's own; the `testing` feature lets the decoder's property tests
 // and scripted servers reach it, hidden from the docs (not part of the API).
 #[cfg(feature = "testing")]
@@ -120,9 +122,13 @@ impl NativeClient {
     /// Connects and waits for the first session (up to the connect timeout). A chroot that
     /// does not exist yet is created (persistent), as Curator creates its namespace.
     ///
+    /// Hosts are resolved on every connection attempt, each of their addresses tried; a host
+    /// that does not resolve is skipped (logged) while others are tried.
+    ///
     /// Errors: [`Error::InvalidArgument`] for a bad chroot or timeout; [`Error::Connect`]
-    /// (naming the hosts) for an empty or unresolvable connect string, failed authentication,
-    /// or no session in time.
+    /// (naming the hosts) for an empty connect string, failed authentication, or no session
+    /// within the connect timeout (the reason names the last failure: a host that does not
+    /// resolve, a refused connection, a server that closed without answering).
     pub fn connect_with(options: NativeOptions) -> Result<Arc<NativeClient>> {
         let millis = options.session_timeout.as_millis();
         if millis == 0 || millis > i32::MAX as u128 {

@@ -19,8 +19,9 @@
 //! reader thread reads anything from the new connection; then auth packets, then SetWatches
 //! (last zxid seen, in batches under the packet limit); only then do callers' requests flow.
 
-use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::net::{SocketAddr, TcpStream};
 
+use super::hosts;
 use super::transport::Transport;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
@@ -28,7 +29,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
-use super::connection::{read_frame, Connection, LinkObserver};
+use super::connection::{Connection, LinkObserver, XidCounter};
 use super::records::{ConnectRequest, ConnectResponse, WireRequest};
 use super::watches::Watches;
 use crate::client::{ZkError, ZkResult};
@@ -78,7 +79,11 @@ pub struct SessionCore {
     pub session: Arc<Session>,
     /// The watch registry.
     pub watches: Arc<Watches>,
+    /// The last zxid seen in the current session; 0 again once a session is lost, so a new
+    /// session is never refused by a server behind the old one (a rebuilt ensemble).
     last_zxid: Arc<AtomicI64>,
+    /// Request ids for every connection of the client: never reset on a reconnect.
+    xids: Arc<XidCounter>,
     link: Mutex<Link>,
     changed: Condvar,
     /// The last [`JOURNAL_LEN`] link events (connect attempts and their outcome, a dead
@@ -102,6 +107,7 @@ impl SessionCore {
             session: Arc::new(Session::new(ConnectionState::Suspended, None)),
             watches: Arc::new(watches),
             last_zxid: Arc::new(AtomicI64::new(0)),
+            xids: Arc::new(XidCounter::new()),
             link: Mutex::new(Link {
                 conn: None,
                 ready: false,
@@ -272,6 +278,9 @@ impl SessionCore {
             let mut link = self.link.lock();
             link.session_id = 0;
             link.password = vec![0; 16];
+            // A new session starts from zxid 0, as a new Java handle does. (No reply can
+            // raise it again: the old connection is closed, its pending queue empty.)
+            self.last_zxid.store(0, Ordering::SeqCst);
         }
         self.watches.clear();
         if self.session.state() != ConnectionState::Lost {
@@ -383,6 +392,7 @@ impl SessionCore {
         }
     }
 
+    /// One attempt on `host`: resolved now, each of its addresses tried within `timeout`.
     fn handshake(
         &self,
         host: &str,
@@ -390,7 +400,19 @@ impl SessionCore {
         session_id: i64,
         password: Vec<u8>,
     ) -> Result<(Transport, ConnectResponse), String> {
-        let addr = resolve(host)?;
+        hosts::try_addresses(host, timeout, |addr, timeout| {
+            self.handshake_at(host, addr, timeout, session_id, password.clone())
+        })
+    }
+
+    fn handshake_at(
+        &self,
+        host: &str,
+        addr: SocketAddr,
+        timeout: Duration,
+        session_id: i64,
+        password: Vec<u8>,
+    ) -> Result<(Transport, ConnectResponse), String> {
         let timeout = timeout.max(Duration::from_millis(1));
         let tcp =
             TcpStream::connect_timeout(&addr, timeout).map_err(|e| format!("connect: {e}"))?;
@@ -419,7 +441,11 @@ impl SessionCore {
         stream
             .write_all(&request.encode())
             .map_err(|e| format!("write: {e}"))?;
-        let body = read_frame(&mut stream, self.config.packet_limit)?;
+        let body = hosts::read_connect_response(
+            &mut stream,
+            self.config.packet_limit,
+            request.last_zxid_seen,
+        )?;
         let response =
             ConnectResponse::decode(&body).map_err(|e| format!("ConnectResponse: {e}"))?;
         stream
@@ -441,7 +467,7 @@ impl SessionCore {
             self.lose("the server answered the resume with another session");
         }
         let resumed = asked != 0 && response.session_id == asked;
-        let conn = Connection::new(stream, self.config.packet_limit)
+        let conn = Connection::new(stream, self.config.packet_limit, self.xids.clone())
             .map_err(|e| format!("socket: {e}"))?;
         let negotiated = Duration::from_millis(response.timeout_ms as u64);
         {
@@ -533,11 +559,10 @@ fn closed_reason(link: &Link) -> String {
     }
 }
 
-fn resolve(host: &str) -> Result<SocketAddr, String> {
-    host.to_socket_addrs()
-        .map_err(|e| format!("resolve {host}: {e}"))?
-        .next()
-        .ok_or_else(|| format!("resolve {host}: no address"))
+/// A random index in `[0, n)` (0 when `n` is 0).
+pub fn random_index(n: usize) -> usize {
+    let r = uuid::Uuid::new_v4().as_u64_pair().0;
+    (r % n.max(1) as u64) as usize
 }
 
 /// A random duration in `[0, cap)` (from the OS random source behind UUIDs).

@@ -158,10 +158,14 @@ pub(super) fn open_crate_handle(
     generation: u64,
     waker: &Waker,
 ) -> ZkResult<Conn> {
+    // Names are resolved again for every handle (as the Java client resolves on every
+    // connection attempt).
+    let crate_hosts = target.crate_hosts().map_err(|e| {
+        log::warn!("zk-locks: no host of the connect string resolves: {e}");
+        ZkError::ConnectionLoss
+    })?;
     let (connected, socket) = socket::open(|| {
-        catch_unwind(|| {
-            zk::ZooKeeper::connect(&target.crate_hosts, timeout, |_: zk::WatchedEvent| {})
-        })
+        catch_unwind(|| zk::ZooKeeper::connect(&crate_hosts, timeout, |_: zk::WatchedEvent| {}))
     });
     let zk = match connected {
         Ok(Ok(zk)) => zk,
@@ -338,7 +342,7 @@ mod tests {
 
     fn target(addr: std::net::SocketAddr) -> Target {
         Target {
-            crate_hosts: addr.to_string(),
+            hosts: vec![addr.to_string()],
             chroot: None,
         }
     }

@@ -133,7 +133,8 @@ impl ZookeeperClient {
     /// Connects and waits for a session (up to the connect timeout).
     ///
     /// Errors: [`Error::InvalidArgument`] for a bad chroot or a zero timeout;
-    /// [`Error::Connect`] (naming the hosts) for an empty or unresolvable connect string, or
+    /// [`Error::Connect`] (naming the hosts) for an empty connect string, one none of whose
+    /// hosts resolves (hosts that do not are skipped and logged), or
     /// when no session was established in time.
     pub fn connect_with(options: ZkOptions) -> Result<Arc<ZookeeperClient>> {
         if options.session_timeout.is_zero() {

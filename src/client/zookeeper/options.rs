@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use crate::client::acl::AclProvider;
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 /// Options for [`ZookeeperClient::connect_with`](super::ZookeeperClient::connect_with).
 ///
@@ -115,26 +115,46 @@ impl ZkOptions {
     }
 }
 
-/// A connect string taken apart: what the crate gets (resolved hosts, no chroot) and the chroot
-/// this module applies itself.
+/// A connect string taken apart: the hosts (names, resolved for each new crate handle) and
+/// the chroot this module applies itself.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Target {
-    pub(super) crate_hosts: String,
+    pub(super) hosts: Vec<String>,
     pub(super) chroot: Option<String>,
 }
 
+impl Target {
+    /// What the crate gets: every address of every host that resolves now (a host that does
+    /// not is skipped and logged), or why none does.
+    pub(super) fn crate_hosts(&self) -> std::result::Result<String, String> {
+        let mut addrs = Vec::new();
+        let mut failures = Vec::new();
+        for host in &self.hosts {
+            match crate::client::connect_string::resolve_all(host) {
+                Ok(resolved) => addrs.extend(resolved.iter().map(|a| a.to_string())),
+                Err(e) => {
+                    log::warn!("zk-locks: {e}: host skipped");
+                    failures.push(e);
+                }
+            }
+        }
+        if addrs.is_empty() {
+            return Err(failures.join("; "));
+        }
+        Ok(addrs.join(","))
+    }
+}
+
+/// The target of `connect_string`; [`Error::Connect`] when it is malformed or none of its
+/// hosts resolves now (the crate needs addresses to start).
 pub(super) fn parse_connect_string(connect_string: &str) -> Result<Target> {
     let (hosts, chroot) = crate::client::connect_string::parse(connect_string)?;
-    // Parsing resolved every host once already; the crate wants the addresses.
-    let resolved = hosts
-        .iter()
-        .map(|host| crate::client::connect_string::resolve(connect_string, host))
-        .map(|addr| addr.map(|a| a.to_string()))
-        .collect::<Result<Vec<_>>>()?;
-    Ok(Target {
-        crate_hosts: resolved.join(","),
-        chroot,
-    })
+    let target = Target { hosts, chroot };
+    target.crate_hosts().map_err(|reason| Error::Connect {
+        hosts: connect_string.to_string(),
+        reason,
+    })?;
+    Ok(target)
 }
 
 #[cfg(test)]
@@ -145,10 +165,18 @@ mod tests {
     fn parses_connect_strings() {
         // The rules are `connect_string`'s; here, the shape the crate is given.
         let t = parse_connect_string("127.0.0.1:2181,127.0.0.1:2182/app/x").unwrap();
-        assert_eq!(t.crate_hosts, "127.0.0.1:2181,127.0.0.1:2182");
+        assert_eq!(t.crate_hosts().unwrap(), "127.0.0.1:2181,127.0.0.1:2182");
         assert_eq!(t.chroot.as_deref(), Some("/app/x"));
         let t = parse_connect_string("127.0.0.1/").unwrap();
-        assert_eq!((t.crate_hosts.as_str(), t.chroot), ("127.0.0.1:2181", None));
+        assert_eq!(t.crate_hosts().unwrap(), "127.0.0.1:2181");
+        assert_eq!(t.chroot, None);
         assert!(parse_connect_string("").is_err());
+        // A host that does not resolve is skipped while another one does.
+        let t = parse_connect_string("no-such-host.invalid:2181,127.0.0.1:2182").unwrap();
+        assert_eq!(t.crate_hosts().unwrap(), "127.0.0.1:2182");
+        assert!(matches!(
+            parse_connect_string("no-such-host.invalid:2181"),
+            Err(Error::Connect { .. })
+        ));
     }
 }
