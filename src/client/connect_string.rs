@@ -61,7 +61,9 @@ pub(crate) fn resolve_all(host: &str) -> std::result::Result<Vec<SocketAddr>, St
     Ok(addrs)
 }
 
-/// The first address `host` (a `host:port` of `connect_string`) resolves to.
+/// The first address `host` (a `host:port` of `connect_string`) resolves to (the test kit's
+/// four-letter words).
+#[cfg(feature = "testing")]
 pub(crate) fn resolve(connect_string: &str, host: &str) -> Result<SocketAddr> {
     host.to_socket_addrs()
         .ok()

@@ -430,7 +430,10 @@ impl SessionCore {
             None => Transport::plain(tcp),
         };
         #[cfg(not(feature = "tls"))]
-        let mut stream = Transport::plain(tcp);
+        let mut stream = {
+            let _ = host; // the name matters only to TLS (the server name it checks)
+            Transport::plain(tcp)
+        };
         let request = ConnectRequest {
             last_zxid_seen: self.last_zxid.load(Ordering::SeqCst),
             timeout_ms: i32::try_from(self.config.session_timeout.as_millis()).unwrap_or(i32::MAX),
