@@ -7,7 +7,10 @@
 //! ZooKeeper checks a delete against the **parent's** ACL and a create against the parent's
 //! `CREATE` permission: a lock is only protected when its directory is too. A provider
 //! therefore gives the directories the same ACL as the nodes (the built-in ones do), and
-//! waiters of the same identity keep `READ` on the directory to list the queue.
+//! waiters of the same identity keep `READ` on the directory to list the queue. A directory
+//! that already exists keeps its own ACL: with any provider but [`AclProvider::open`] the
+//! recipes check it, and the nodes above it that govern its creation and deletion, once per
+//! lock object ([`AclProvider::guards_directories`], [`AclProvider::open_to_others`]).
 //!
 //! ```
 //! use zk_locks::client::acl::{perms, Acl, AclProvider};
@@ -122,6 +125,11 @@ impl AclProvider {
 
     /// Only the creator's identities may do anything (Curator's `CREATOR_ALL_ACL`). Needs
     /// credentials; peers sharing the lock must authenticate as the same user.
+    ///
+    /// The server grants *every* identity of the creating connection (ZooKeeper's `auth`
+    /// scheme): over TLS with a client certificate, that certificate's identity too
+    /// (`x509:CN=…`, its subject), so whoever holds the same certificate may delete the
+    /// nodes as well.
     pub fn creator_all() -> AclProvider {
         AclProvider {
             name: "creator_all",
