@@ -203,7 +203,7 @@ impl AclProvider {
                 }
                 let others = match entry.scheme.as_str() {
                     "world" | "ip" => true,
-                    "digest" => !own_digest_ids.iter().any(|id| *id == entry.id),
+                    "digest" => !own_digest_ids.contains(&entry.id),
                     _ => false,
                 };
                 others
