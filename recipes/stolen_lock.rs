@@ -2,7 +2,9 @@
 //! the `creator_all` ACL; an intruder without the credentials, then one with a guessed
 //! password, try every way in — delete the holder's node, overwrite it, read it, list the
 //! queue, queue for the lock — and each is refused with `NoAuth`. A second instance of the
-//! service, with the same credentials, waits its turn and gets the lock.
+//! service, with the same credentials, waits its turn and gets the lock. The lock lives under
+//! a persistent base the service made with its own ACL: without it, anyone could create the
+//! lock directory first with the open ACL, and the recipes refuse such a lock.
 //!
 //! ACLs are checked by the server: the embedded in-memory ensemble checks them as ZooKeeper
 //! does (world, auth and digest entries; the parent's ACL for create and delete), and a real
@@ -24,7 +26,11 @@ use zk_locks::{Error, InterProcessLock, InterProcessMutex, SharedClient, ZkClien
 
 use zk_locks::testing::harness::cookbook::{self, ensure, AnyResult};
 
-const LOCK: &str = "/zk-locks/stolen_lock/lock";
+/// A persistent node the service makes with its own ACL: a restricted lock needs a base that
+/// nobody else may create or delete in (a directory made as a container right under the
+/// root, which lets anyone in, is refused as `Error::UnprotectedLock`).
+const BASE: &str = "/zk-locks-stolen_lock";
+const LOCK: &str = "/zk-locks-stolen_lock/lock";
 
 /// What the intruders got, for the test that runs this recipe.
 #[derive(Debug, Default)]
@@ -83,6 +89,10 @@ fn memory_session(
 fn scenario(session: &Connect) -> AnyResult<Outcome> {
     let mut outcome = Outcome::default();
     let service: SharedClient = session(Some(("billing", "s3cret")))?;
+    match service.create(BASE, b"", zk_locks::CreateMode::Persistent) {
+        Ok(_) | Err(ZkError::NodeExists) => {}
+        Err(e) => return Err(e.into()),
+    }
     let lock = InterProcessMutex::new(service.clone(), LOCK)?;
     let guard = lock.lock()?;
     let node = guard.node_path().ok_or("the guard names no node")?;

@@ -69,6 +69,21 @@ pub enum Error {
         path: String,
     },
 
+    /// With an ACL provider that restricts access, the lock directory, or a node above it whose
+    /// ACL governs who may create or delete it, lets others create or delete there: anyone it
+    /// lets in could delete the holder's node (or the directory, to make it again open) and
+    /// take the lock. Nothing was created. Protect that node, or accept it with
+    /// [`AclProvider::accept_unprotected_directories`](crate::client::acl::AclProvider::accept_unprotected_directories).
+    #[error("refusing to lock {lock:?}: {path:?} has the ACL [{acl}], which lets others create or delete there, so the client's ACL provider would not protect the lock (restrict that node's ACL, or accept this with AclProvider::accept_unprotected_directories)")]
+    UnprotectedLock {
+        /// The lock directory.
+        lock: String,
+        /// The node whose ACL lets others in.
+        path: String,
+        /// That node's ACL (`scheme:id:perms`, comma-separated).
+        acl: String,
+    },
+
     /// An argument is out of range (a quantity of 0, a semaphore of 0 leases, ...).
     #[error("invalid argument {name}: {reason}")]
     InvalidArgument {

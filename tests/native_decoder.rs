@@ -5,7 +5,7 @@ use proptest::prelude::*;
 
 use zk_locks::client::native::jute::{frame_length, Reader, Writer};
 use zk_locks::client::native::records::{
-    decode_all, read_create2, read_data, read_multi, read_stat, read_watcher_event,
+    decode_all, read_acl, read_create2, read_data, read_multi, read_stat, read_watcher_event,
     ConnectResponse, ReplyHeader,
 };
 
@@ -18,6 +18,7 @@ fn decode_everything(bytes: &[u8]) -> usize {
         decode_all(bytes, read_create2).is_ok(),
         decode_all(bytes, read_data).is_ok(),
         decode_all(bytes, read_multi).is_ok(),
+        decode_all(bytes, read_acl).is_ok(),
         decode_all(bytes, read_watcher_event).is_ok(),
         decode_all(bytes, |r| r.strings()).is_ok(),
     ]

@@ -17,6 +17,7 @@ use zk_locks::client::acl::{perms, Acl, AclProvider};
 use zk_locks::client::memory::{MemoryClient, MemoryEnsemble, MemoryOptions};
 use zk_locks::client::native::{NativeClient, NativeOptions};
 use zk_locks::client::zookeeper::{ZkOptions, ZookeeperClient};
+use zk_locks::locks::{InterProcessReadWriteLock, InterProcessSemaphoreV2};
 use zk_locks::session::ConnectionState;
 use zk_locks::testing::harness::reach_state;
 use zk_locks::testing::{FaultProxy, TestingServer};
@@ -178,6 +179,17 @@ fn unique(prefix: &str) -> String {
     format!("/{prefix}-{}", uuid::Uuid::new_v4())
 }
 
+/// A fresh persistent node made by `owner`, so with `owner`'s ACL: the protected base a
+/// restricted lock needs (a lock directory made as a container right under the root, whose
+/// ACL lets anyone create, would be refused as unprotected).
+fn protected_base(owner: &SharedClient, prefix: &str) -> String {
+    let top = unique(prefix);
+    owner
+        .create(&top, b"", zk_locks::CreateMode::Persistent)
+        .expect("a protected base");
+    top
+}
+
 fn mutex(client: &SharedClient, path: &str) -> InterProcessMutex {
     InterProcessMutex::new(client.clone(), path).unwrap()
 }
@@ -190,11 +202,13 @@ secured_suite!([
     a_scheme_the_server_refuses_is_a_terminal_auth_failure,
     a_digest_acl_naming_our_credentials_lets_us_in_and_another_is_refused_before_sending,
     acl_checks_come_in_the_servers_order,
+    a_restricted_lock_in_an_existing_open_directory_is_refused_naming_its_acl,
+    a_restricted_lock_under_an_open_parent_is_refused,
 ]);
 
 fn a_creator_all_lock_refuses_a_stranger_and_is_shared_with_the_same_identity(b: &dyn Secured) {
-    let dir = format!("{}/lock", unique("secure"));
     let owner = b.client(Some(("app", "secret")), AclProvider::creator_all());
+    let dir = format!("{}/lock", protected_base(&owner, "secure"));
     let held = mutex(&owner, &dir);
     held.acquire().unwrap();
     let node = held.held_node().unwrap().path().to_string();
@@ -237,8 +251,8 @@ fn a_creator_all_lock_refuses_a_stranger_and_is_shared_with_the_same_identity(b:
 }
 
 fn read_only_for_world_lets_strangers_look_but_not_queue_or_steal(b: &dyn Secured) {
-    let dir = format!("{}/lock", unique("readable"));
     let owner = b.client(Some(("app", "secret")), AclProvider::read_only_for_world());
+    let dir = format!("{}/lock", protected_base(&owner, "readable"));
     let held = mutex(&owner, &dir);
     held.acquire().unwrap();
     let node = held.held_node().unwrap().path().to_string();
@@ -253,8 +267,8 @@ fn read_only_for_world_lets_strangers_look_but_not_queue_or_steal(b: &dyn Secure
 }
 
 fn a_reconnect_re_authenticates_so_the_holder_can_still_release(b: &dyn Secured) {
-    let dir = format!("{}/lock", unique("reauth"));
     let (owner, blip) = b.client_with_blip(Some(("app", "secret")), AclProvider::creator_all());
+    let dir = format!("{}/lock", protected_base(&owner, "reauth"));
     let held = mutex(&owner, &dir);
     held.acquire().unwrap();
     let node = held.held_node().unwrap().path().to_string();
@@ -301,11 +315,11 @@ fn a_digest_acl_naming_our_credentials_lets_us_in_and_another_is_refused_before_
 ) {
     let observer = b.client(None, AclProvider::open());
     // Our own digest id, computed on the client: the server agrees that it is us.
-    let top = unique("digest-acl");
     let ours = b.client(
         Some(("app", "secret")),
         AclProvider::per_path(|_| vec![Acl::digest(perms::ALL, "app", "secret")]),
     );
+    let top = protected_base(&ours, "digest-acl");
     let lock = mutex(&ours, &format!("{top}/lock"));
     lock.acquire().unwrap();
     let node = lock.held_node().unwrap().path().to_string();
@@ -366,4 +380,106 @@ fn acl_checks_come_in_the_servers_order(b: &dyn Secured) {
     assert!(stranger.exists(&node).unwrap().is_some());
     owner.delete(&node, None).unwrap();
     owner.delete(&dir, None).unwrap();
+}
+
+/// Issue 25 item 6: a lock directory left with the open ACL (an earlier open-ACL run, a
+/// Curator peer without an ACL provider). `creator_all` protects the nodes the client creates,
+/// but ZooKeeper checks a delete against the directory's ACL: anyone could delete the holder's
+/// node. Every recipe refuses to lock there, with a typed error naming the directory and its
+/// ACL, and creates nothing; a provider that accepts unprotected directories locks there.
+fn a_restricted_lock_in_an_existing_open_directory_is_refused_naming_its_acl(b: &dyn Secured) {
+    let stranger = b.client(None, AclProvider::open());
+    let top = unique("left-open");
+    let dir = format!("{top}/lock");
+    for path in [&top, &dir] {
+        stranger
+            .create(path, b"", zk_locks::CreateMode::Persistent)
+            .unwrap();
+    }
+    let owner = b.client(Some(("app", "secret")), AclProvider::creator_all());
+    let err = mutex(&owner, &dir)
+        .acquire_timeout(SESSION)
+        .expect_err("a creator_all lock acquired in a directory anyone may delete in");
+    match &err {
+        Error::UnprotectedLock { lock, path, acl } => {
+            assert_eq!((lock, path), (&dir, &dir), "{err}");
+            assert_eq!(acl, "world:anyone:cdrwa", "{err}");
+        }
+        other => panic!("not UnprotectedLock: {other}"),
+    }
+    assert!(err.to_string().contains(&dir), "{err}");
+    assert!(err.to_string().contains("world:anyone:cdrwa"), "{err}");
+    assert!(stranger.get_children(&dir, None).unwrap().is_empty());
+    // The check lives where every recipe creates its node.
+    let rw = InterProcessReadWriteLock::new(owner.clone(), &dir).unwrap();
+    let err = rw.write_lock().acquire_timeout(SESSION).unwrap_err();
+    assert!(matches!(err, Error::UnprotectedLock { .. }), "{err}");
+    let semaphore = InterProcessSemaphoreV2::new(owner.clone(), &dir, 2).unwrap();
+    let err = semaphore.acquire_timeout(SESSION).unwrap_err();
+    assert!(matches!(err, Error::UnprotectedLock { .. }), "{err}");
+    assert!(stranger.get_children(&dir, None).unwrap().is_empty());
+
+    // Accepted on purpose: the lock is taken, and the stranger can indeed break it.
+    let accepting = b.client(
+        Some(("app", "secret")),
+        AclProvider::creator_all().accept_unprotected_directories(),
+    );
+    let held = mutex(&accepting, &dir);
+    assert!(held.acquire_timeout(SESSION).unwrap());
+    let node = held.held_node().unwrap().path().to_string();
+    assert_eq!(stranger.delete(&node, None), Ok(()));
+}
+
+/// The directory is missing (or ours) but its parent lets anyone create and delete: anyone
+/// could create the directory first with the open ACL, or delete ours once empty and make it
+/// again open. Refused, naming the parent.
+fn a_restricted_lock_under_an_open_parent_is_refused(b: &dyn Secured) {
+    let stranger = b.client(None, AclProvider::open());
+    let top = unique("open-parent");
+    stranger
+        .create(&top, b"", zk_locks::CreateMode::Persistent)
+        .unwrap();
+    let owner = b.client(Some(("app", "secret")), AclProvider::creator_all());
+    let ours = format!("{top}/ours");
+    owner
+        .create(&ours, b"", zk_locks::CreateMode::Persistent)
+        .unwrap();
+    for dir in [format!("{top}/missing"), ours] {
+        let err = mutex(&owner, &dir).acquire_timeout(SESSION).unwrap_err();
+        match &err {
+            Error::UnprotectedLock { path, .. } => assert_eq!(path, &top, "{err}"),
+            other => panic!("not UnprotectedLock for {dir}: {other}"),
+        }
+    }
+    assert_eq!(stranger.get_children(&top, None).unwrap(), vec!["ours"]);
+}
+
+/// The directory's ACL is read once per lock object, not per acquisition (a read counts as an
+/// `exists` on the memory backend).
+#[test]
+fn the_directory_check_is_made_once_per_lock_object() {
+    let e = MemoryEnsemble::new();
+    let owner: Arc<MemoryClient> = e
+        .connect_with(
+            MemoryOptions::new()
+                .digest_auth("app", "secret")
+                .acl_provider(AclProvider::creator_all()),
+        )
+        .unwrap();
+    let shared: SharedClient = owner.clone();
+    let lock = mutex(
+        &shared,
+        &format!("{}/lock", protected_base(&shared, "once")),
+    );
+    let reads = || owner.counters().exists;
+    let before = reads();
+    lock.acquire().unwrap();
+    lock.release().unwrap();
+    let first = reads() - before;
+    assert!(first >= 2, "the directory and its parent read: {first}");
+    for _ in 0..3 {
+        lock.acquire().unwrap();
+        lock.release().unwrap();
+    }
+    assert_eq!(reads() - before, first, "read again on a later acquisition");
 }

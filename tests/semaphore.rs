@@ -449,6 +449,80 @@ fn shared_count_follows_changes_after_a_blip(b: &dyn Backend) {
     drop(first);
 }
 
+/// Issue 25 item 3: bursts of changes from another session, each ending on a lowered
+/// maximum of 1. The watching side must follow every burst to its last value (a change right
+/// after the read that armed the watch used to be dropped with the watch), and the semaphore
+/// must then grant one lease, not two.
+fn shared_count_follows_bursts_and_the_semaphore_keeps_the_lowered_maximum(b: &dyn Backend) {
+    let root = b.root();
+    let count_path = format!("{root}/count");
+    let (c1, c2) = (b.connect(), b.connect());
+    let count = SharedCount::new(c1.client.clone(), &count_path, 5).unwrap();
+    let writer = SharedCount::new(c2.client.clone(), &count_path, 5).unwrap();
+    let s = InterProcessSemaphoreV2::with_shared_count(
+        c1.client.clone(),
+        &format!("{root}/test"),
+        count.clone(),
+    )
+    .unwrap();
+    for round in 0..10 {
+        for v in 2..=12 {
+            writer.set_count(v).unwrap();
+        }
+        writer.set_count(-7).unwrap();
+        writer.set_count(1).unwrap();
+        eventually(
+            b.patience(),
+            &format!("round {round}: the count follows to 1"),
+            || count.get_count() == 1,
+        );
+        let first = s.acquire_timeout(b.patience()).unwrap().expect("one lease");
+        assert!(
+            s.acquire_timeout(SHORT).unwrap().is_none(),
+            "round {round}: two leases granted with a maximum of 1"
+        );
+        drop(first);
+    }
+}
+
+/// The raise half of issue 25 item 3: a waiter held out by a maximum of 1 is granted when a
+/// burst of changes from another session ends on 2 (a dropped notification left it asleep
+/// until its timeout).
+fn a_waiter_wakes_for_a_raise_at_the_end_of_a_burst(b: &dyn Backend) {
+    let root = b.root();
+    let count_path = format!("{root}/count");
+    let (c1, c2) = (b.connect(), b.connect());
+    let count = SharedCount::new(c1.client.clone(), &count_path, 1).unwrap();
+    let writer = SharedCount::new(c2.client.clone(), &count_path, 1).unwrap();
+    let s = InterProcessSemaphoreV2::with_shared_count(
+        c1.client.clone(),
+        &format!("{root}/test"),
+        count.clone(),
+    )
+    .unwrap();
+    for round in 0..5 {
+        writer.set_count(1).unwrap();
+        eventually(b.patience(), "maximum 1 seen", || count.get_count() == 1);
+        let first = s.acquire_timeout(b.patience()).unwrap().expect("one lease");
+        thread::scope(|sc| {
+            let w = sc.spawn(|| s.acquire_timeout(b.patience()).unwrap());
+            eventually(b.patience(), "the waiter queued", || {
+                s.participant_nodes().unwrap().len() == 2
+            });
+            for v in [-3, 0, -1, 0] {
+                writer.set_count(v).unwrap();
+            }
+            writer.set_count(2).unwrap();
+            let second = w.join().unwrap();
+            assert!(
+                second.is_some(),
+                "round {round}: the raise to 2 never woke the waiter"
+            );
+        });
+        drop(first);
+    }
+}
+
 suite!(tls [
     simple,
     simple2,
@@ -468,4 +542,6 @@ suite!(tls [
     semaphore_mutex_lost_guard_releases_only_its_own_lease,
     semaphore_mutex_release_leaves_another_threads_guard_alone,
     shared_count_follows_changes_after_a_blip,
+    shared_count_follows_bursts_and_the_semaphore_keeps_the_lowered_maximum,
+    a_waiter_wakes_for_a_raise_at_the_end_of_a_burst,
 ]);

@@ -327,3 +327,34 @@ fn thousands_of_watches_survive_a_cut() {
     }
     assert_eq!(client.watch_count(), 0);
 }
+
+/// `creator_all` (ZooKeeper's `auth` scheme: every identity of the creating connection) over
+/// TLS with a client certificate grants the certificate's identity (`x509:…`) as well as the
+/// digest user; the directory guard of restricted locks takes that entry as possibly ours.
+#[test]
+fn creator_all_with_a_client_certificate_grants_its_identity_too() {
+    use zk_locks::client::acl::AclProvider;
+    use zk_locks::{InterProcessLock, InterProcessMutex, SharedClient};
+    let Some(server) = tls_server() else {
+        return;
+    };
+    let files = server.tls_files().unwrap();
+    let tls = TlsOptions::from_ca_file(&files.ca)
+        .unwrap()
+        .client_cert_files(&files.client_cert, &files.client_key)
+        .unwrap();
+    let options = options(server, &files.ca)
+        .tls(tls)
+        .digest_auth("app", "secret")
+        .acl_provider(AclProvider::creator_all());
+    let client: SharedClient = NativeClient::connect_with(options).unwrap();
+    let base = format!("/tls-creator-all-{}", uuid::Uuid::new_v4());
+    client.create(&base, b"", CreateMode::Persistent).unwrap();
+    let (acl, _) = client.get_acl(&base).unwrap();
+    let schemes: Vec<&str> = acl.iter().map(|a| a.scheme.as_str()).collect();
+    assert!(schemes.contains(&"digest"), "{acl:?}");
+    assert!(schemes.contains(&"x509"), "{acl:?}");
+    let lock = InterProcessMutex::new(client, &format!("{base}/lock")).unwrap();
+    assert!(lock.acquire_timeout(SESSION).unwrap());
+    lock.release().unwrap();
+}

@@ -14,7 +14,7 @@ use std::time::Duration;
 use common::{children, eventually, unique_root};
 use zk_locks::locks::{InterProcessLock, InterProcessMutex};
 use zk_locks::testing::{shared_server, FaultProxy};
-use zk_locks::SharedClient;
+use zk_locks::{SharedClient, ZkClient};
 use zklock_support::{client, run, temp_dir, wait_exit, zklock, PATIENCE};
 
 #[test]
@@ -144,7 +144,8 @@ fn stderr_of(child: &mut Child) -> String {
     stderr
 }
 
-/// A `creator_all` lock held by the library with `app:secret`.
+/// A `creator_all` lock held by the library with `app:secret`, under a persistent base it
+/// made with that ACL (a restricted lock needs a parent nobody else may create or delete in).
 fn secured_holder(connect: &str, root: &str) -> (SharedClient, InterProcessMutex) {
     use zk_locks::client::acl::AclProvider;
     use zk_locks::client::native::{NativeClient, NativeOptions};
@@ -152,6 +153,10 @@ fn secured_holder(connect: &str, root: &str) -> (SharedClient, InterProcessMutex
         .digest_auth("app", "secret")
         .acl_provider(AclProvider::creator_all());
     let shared: SharedClient = NativeClient::connect_with(options).unwrap();
+    let base = zk_locks::paths::parent(root).unwrap();
+    shared
+        .create(base, b"", zk_locks::CreateMode::Persistent)
+        .unwrap();
     let mutex = InterProcessMutex::new(shared.clone(), root).unwrap();
     mutex.acquire().unwrap();
     (shared, mutex)
@@ -163,7 +168,7 @@ fn credentials_come_from_a_file_or_the_environment_and_strangers_exit_69() {
         return;
     };
     let connect = server.connect_string();
-    let root = unique_root("zklock-secured");
+    let root = format!("{}/lock", unique_root("zklock-secured"));
     let (owner, mutex) = secured_holder(&connect, &root);
 
     // Without credentials `holders` may not look: a clear error, exit 69.
@@ -242,4 +247,42 @@ fn credentials_come_from_a_file_or_the_environment_and_strangers_exit_69() {
         "true",
     ]));
     assert_eq!(out.status.code(), Some(64), "{out:?}");
+}
+
+/// Issue 25 item 6: `--acl creator-all` over a lock directory left with the open ACL would
+/// hold a lock anyone may break: zklock refuses, exit 69, naming the directory and its ACL,
+/// and neither queues nor runs the command.
+#[test]
+fn creator_all_over_an_open_lock_directory_exits_69_naming_it() {
+    let Some(server) = shared_server() else {
+        return;
+    };
+    let connect = server.connect_string();
+    let base = unique_root("zklock-left-open");
+    let dir = format!("{base}/lock");
+    let stranger = client(&connect);
+    for path in [&base, &dir] {
+        stranger
+            .create(path, b"", zk_locks::CreateMode::Persistent)
+            .unwrap();
+    }
+    let marker = temp_dir("left-open").join("ran");
+    let out = run(zklock().env("ZK_AUTH", "app:secret").args([
+        "--connect",
+        &connect,
+        "--acl",
+        "creator-all",
+        "--timeout",
+        "10s",
+        &dir,
+        "--",
+        "touch",
+        marker.to_str().unwrap(),
+    ]));
+    assert_eq!(out.status.code(), Some(69), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains(&dir), "{stderr}");
+    assert!(stderr.contains("world:anyone:cdrwa"), "{stderr}");
+    assert!(!marker.exists(), "the command ran");
+    assert!(children(stranger.as_ref(), &dir).is_empty());
 }

@@ -277,6 +277,19 @@ impl<C: ZkClient> ZkClient for CountingClient<C> {
         self.inner.restores_watches()
     }
 
+    /// Not counted: read once per lock object, and only with a restricting ACL provider.
+    fn get_acl(&self, path: &str) -> ZkResult<(Vec<crate::client::acl::Acl>, Stat)> {
+        self.inner.get_acl(path)
+    }
+
+    fn acl_provider(&self) -> crate::client::acl::AclProvider {
+        self.inner.acl_provider()
+    }
+
+    fn own_digest_ids(&self) -> Vec<String> {
+        self.inner.own_digest_ids()
+    }
+
     fn session(&self) -> &Session {
         self.inner.session()
     }

@@ -427,6 +427,24 @@ pub trait ZkClient: Send + Sync {
         false
     }
 
+    /// The ACL of the node at `path` and its `Stat` (ZooKeeper's getACL; needs `READ` or
+    /// `ADMIN` on the node). Default: `Unimplemented` (a backend that cannot read ACLs).
+    fn get_acl(&self, path: &str) -> ZkResult<(Vec<acl::Acl>, Stat)> {
+        let _ = path;
+        Err(ZkError::Unimplemented)
+    }
+
+    /// The ACL provider this client applies to the nodes it creates (default: open).
+    fn acl_provider(&self) -> acl::AclProvider {
+        acl::AclProvider::open()
+    }
+
+    /// The `digest` ids of this client's own credentials ([`acl::digest_id`]), to tell its
+    /// own ACL entries from others' (default: none).
+    fn own_digest_ids(&self) -> Vec<String> {
+        Vec::new()
+    }
+
     /// The connection-state machine of this client: state, epoch, session id, listeners.
     fn session(&self) -> &Session;
 
@@ -491,6 +509,18 @@ impl<T: ZkClient + ?Sized> ZkClient for Arc<T> {
 
     fn restores_watches(&self) -> bool {
         (**self).restores_watches()
+    }
+
+    fn get_acl(&self, path: &str) -> ZkResult<(Vec<acl::Acl>, Stat)> {
+        (**self).get_acl(path)
+    }
+
+    fn acl_provider(&self) -> acl::AclProvider {
+        (**self).acl_provider()
+    }
+
+    fn own_digest_ids(&self) -> Vec<String> {
+        (**self).own_digest_ids()
     }
 
     fn session(&self) -> &Session {

@@ -16,6 +16,12 @@ use super::rearm::{spawn, OnReconnect};
 
 type CountListener = Arc<dyn Fn(i32) + Send + Sync>;
 
+/// The listeners' side of the count (see [`notify`]).
+struct Told {
+    value: i32,
+    telling: bool,
+}
+
 const THREAD_NAME: &str = "zk-locks-shared-count";
 
 /// The longest pause between two tries of a failed read.
@@ -28,12 +34,18 @@ struct Shared {
     /// The `mzxid` the cached value was read at: a late reply to an older read (two reads
     /// can race after a reconnect) never replaces a newer value.
     applied_mzxid: Mutex<i64>,
-    /// Numbers the reads that arm a watch; `armed` is the newest that succeeded. Only its
-    /// watch refreshes: watches of older reads that are still set (a reconnect that kept
-    /// them) would each start a refresh of their own, one more after every reconnect.
+    /// Numbers the reads that arm a watch; `armed` is the newest that succeeded. A watch
+    /// refreshes unless a newer read succeeded (that read saw the change, or its own watch
+    /// fires for it): watches of older reads that are still set (a reconnect that kept them)
+    /// would otherwise each start a refresh of their own, one more after every reconnect.
+    /// `armed` is recorded only after the read returns, so a watch may fire before its own
+    /// read is recorded: it must refresh then, never be taken for an older one.
     next_read: AtomicU64,
     armed: AtomicU64,
     listeners: Mutex<Vec<(u64, CountListener)>>,
+    /// What the listeners were last told, and whether a thread is telling them now: they
+    /// are told in turn, and the last value they hear is the cached one.
+    told: Mutex<Told>,
     next_listener: Mutex<u64>,
     /// Reads (and re-arms) the count after every reconnect; dropped with the count.
     _rearm: OnReconnect,
@@ -42,7 +54,10 @@ struct Shared {
 /// A shared integer (Curator's `SharedCount`, same encoding: 4 bytes, big-endian).
 ///
 /// The value is cached and kept current by a data watch, armed again after every reconnect
-/// and retried when a read fails; listeners are told of each change.
+/// and retried when a read fails. A notification is never dropped for a change the count has
+/// not read, however close together the changes come; listeners are told of changes (values
+/// that came and went between two reads may be skipped), and the last value they hear is the
+/// cached one.
 ///
 /// ```
 /// use zk_locks::client::memory::MemoryEnsemble;
@@ -91,6 +106,10 @@ impl SharedCount {
                 next_read: AtomicU64::new(0),
                 armed: AtomicU64::new(0),
                 listeners: Mutex::new(Vec::new()),
+                told: Mutex::new(Told {
+                    value: seed,
+                    telling: false,
+                }),
                 next_listener: Mutex::new(0),
                 _rearm: OnReconnect::start(
                     client,
@@ -119,7 +138,10 @@ impl SharedCount {
         Ok(())
     }
 
-    /// Calls `listener` with each new value (on a background thread; keep it short).
+    /// Calls `listener` with each new value (on a background thread, or the thread of a
+    /// `set_count`; keep it short). Calls do not overlap; a change made while the listeners
+    /// are being told is told next, so they always end on the current value. A listener that
+    /// panics is logged and does not stop the others.
     pub fn subscribe(&self, listener: impl Fn(i32) + Send + Sync + 'static) -> u64 {
         let mut next = self.shared.next_listener.lock();
         *next += 1;
@@ -164,7 +186,9 @@ fn refresh(shared: &Arc<Shared>) -> Result<()> {
     let weak = Arc::downgrade(shared);
     let watcher = Box::new(move |_event: crate::client::WatchedEvent| {
         let Some(shared) = weak.upgrade() else { return };
-        if shared.armed.load(Ordering::SeqCst) == read {
+        // Not `== read`: this watch can fire before `armed` records its read (a change
+        // right after the read), and dropping it would leave no watch at all.
+        if shared.armed.load(Ordering::SeqCst) <= read {
             let weak = Arc::downgrade(&shared);
             spawn(THREAD_NAME, move || keep_current(&weak));
         }
@@ -201,14 +225,46 @@ fn apply(shared: &Shared, mzxid: i64, value: i32) {
             return;
         }
     }
-    let listeners: Vec<CountListener> = shared
-        .listeners
-        .lock()
-        .iter()
-        .map(|(_, l)| l.clone())
-        .collect();
-    for l in listeners {
-        l(value);
+    notify(shared);
+}
+
+/// Tells the listeners the cached value until what they last heard is the cached value. One
+/// thread tells at a time; a change made meanwhile (by another thread, or by a listener's own
+/// `set_count`) is told by that thread's next turn, so two changes racing never leave the
+/// listeners on the older value.
+fn notify(shared: &Shared) {
+    {
+        let mut told = shared.told.lock();
+        if told.telling {
+            return; // the thread telling now reads the value again before it stops
+        }
+        told.telling = true;
+    }
+    loop {
+        let value = {
+            let mut told = shared.told.lock();
+            // Read under the lock: a change stored before another thread's `notify` found
+            // `telling` set is seen here.
+            let value = shared.value.load(Ordering::SeqCst);
+            if told.value == value {
+                told.telling = false;
+                return;
+            }
+            told.value = value;
+            value
+        };
+        let listeners: Vec<CountListener> = shared
+            .listeners
+            .lock()
+            .iter()
+            .map(|(_, l)| l.clone())
+            .collect();
+        for l in listeners {
+            // A panicking listener must not leave `telling` set (no listener would hear again).
+            if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| l(value))).is_err() {
+                log::error!("shared count {}: a listener panicked", shared.path);
+            }
+        }
     }
 }
 

@@ -31,7 +31,13 @@ fn a_secured_lock_is_shared_with_curator_and_refused_to_strangers() {
     let Some((connect, classes)) = setup() else {
         return;
     };
-    let root = unique_root("interop-secured");
+    // A restricted lock needs a base nobody else may create or delete in (a directory made
+    // right under the open root would be refused as unprotected by the Rust peer).
+    let base = unique_root("interop-secured");
+    secured_rust_client(&connect, Some(("app", "secret")))
+        .create(&base, b"", zk_locks::CreateMode::Persistent)
+        .unwrap();
+    let root = format!("{base}/lock");
     let mut jvm = Jvm::spawn_with_env(
         classes,
         &["hold", &connect, "mutex", &root],

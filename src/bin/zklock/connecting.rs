@@ -31,9 +31,13 @@ pub(crate) fn connect(
     NativeClient::connect_with(options)
 }
 
-/// Not allowed (rather than broken): our credentials or ACL do not fit the lock.
+/// Not allowed (rather than broken): our credentials or ACL do not fit the lock, or the lock
+/// directory lets others in while our ACL asks for protection.
 pub(crate) fn not_allowed(e: &Error) -> bool {
-    matches!(e, Error::NotAuthorized { .. } | Error::InvalidAcl { .. })
+    matches!(
+        e,
+        Error::NotAuthorized { .. } | Error::InvalidAcl { .. } | Error::UnprotectedLock { .. }
+    )
 }
 
 /// Closes the session, if there is one; the server then deletes our ephemeral nodes.

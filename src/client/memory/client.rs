@@ -174,6 +174,20 @@ impl ZkClient for MemoryClient {
         })
     }
 
+    fn get_acl(&self, path: &str) -> ZkResult<(Vec<crate::client::acl::Acl>, Stat)> {
+        self.request(Op::Exists, path, |inner, session| {
+            inner.get_acl(session, path)
+        })
+    }
+
+    fn acl_provider(&self) -> AclProvider {
+        self.acl.clone()
+    }
+
+    fn own_digest_ids(&self) -> Vec<String> {
+        crate::client::acl::own_digest_ids(&self.auth)
+    }
+
     /// Create2 is one request here, as on ZooKeeper.
     fn has_create2(&self) -> bool {
         true

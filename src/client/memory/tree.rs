@@ -400,6 +400,16 @@ impl ServerState {
         }
     }
 
+    /// getACL: the stored ACL (`auth` already replaced by identities) and the `Stat`; needs
+    /// `READ` or `ADMIN`, as ZooKeeper 3.8 checks it.
+    pub(super) fn get_acl(&self, session: i64, path: &str) -> ZkResult<(Vec<Acl>, Stat)> {
+        valid(path)?;
+        self.check_acl(session, path, perms::READ)
+            .or_else(|_| self.check_acl(session, path, perms::ADMIN))?;
+        let node = self.nodes.get(path).ok_or(ZkError::NoNode)?;
+        Ok((node.acl.clone(), node.stat))
+    }
+
     pub(super) fn get_children(
         &mut self,
         session: i64,

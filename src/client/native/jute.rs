@@ -139,6 +139,12 @@ impl<'a> Reader<'a> {
         Ok(out)
     }
 
+    /// The count of a jute `vector` whose items take at least `min_item_size` bytes each
+    /// (null reads as 0): the count is bounded by the bytes that remain.
+    pub fn count(&mut self, min_item_size: usize) -> DecodeResult<usize> {
+        Ok(self.length(min_item_size)?.unwrap_or(0))
+    }
+
     /// Fails unless every byte was read.
     pub fn finish(&self) -> DecodeResult<()> {
         if self.bytes.is_empty() {

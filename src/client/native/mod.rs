@@ -63,7 +63,7 @@ use self::connection::WatchRegistration;
 use self::jute::{DecodeResult, Reader};
 use self::options::parse_connect_string;
 pub use self::options::{NativeOptions, DEFAULT_PACKET_LIMIT};
-use self::records::{decode_all, read_create2, read_data, read_stat, WireRequest};
+use self::records::{decode_all, read_acl, read_create2, read_data, read_stat, WireRequest};
 pub use self::records::{MultiOp, MultiResult};
 use self::session::{SessionConfig, SessionCore};
 #[cfg(feature = "tls")]
@@ -407,6 +407,22 @@ impl ZkClient for NativeClient {
             watch: watch.is_some(),
         };
         self.call(request, watch, read_data)
+    }
+
+    fn get_acl(&self, path: &str) -> ZkResult<(Vec<Acl>, Stat)> {
+        check_path(path)?;
+        let request = WireRequest::GetAcl {
+            path: self.server_path(path),
+        };
+        self.call(request, None, read_acl)
+    }
+
+    fn acl_provider(&self) -> AclProvider {
+        self.acl.clone()
+    }
+
+    fn own_digest_ids(&self) -> Vec<String> {
+        crate::client::acl::own_digest_ids(&self.auth)
     }
 
     fn get_children(&self, path: &str, watcher: Option<Watcher>) -> ZkResult<Vec<String>> {

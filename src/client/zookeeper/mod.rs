@@ -394,6 +394,24 @@ impl ZkClient for ZookeeperClient {
             .map(map_stat))
     }
 
+    fn get_acl(&self, path: &str) -> ZkResult<(Vec<crate::client::acl::Acl>, Stat)> {
+        check_path(path)?;
+        let full = self.shared.to_server(path);
+        let (acl, stat) = self.call(move |zk| zk.get_acl(&full))?;
+        Ok((
+            acl.iter().map(security::from_crate).collect(),
+            map_stat(&stat),
+        ))
+    }
+
+    fn acl_provider(&self) -> crate::client::acl::AclProvider {
+        self.shared.security.acl.clone()
+    }
+
+    fn own_digest_ids(&self) -> Vec<String> {
+        crate::client::acl::own_digest_ids(&self.shared.security.auth)
+    }
+
     fn get_data(&self, path: &str, watcher: Option<Watcher>) -> ZkResult<(Vec<u8>, Stat)> {
         check_path(path)?;
         let full = self.shared.to_server(path);

@@ -87,6 +87,22 @@ fn refused_by_a_new_link<T>(
     }
 }
 
+/// An entry the crate read (getACL) as this library's.
+pub(super) fn from_crate(acl: &zk::Acl) -> Acl {
+    let bits = [
+        (perms::READ, zk::Permission::READ),
+        (perms::WRITE, zk::Permission::WRITE),
+        (perms::CREATE, zk::Permission::CREATE),
+        (perms::DELETE, zk::Permission::DELETE),
+        (perms::ADMIN, zk::Permission::ADMIN),
+    ];
+    let perms = bits
+        .iter()
+        .filter(|(_, p)| acl.perms.can(*p))
+        .fold(0, |all, (bit, _)| all | bit);
+    Acl::new(perms, acl.scheme.clone(), acl.id.clone())
+}
+
 fn to_crate(acl: &Acl) -> zk::Acl {
     let bits = [
         (perms::READ, zk::Permission::READ),

@@ -92,6 +92,10 @@ impl LockInternals {
         deadline: Option<Instant>,
         start: Instant,
     ) -> Result<Option<Created>> {
+        // With a restricting ACL provider, never a node in a directory others may enter.
+        if !self.check_protection(deadline, start)? {
+            return Ok(None);
+        }
         let mut retries = Retries::new(self.retry.as_ref(), start, deadline);
         let mut prefix = protected_prefix();
         // A container parent can be reaped between our creates: recreate it a few times.

@@ -40,6 +40,7 @@ use crate::retry::{Retries, RetryPolicy, RetryStep};
 use crate::session::{ConnectionState, ListenerId, SessionSnapshot};
 
 mod create;
+mod protection;
 mod waiter;
 
 pub(crate) use create::Created;
@@ -81,6 +82,8 @@ pub struct LockInternals {
     base_path: String,
     driver: Arc<dyn LockDriver>,
     retry: Arc<dyn RetryPolicy>,
+    /// The directory's ACL guard, passed once per lock object (see `protection`).
+    protection: Arc<protection::Protection>,
 }
 
 impl LockInternals {
@@ -96,6 +99,7 @@ impl LockInternals {
             base_path,
             driver,
             retry,
+            protection: Arc::default(),
         }
     }
 

@@ -12,7 +12,8 @@ mod responses;
 
 pub use requests::{MultiOp, WireRequest};
 pub use responses::{
-    decode_all, read_create2, read_data, read_multi, read_stat, read_watcher_event, MultiResult,
+    decode_all, read_acl, read_create2, read_data, read_multi, read_stat, read_watcher_event,
+    MultiResult,
 };
 
 use super::jute::{DecodeResult, Reader, Writer};
@@ -30,6 +31,8 @@ pub mod opcode {
     pub const GET_DATA: i32 = 4;
     /// setData.
     pub const SET_DATA: i32 = 5;
+    /// getACL (reply: the ACL and the stat).
+    pub const GET_ACL: i32 = 6;
     /// getChildren.
     pub const GET_CHILDREN: i32 = 8;
     /// sync.

@@ -95,6 +95,11 @@ pub enum WireRequest {
         /// Leave a watch.
         watch: bool,
     },
+    /// getACL.
+    GetAcl {
+        /// Server path.
+        path: String,
+    },
     /// sync.
     Sync {
         /// Server path.
@@ -174,6 +179,7 @@ impl WireRequest {
             WireRequest::GetData { .. } => opcode::GET_DATA,
             WireRequest::SetData { .. } => opcode::SET_DATA,
             WireRequest::GetChildren { .. } => opcode::GET_CHILDREN,
+            WireRequest::GetAcl { .. } => opcode::GET_ACL,
             WireRequest::Sync { .. } => opcode::SYNC,
             WireRequest::Multi { .. } => opcode::MULTI,
             WireRequest::Ping => opcode::PING,
@@ -219,7 +225,7 @@ impl WireRequest {
             } => {
                 w.string(path).buffer(data).i32(*version);
             }
-            WireRequest::Sync { path } => {
+            WireRequest::Sync { path } | WireRequest::GetAcl { path } => {
                 w.string(path);
             }
             WireRequest::Multi { ops, create_acls } => write_multi(&mut w, ops, create_acls),

@@ -2,6 +2,7 @@
 //! and watch notifications.
 
 use super::{error_from_code, opcode};
+use crate::client::acl::Acl;
 use crate::client::native::jute::{DecodeError, DecodeResult, Reader};
 use crate::client::{EventType, Stat, ZkError};
 
@@ -57,6 +58,20 @@ pub fn read_create2(r: &mut Reader<'_>) -> DecodeResult<(String, Stat)> {
 /// `GetDataResponse` (data, stat).
 pub fn read_data(r: &mut Reader<'_>) -> DecodeResult<(Vec<u8>, Stat)> {
     Ok((r.buffer()?, read_stat(r)?))
+}
+
+/// `GetACLResponse` (the ACL, the stat). Each entry takes at least 12 bytes (perms and two
+/// string lengths), which bounds the count by the bytes that remain.
+pub fn read_acl(r: &mut Reader<'_>) -> DecodeResult<(Vec<Acl>, Stat)> {
+    let n = r.count(12)?;
+    let mut acl = Vec::with_capacity(n);
+    for _ in 0..n {
+        let perms = r.i32()?;
+        let scheme = r.string()?;
+        let id = r.string()?;
+        acl.push(Acl { perms, scheme, id });
+    }
+    Ok((acl, read_stat(r)?))
 }
 
 /// The results of a `multi`, in request order.
