@@ -2,6 +2,7 @@
 //! tally, the exclusion check and the run's [`Summary`].
 
 use std::collections::BTreeMap;
+use std::sync::atomic::AtomicU64;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
@@ -152,6 +153,18 @@ impl FencedStore {
     }
 }
 
+/// Revocation requests made to mutex holders, and what their listeners did. Atomics: the
+/// listeners run on the client's threads and only count.
+#[derive(Default)]
+pub(super) struct Revocations {
+    /// `Revoker::attempt_revoke` calls that reached a holder's node.
+    pub(super) requests: AtomicU64,
+    /// Listener calls.
+    pub(super) calls: AtomicU64,
+    /// Listener calls on the thread that was acquiring the lock (must be none).
+    pub(super) on_acquirer: AtomicU64,
+}
+
 /// Outcome counters, shared by the workers.
 #[derive(Default)]
 pub(super) struct Tally {
@@ -214,6 +227,11 @@ pub struct Summary {
     pub probe_holders_not_lost: u64,
     /// Count blips after which the victim's `SharedCount` never showed the new maximum.
     pub stale_counts: u64,
+    /// Revocation requests made to the mutex's holders (one per fault, from the victim's
+    /// session) / their listeners' calls.
+    pub revocations: (u64, u64),
+    /// Listener calls beyond one per request, plus calls on the acquiring thread.
+    pub revocation_violations: u64,
     /// Caught panics in workers.
     pub panics: u64,
     /// Workers that did not finish after the stop.
@@ -248,6 +266,7 @@ impl Summary {
             && self.probes_refused == self.probes
             && self.probe_holders_not_lost == 0
             && self.stale_counts == 0
+            && self.revocation_violations == 0
             && self.panics == 0
             && self.hung == 0
             && self.orphans == 0
@@ -283,7 +302,7 @@ impl Summary {
              errors={{{}}} release-errors={{{}}} token-errors={} invalid-sections={} \
              expired-sections={} expired-overlaps={} faults={{{} skipped={}}} violations={} \
              fencing={{accepted={} rejected={} stale-accepted={} rejected-valid={} probes={} \
-             probes-refused={} probe-holders-not-lost={}}} stale-counts={} panics={} hung={} orphans={} \
+             probes-refused={} probe-holders-not-lost={}}} stale-counts={} revocations={{requests={} calls={} violations={}}} panics={} hung={} orphans={} \
              leaked-watches={{live={} closed={}}} spurious-losses={} long-elections={}",
             self.backend,
             self.sessions,
@@ -307,6 +326,9 @@ impl Summary {
             self.probes_refused,
             self.probe_holders_not_lost,
             self.stale_counts,
+            self.revocations.0,
+            self.revocations.1,
+            self.revocation_violations,
             self.panics,
             self.hung,
             self.orphans,

@@ -1,6 +1,7 @@
 //! The fault thread's composite faults: the fencing probe, the expiry during a downgrade,
 //! the count blip, and waiting for the server to settle.
 
+use std::sync::atomic::Ordering;
 use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -11,8 +12,8 @@ use super::checks::FencedStore;
 use super::config::{Env, FaultKind, Recipe, SEMAPHORE_MAX};
 use super::timeline::{FaultLog, FaultRecord};
 use super::workers::{DowngradeRequest, Run};
-use zk_locks::locks::InterProcessReadWriteLock;
-use zk_locks::{InterProcessLock, InterProcessMutex, SharedClient};
+use zk_locks::locks::{standard_sort_key, InterProcessReadWriteLock, Revoker, LOCK_NAME};
+use zk_locks::{InterProcessLock, InterProcessMutex, SharedClient, ZkClient};
 
 /// The fencing probe's lock path.
 pub(super) fn probe_path(root: &str) -> String {
@@ -202,4 +203,27 @@ pub(super) fn settle(patience: Duration, mut count: impl FnMut() -> usize) -> us
         }
         thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// Asks the mutex's holder to release (Curator's `__REVOKE__`), from session `client`: one
+/// request per fault, so revocations meet every fault's reconnects. A request whose outcome is
+/// unknown may have been applied, so it counts as made.
+pub(super) fn revoke_mutex_holder(client: &SharedClient, run: &Run) {
+    if !run.config.recipes.contains(&Recipe::Mutex) {
+        return;
+    }
+    let dir = Recipe::Mutex.path(&run.config.root);
+    let Ok(mut children) = client.get_children(&dir, None) else {
+        return;
+    };
+    children.sort_by(|a, b| standard_sort_key(a, LOCK_NAME).cmp(standard_sort_key(b, LOCK_NAME)));
+    let Some(holder) = children.first() else {
+        return;
+    };
+    match Revoker::attempt_revoke(client, &format!("{dir}/{holder}")) {
+        Ok(()) => {}
+        Err(e) if e.is_retryable() => {}
+        Err(_) => return,
+    }
+    run.revocations.requests.fetch_add(1, Ordering::SeqCst);
 }

@@ -12,7 +12,8 @@ use parking_lot::Mutex;
 use super::checks::{check_exclusion, FencedStore, Section, Summary, Tally};
 use super::config::{pause, Config, Env, FaultKind, Recipe, SEMAPHORE_MAX};
 use super::faults::{
-    count_blip, count_path, expire_during_downgrade, fence_probe, inject, probe_path, settle, Probe,
+    count_blip, count_path, expire_during_downgrade, fence_probe, inject, probe_path,
+    revoke_mutex_holder, settle, Probe,
 };
 use super::timeline::{expired_unannounced, FaultLog};
 use super::workers::Run;
@@ -35,6 +36,7 @@ pub fn run(env: &dyn Env, config: &Config) -> Summary {
         downgrade: Mutex::new(None),
         log: FaultLog::default(),
         oracle: env.node_oracle(),
+        revocations: Arc::default(),
     });
     let probe = Probe::default();
     let mut faults: BTreeMap<FaultKind, u64> = BTreeMap::new();
@@ -87,6 +89,7 @@ pub fn run(env: &dyn Env, config: &Config) -> Summary {
             let kind = config.faults[n % config.faults.len()];
             let victim = config.victim(n, clients.len());
             n += 1;
+            revoke_mutex_holder(&clients[victim], &run);
             let injected = match kind {
                 FaultKind::Freeze => fence_probe(env, &clients, &run, victim, &probe),
                 FaultKind::DowngradeExpiry | FaultKind::DowngradeSilentSession => {
@@ -211,6 +214,12 @@ pub fn run(env: &dyn Env, config: &Config) -> Summary {
     let rejected_valid_writes =
         count(&|s| s.counts() && s.write_refused && !expired_unannounced(s, &log));
     let tally = std::mem::take(&mut *run.tally.lock());
+    let revoked = &run.revocations;
+    let (requests, calls, on_acquirer) = (
+        revoked.requests.load(Ordering::SeqCst),
+        revoked.calls.load(Ordering::SeqCst),
+        revoked.on_acquirer.load(Ordering::SeqCst),
+    );
     if tally.downgrade_violations > 0 {
         violations += tally.downgrade_violations;
         violation_details.push(format!(
@@ -255,6 +264,8 @@ pub fn run(env: &dyn Env, config: &Config) -> Summary {
         probes_refused,
         probe_holders_not_lost,
         stale_counts: tally.stale_counts,
+        revocations: (requests, calls),
+        revocation_violations: on_acquirer + calls.saturating_sub(requests),
         panics: tally.panics,
         hung,
         orphans: orphan_names.len(),

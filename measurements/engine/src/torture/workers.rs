@@ -5,12 +5,13 @@ use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
+use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
-use super::checks::{error_key, FencedStore, Section, Tally};
+use super::checks::{error_key, FencedStore, Revocations, Section, Tally};
 use super::config::{Config, NodeOracle, Recipe, SEMAPHORE_MAX};
 use super::faults::count_path;
 use super::timeline::FaultLog;
@@ -71,6 +72,8 @@ pub(super) struct Run {
     pub(super) log: FaultLog,
     /// The environment's view of which nodes exist, when it has one without requests.
     pub(super) oracle: Option<NodeOracle>,
+    /// Revocation requests to the mutex's holders and their listeners' calls.
+    pub(super) revocations: Arc<Revocations>,
 }
 
 /// Asks the read/write worker of session `worker` to stop between taking the write lock and
@@ -234,8 +237,20 @@ impl Run {
             Ok(match recipe {
                 Recipe::Mutex => {
                     let m = InterProcessMutex::new(client.clone(), &path)?;
-                    Box::new(move |_| self.iterate_lock(recipe, true, worker, &m))
-                        as Box<dyn FnMut(u64)>
+                    let acquirer = thread::current().id();
+                    Box::new(move |_| {
+                        // Revocable: the fault thread asks holders to release (Curator's
+                        // `__REVOKE__`); the listener only counts, and must run once per
+                        // request, never on this (the acquiring) thread.
+                        let tally = self.revocations.clone();
+                        m.make_revocable(move || {
+                            tally.calls.fetch_add(1, Ordering::SeqCst);
+                            if thread::current().id() == acquirer {
+                                tally.on_acquirer.fetch_add(1, Ordering::SeqCst);
+                            }
+                        });
+                        self.iterate_lock(recipe, true, worker, &m)
+                    }) as Box<dyn FnMut(u64)>
                 }
                 Recipe::ReadWrite => {
                     let rw = InterProcessReadWriteLock::new(client.clone(), &path)?;
