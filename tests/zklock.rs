@@ -121,6 +121,42 @@ fn accepts_attached_values_and_compound_durations() {
     }
 }
 
+/// The command leads a process group of its own (what zklock signals as one); with
+/// `--foreground` it stays in zklock's group, the terminal's job, as `timeout --foreground`.
+#[cfg(target_os = "linux")]
+#[test]
+fn the_command_leads_its_own_process_group_unless_foreground() {
+    let Some(server) = shared_server() else {
+        return;
+    };
+    let connect = server.connect_string();
+    let root = unique_root("zklock-pgrp");
+    // `pid (comm) state ppid pgrp ...`: the fifth field is the process group.
+    let script = "echo $$ $(cut -d' ' -f5 /proc/$$/stat) $(cut -d' ' -f5 /proc/$PPID/stat)";
+    let groups = |options: &[&str]| -> Vec<i64> {
+        let mut args = vec!["--connect", &connect];
+        args.extend_from_slice(options);
+        args.extend_from_slice(&[&root, "--", "sh", "-c", script]);
+        let out = run(zklock().args(&args));
+        assert!(out.status.success(), "{out:?}");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        stdout
+            .split_whitespace()
+            .map(|f| f.parse().unwrap())
+            .collect()
+    };
+    let [pid, group, zklocks_group] = groups(&[])[..] else {
+        panic!("three numbers")
+    };
+    assert_eq!(group, pid, "the command leads its group");
+    assert_ne!(group, zklocks_group);
+    let [pid, group, zklocks_group] = groups(&["--foreground"])[..] else {
+        panic!("three numbers")
+    };
+    assert_eq!(group, zklocks_group, "--foreground: zklock's own group");
+    assert_ne!(group, pid);
+}
+
 #[test]
 fn help_lists_exit_codes_and_examples() {
     let out = run(zklock().arg("--help"));

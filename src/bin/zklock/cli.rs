@@ -31,6 +31,9 @@ OPTIONS:
         --semaphore N          take one lease of an InterProcessSemaphoreV2 with N leases
         --session-timeout DUR  ZooKeeper session timeout (default 10s)
         --grace DUR            after a lost lock, time between SIGTERM and SIGKILL (default 5s)
+        --foreground           keep the command in zklock's process group, so that it may
+                               read from the terminal (as timeout --foreground); signals
+                               then reach the command alone, not the processes it starts
         --auth-file FILE       digest credentials `user:password` from FILE (default: $ZK_AUTH);
                                never on the command line, where `ps` shows them; the
                                command does not inherit $ZK_AUTH
@@ -56,7 +59,9 @@ runs (the lock may now be held by someone else), the group gets SIGTERM, then SI
 command exits or after the grace period. A suspended connection alone does not count as lost.
 SIGINT/SIGTERM/SIGHUP while waiting for the lock withdraw from the queue; while the command
 runs they are forwarded to its group. On Linux the group is killed if zklock dies (kill -9
-included). Out of reach: a process that leaves the group (setsid, daemons).
+included). Out of reach: a process that leaves the group (setsid, daemons). Without
+--foreground the command is not the terminal's foreground job: reading from the terminal
+stops it (SIGTTIN).
 
 `holders` prints the lock's participants in queue order: state (holder/waiting), kind, node
 name and node data (zklock and zk-locks store `<host> <pid>`, Curator its IP address). For a
@@ -136,6 +141,8 @@ pub(crate) struct RunArgs {
     pub(crate) session_timeout: Duration,
     pub(crate) timeout: Option<Duration>,
     pub(crate) grace: Duration,
+    /// `--foreground`: the command stays in zklock's process group.
+    pub(crate) foreground: bool,
     pub(crate) kind: Kind,
     pub(crate) path: String,
     pub(crate) command: Vec<OsString>,
@@ -171,6 +178,7 @@ pub(crate) fn parse_cli(args: Vec<OsString>, env_connect: Option<String>) -> Res
     let mut session_timeout = Duration::from_secs(10);
     let mut timeout = None;
     let mut grace = Duration::from_secs(5);
+    let mut foreground = false;
     let mut kind = None;
     let mut semaphore = None;
     let mut holders_mode = false;
@@ -221,6 +229,7 @@ pub(crate) fn parse_cli(args: Vec<OsString>, env_connect: Option<String>) -> Res
                 let text = value(&mut parser)?;
                 grace = durations::wait("--grace", &text).map_err(Usage)?;
             }
+            Long("foreground") => foreground = true,
             Long("auth-file") => security.auth_file = Some(value(&mut parser)?),
             Long("tls-ca") => security.tls_ca = Some(value(&mut parser)?),
             Long("tls-cert") => security.tls_cert = Some(value(&mut parser)?),
@@ -279,7 +288,7 @@ pub(crate) fn parse_cli(args: Vec<OsString>, env_connect: Option<String>) -> Res
         if !command.is_empty() {
             return Err(Usage("holders takes no command".into()));
         }
-        if matches!(kind, Some(Kind::Read | Kind::Write)) || timeout.is_some() {
+        if matches!(kind, Some(Kind::Read | Kind::Write)) || timeout.is_some() || foreground {
             return Err(Usage(
                 "holders takes only --connect, --session-timeout, --auth-file, --acl, --tls-* and --semaphore".into(),
             ));
@@ -301,6 +310,7 @@ pub(crate) fn parse_cli(args: Vec<OsString>, env_connect: Option<String>) -> Res
         session_timeout,
         timeout,
         grace,
+        foreground,
         kind: kind.unwrap_or(Kind::Mutex),
         path,
         command,

@@ -13,77 +13,116 @@
 //!
 //! Outside zklock's reach: a process that leaves the group on purpose (`setsid`, `setpgid`, a
 //! double-forking daemon), and on other Unixes the death of zklock itself (no parent-death
-//! signal there).
+//! signal there). With `--foreground` the command stays in zklock's group (the terminal's
+//! job, so it may read from the terminal) and only the command itself is signalled, as
+//! `timeout --foreground` does.
 
 use std::io;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, Command, ExitStatus};
 
-/// Spawns `cmd` as the leader of a new process group; on Linux it gets SIGKILL if zklock dies.
-/// Call on the main thread (the parent-death signal follows the spawning thread).
-pub(crate) fn spawn(cmd: &mut Command) -> io::Result<Child> {
-    cmd.process_group(0);
-    #[cfg(target_os = "linux")]
-    {
-        let parent = std::process::id() as libc::pid_t;
-        // SAFETY: the closure runs in the forked child before exec and calls only
-        // async-signal-safe functions (prctl, getppid, raise); it allocates nothing.
+/// The running command: its leader, and whether it leads a group of its own (not with
+/// `--foreground`).
+pub(crate) struct Running {
+    child: Child,
+    own_group: bool,
+    /// Kills the group if zklock dies; dismissed once the leader is reaped.
+    guardian: Option<Guardian>,
+}
+
+impl Running {
+    /// Spawns `cmd` as the leader of a new process group (in zklock's own group with
+    /// `foreground`, as `timeout --foreground`: the terminal's job, but only the command itself
+    /// is signalled); on Linux it gets SIGKILL if zklock dies. Call on the main thread (the
+    /// parent-death signals follow the spawning thread).
+    pub(crate) fn spawn(cmd: &mut Command, foreground: bool) -> io::Result<Running> {
+        if !foreground {
+            cmd.process_group(0);
+        }
+        #[cfg(target_os = "linux")]
+        {
+            let parent = std::process::id() as libc::pid_t;
+            // SAFETY: the closure runs in the forked child before exec and calls only
+            // async-signal-safe functions (prctl, getppid, raise); it allocates nothing.
+            unsafe {
+                cmd.pre_exec(move || {
+                    if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
+                        return Err(io::Error::last_os_error());
+                    }
+                    // zklock died between the fork and the prctl: nobody would send it now.
+                    if libc::getppid() != parent {
+                        libc::raise(libc::SIGKILL);
+                    }
+                    Ok(())
+                });
+            }
+        }
+        let child = cmd.spawn()?;
+        let guardian = if foreground {
+            None
+        } else {
+            Guardian::start(child.id() as libc::pid_t)
+        };
+        Ok(Running {
+            child,
+            own_group: !foreground,
+            guardian,
+        })
+    }
+
+    fn pid(&self) -> libc::pid_t {
+        self.child.id() as libc::pid_t
+    }
+
+    /// Sends `signo` to every process in the command's group (to the command alone with
+    /// `--foreground`). The leader is not reaped yet, so its id still names that group.
+    pub(crate) fn signal(&self, signo: libc::c_int) {
+        let target = if self.own_group {
+            -self.pid()
+        } else {
+            self.pid()
+        };
+        // SAFETY: kill(2) on our unreaped child, or on the group it leads.
+        if unsafe { libc::kill(target, signo) } != 0 {
+            log::debug!(
+                "signal {signo} to the command ({target}): {}",
+                io::Error::last_os_error()
+            );
+        }
+    }
+
+    /// Whether the leader has exited, without reaping it (the group id stays reserved).
+    pub(crate) fn has_exited(&self) -> bool {
+        // SAFETY: a zeroed siginfo_t is valid; waitid(WNOHANG | WNOWAIT) only looks at our
+        // child.
         unsafe {
-            cmd.pre_exec(move || {
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
-                    return Err(io::Error::last_os_error());
-                }
-                // zklock died between the fork and the prctl: nobody would send it any more.
-                if libc::getppid() != parent {
-                    libc::raise(libc::SIGKILL);
-                }
-                Ok(())
-            });
+            let mut info: libc::siginfo_t = std::mem::zeroed();
+            let flags = libc::WEXITED | libc::WNOHANG | libc::WNOWAIT;
+            if libc::waitid(libc::P_PID, self.pid() as libc::id_t, &mut info, flags) != 0 {
+                // ECHILD: already reaped (not by us), so it has exited; EINTR: look again.
+                return io::Error::last_os_error().raw_os_error() == Some(libc::ECHILD);
+            }
+            // With WNOHANG, si_pid stays 0 while the child runs.
+            info.si_pid() != 0
         }
     }
-    cmd.spawn()
-}
 
-/// Sends `signo` to every process in the group led by `pgid`, whose leader the caller has not
-/// reaped yet (so the id still names that group).
-pub(crate) fn signal(pgid: libc::pid_t, signo: libc::c_int) {
-    // SAFETY: kill(2) on a process group whose unreaped leader is our child.
-    if unsafe { libc::kill(-pgid, signo) } != 0 {
-        log::debug!(
-            "signal {signo} to the command's group {pgid}: {}",
-            io::Error::last_os_error()
-        );
-    }
-}
-
-/// Whether our child `pid` has exited, without reaping it (the group id stays reserved).
-pub(crate) fn has_exited(pid: libc::pid_t) -> bool {
-    // SAFETY: a zeroed siginfo_t is valid; waitid(WNOHANG | WNOWAIT) only looks at our child.
-    unsafe {
-        let mut info: libc::siginfo_t = std::mem::zeroed();
-        let flags = libc::WEXITED | libc::WNOHANG | libc::WNOWAIT;
-        if libc::waitid(libc::P_PID, pid as libc::id_t, &mut info, flags) != 0 {
-            // ECHILD: already reaped (not by us), so it has exited; EINTR: look again later.
-            return io::Error::last_os_error().raw_os_error() == Some(libc::ECHILD);
-        }
-        // With WNOHANG, si_pid stays 0 while the child runs.
-        info.si_pid() != 0
-    }
-}
-
-/// Reaps the exited (or killed) leader and returns its status.
-pub(crate) fn reap(child: &mut Child) -> ExitStatus {
-    match child.wait() {
-        Ok(status) => status,
-        Err(e) => {
-            log::error!("waiting for the command: {e}");
-            ExitStatus::from_raw(libc::SIGKILL)
+    /// Reaps the exited (or killed) leader and returns its status; from then on the group
+    /// id may be reused, so nothing is signalled any more (the guardian is dismissed first).
+    pub(crate) fn reap(mut self) -> ExitStatus {
+        drop(self.guardian.take());
+        match self.child.wait() {
+            Ok(status) => status,
+            Err(e) => {
+                log::error!("waiting for the command: {e}");
+                ExitStatus::from_raw(libc::SIGKILL)
+            }
         }
     }
 }
 
 /// A process that kills the command's group when zklock dies (Linux); dismissed when dropped.
-pub(crate) struct Guardian {
+struct Guardian {
     #[cfg(target_os = "linux")]
     pid: libc::pid_t,
 }
@@ -91,7 +130,7 @@ pub(crate) struct Guardian {
 impl Guardian {
     /// Forks the guardian of the group `pgid`. Call on the main thread, after spawning the
     /// command and before reaping it. `None` (logged) if it cannot be forked, or off Linux.
-    pub(crate) fn start(pgid: libc::pid_t) -> Option<Guardian> {
+    fn start(pgid: libc::pid_t) -> Option<Guardian> {
         #[cfg(target_os = "linux")]
         {
             // Everything the child needs is prepared here: after a fork in a threaded process

@@ -2,7 +2,7 @@
 //! it when the lock is lost, releasing afterwards, and zklock's exit status. The command is a
 //! process group of its own ([`crate::group`]): every signal goes to the whole group.
 
-use std::process::{Child, Command, ExitStatus};
+use std::process::{Command, ExitStatus};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -13,7 +13,7 @@ use crate::cli::RunArgs;
 use crate::connecting::close;
 use crate::durations::{deadline_after, remaining};
 use crate::exit;
-use crate::group::{self, Guardian};
+use crate::group::Running;
 use crate::signals;
 use crate::waiting::{acquire, Event, Held};
 
@@ -51,8 +51,8 @@ pub(crate) fn run(args: RunArgs) -> i32 {
         .env("ZKLOCK_FENCING_TOKEN", token.to_string());
     // On the main thread, which lives as long as zklock: the command's parent-death signal
     // and the guardian follow the thread that created them.
-    let mut child = match group::spawn(&mut cmd) {
-        Ok(child) => child,
+    let running = match Running::spawn(&mut cmd, args.foreground) {
+        Ok(running) => running,
         Err(e) => {
             eprintln!("zklock: cannot run {:?}: {e}", args.command[0]);
             let _ = release_tx.send(());
@@ -64,11 +64,8 @@ pub(crate) fn run(args: RunArgs) -> i32 {
             };
         }
     };
-    let guardian = Guardian::start(child.id() as libc::pid_t);
     watch_for_loss(node.clone(), loss_tx);
-    let outcome = supervise(&mut child, &events, args.grace);
-    // The leader is reaped: its group id may be reused from now on.
-    drop(guardian);
+    let outcome = supervise(running, &events, args.grace);
     match outcome {
         Outcome::Exited(status) => {
             // The worker releases (deletes our node); closing afterwards ends the session,
@@ -104,23 +101,22 @@ enum Outcome {
 
 /// Waits for the command's leader to exit; forwards signals to its group; terminates the
 /// group when the lock is lost.
-fn supervise(child: &mut Child, events: &Receiver<Event>, grace: Duration) -> Outcome {
-    let pgid = child.id() as libc::pid_t;
+fn supervise(running: Running, events: &Receiver<Event>, grace: Duration) -> Outcome {
     loop {
-        // Looked at before each wait: the exit's SIGCHLD may have come before the command
-        // was spawned's bookkeeping was done, and one SIGCHLD may stand for several.
-        if group::has_exited(pgid) {
-            return Outcome::Exited(group::reap(child));
+        // Looked at before each wait: one SIGCHLD may stand for several exits, and the exit
+        // may have come before this loop started.
+        if running.has_exited() {
+            return Outcome::Exited(running.reap());
         }
         match events.recv() {
             Ok(Event::Signal(signo)) if signals::is_stop(signo) => {
-                log::info!("forwarding signal {signo} to the command's process group");
-                group::signal(pgid, signo);
+                log::info!("forwarding signal {signo} to the command");
+                running.signal(signo);
             }
-            Ok(Event::Lost) => return Outcome::LockLost(terminate(child, events, grace)),
+            Ok(Event::Lost) => return Outcome::LockLost(terminate(running, events, grace)),
             Ok(_) => {}
             // Nobody left to report anything (cannot happen while the signal thread runs).
-            Err(_) => return Outcome::Exited(group::reap(child)),
+            Err(_) => return Outcome::Exited(running.reap()),
         }
     }
 }
@@ -128,14 +124,13 @@ fn supervise(child: &mut Child, events: &Receiver<Event>, grace: Duration) -> Ou
 /// SIGTERM to the group; once the leader exits, or `grace` passes, SIGKILL to what is left of
 /// the group (the lock is gone: nothing of the command may run on); returns the leader's
 /// status.
-fn terminate(child: &mut Child, events: &Receiver<Event>, grace: Duration) -> ExitStatus {
-    let pgid = child.id() as libc::pid_t;
-    group::signal(pgid, libc::SIGTERM);
+fn terminate(running: Running, events: &Receiver<Event>, grace: Duration) -> ExitStatus {
+    running.signal(libc::SIGTERM);
     // `grace` is at most a year (checked at parsing); `None` would wait without limit.
     let deadline = deadline_after(grace);
-    while !group::has_exited(pgid) {
+    while !running.has_exited() {
         match recv_until(events, deadline) {
-            Ok(Event::Signal(signo)) if signals::is_stop(signo) => group::signal(pgid, signo),
+            Ok(Event::Signal(signo)) if signals::is_stop(signo) => running.signal(signo),
             Ok(_) => {}
             Err(RecvTimeoutError::Timeout) => {
                 log::warn!("the command ignored SIGTERM for {grace:?}; sending SIGKILL");
@@ -144,8 +139,8 @@ fn terminate(child: &mut Child, events: &Receiver<Event>, grace: Duration) -> Ex
             Err(RecvTimeoutError::Disconnected) => break,
         }
     }
-    group::signal(pgid, libc::SIGKILL);
-    group::reap(child)
+    running.signal(libc::SIGKILL);
+    running.reap()
 }
 
 /// The next event, waiting at most until `deadline` (`None`: without limit).
