@@ -2,7 +2,7 @@
 //! uncontended acquire+release latency per recipe, contended throughput and hand-off latency
 //! (mutex with 2/4/8 sessions, semaphore mutex and write lock with 4), and the server's
 //! requests and the clients' round trips per operation. Prints a markdown table (ratios are
-//! zk-locks / Curator) and the machine facts. The engine is `zk_locks::testing::compare`.
+//! zk-locks / Curator) and the machine facts. The engine is `zk_locks_measurements::compare`.
 //!
 //! ```text
 //! cargo run --release --features testing --example compare [-- --quick]
@@ -14,8 +14,8 @@
 
 use std::process::ExitCode;
 
-use zk_locks::testing::compare as bench;
 use zk_locks::testing::TestingServer;
+use zk_locks_measurements::compare as bench;
 
 fn main() -> ExitCode {
     let quick = std::env::args().any(|a| a == "--quick");

@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
-use zk_locks::testing::torture::{self, Config, FaultKind, MemoryEnv, Recipe};
+use zk_locks_measurements::torture::{self, Config, FaultKind, MemoryEnv, Recipe};
 
 struct Args {
     seeds: u64,

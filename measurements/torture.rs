@@ -19,7 +19,7 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
-use zk_locks::testing::torture::{self, ClientKind, Config, FaultKind, MemoryEnv, RealEnv};
+use zk_locks_measurements::torture::{self, ClientKind, Config, FaultKind, MemoryEnv, RealEnv};
 
 struct Args {
     duration: Duration,

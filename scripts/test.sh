@@ -33,4 +33,4 @@ if ! have_everything; then
 fi
 
 export ZK_LOCKS_REQUIRE_SERVER="${ZK_LOCKS_REQUIRE_SERVER:-1}"
-cargo test --all-features "$@"
+cargo test --workspace --all-features "$@"

@@ -165,6 +165,8 @@
 //! - `testing` (feature `testing`): real ZooKeeper servers, clusters and a fault proxy.
 
 #![warn(missing_docs)]
+// docs.rs (`--cfg docsrs`, nightly) labels each item with the feature it needs.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod client;
 pub mod error;
@@ -173,6 +175,7 @@ pub mod paths;
 pub mod retry;
 pub mod session;
 #[cfg(feature = "testing")]
+#[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub mod testing;
 
 pub use client::{CreateMode, SharedClient, Stat, WatchedEvent, ZkClient, ZkError};

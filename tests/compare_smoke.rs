@@ -1,9 +1,9 @@
-//! Runs the comparison engine of `measurements/compare.rs` (`zk_locks::testing::compare`)
+//! Runs the comparison engine of `measurements/compare.rs` (`zk_locks_measurements::compare`)
 //! with tiny counts against the shared server, so the program and its Java driver cannot rot.
 //! No timing is asserted: only that every scenario produced a row with every side measured.
 
-use zk_locks::testing::compare as bench;
 use zk_locks::testing::{curator, shared_server};
+use zk_locks_measurements::compare as bench;
 
 #[test]
 fn comparison_produces_every_row_for_every_client() {

@@ -1,5 +1,5 @@
 //! The torture run at CI size (`measurements/torture.rs` is the soak program; both use
-//! `zk_locks::testing::torture`), the checker's own negative controls, the fencing demonstration,
+//! `zk_locks_measurements::torture`), the checker's own negative controls, the fencing demonstration,
 //! and minimal reproductions of what the torture found.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -10,11 +10,11 @@ use std::time::Duration;
 use zk_locks::client::memory::{Fault, MemoryEnsemble};
 use zk_locks::client::Op;
 use zk_locks::locks::{InterProcessSemaphoreV2, LockState};
-use zk_locks::testing::torture::{
+use zk_locks::{InterProcessLock, InterProcessMutex, SharedClient};
+use zk_locks_measurements::torture::{
     self, expired_unannounced, ClientKind, Config, FaultKind, FaultRecord, FencedStore, MemoryEnv,
     RealEnv, Recipe, StaleToken,
 };
-use zk_locks::{InterProcessLock, InterProcessMutex, SharedClient};
 
 fn config(
     faults: &[FaultKind],
@@ -138,7 +138,7 @@ fn unannounced_expiries_are_set_aside_not_counted() {
 #[test]
 fn the_checker_sees_overlaps_and_excess_holders() {
     use std::time::Instant;
-    use zk_locks::testing::torture::{check_exclusion, Section};
+    use zk_locks_measurements::torture::{check_exclusion, Section};
     let t = Instant::now();
     let at = |ms: u64| t + Duration::from_millis(ms);
     let section = |worker, exclusive, enter, exit, valid| Section {

@@ -19,6 +19,8 @@ pub(crate) mod connect_string;
 pub mod counting;
 pub mod memory;
 pub mod native;
+#[cfg(feature = "zookeeper-crate")]
+#[cfg_attr(docsrs, doc(cfg(feature = "zookeeper-crate")))]
 pub mod zookeeper;
 
 pub use counting::{Counters, CountingClient, Op};

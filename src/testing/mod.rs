@@ -11,8 +11,6 @@
 //! - [`curator`]: compile and run Java programs against Debian's Curator 5.4 jars;
 //! - [`harness`]: the one test harness (in-memory or real backend, faults per session, unique
 //!   roots, waiting, watch counting, four-letter words, the cookbook's command line);
-//! - [`compare`]: the zk-locks / Curator comparison engine (`measurements/compare.rs`);
-//! - [`torture`]: the torture engine (sessions loop on every recipe while faults strike).
 //!
 //! When Java or the jars are missing, tests skip with a note, unless the environment sets
 //! `ZK_LOCKS_REQUIRE_SERVER=1` (CI does), where they fail with a clear message instead.
@@ -20,14 +18,12 @@
 //! `/usr/share/java/zookeeper.jar`, whose manifest names its dependencies).
 
 mod cluster;
-pub mod compare;
 pub mod curator;
 pub mod harness;
 mod process;
 mod proxy;
 mod server;
 mod tls;
-pub mod torture;
 
 use std::sync::OnceLock;
 

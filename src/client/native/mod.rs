@@ -55,6 +55,7 @@ use self::records::{decode_all, read_create2, read_data, read_stat, WireRequest}
 pub use self::records::{MultiOp, MultiResult};
 use self::session::{SessionConfig, SessionCore};
 #[cfg(feature = "tls")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
 pub use self::tls::TlsOptions;
 use self::watches::{from_server, to_server, WatchKind, Watches};
 use crate::client::acl::{check_self_access, Acl, AclProvider};

@@ -122,6 +122,7 @@ impl NativeOptions {
     /// Connects with TLS (feature `tls`): the connect string names the servers'
     /// `secureClientPort`s.
     #[cfg(feature = "tls")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
     pub fn tls(mut self, tls: super::TlsOptions) -> NativeOptions {
         self.tls = Some(tls);
         self

@@ -11,6 +11,7 @@ use super::backend::{unique_root, Backend, Faults, TestClient};
 use super::wait::wait_for_session;
 use super::watches;
 use crate::client::native::{NativeClient, NativeOptions};
+#[cfg(feature = "zookeeper-crate")]
 use crate::client::zookeeper::{ZkOptions, ZookeeperClient};
 use crate::error::Result;
 use crate::testing::{shared_server, FaultProxy};
@@ -25,7 +26,8 @@ pub const REAL_SESSION_TIMEOUT: Duration = Duration::from_secs(6);
 pub enum ClientKind {
     /// Our own client (`client::native`).
     Native,
-    /// The `zookeeper`-crate backend (`client::zookeeper`).
+    /// The `zookeeper`-crate backend (`client::zookeeper`, feature `zookeeper-crate`).
+    #[cfg(feature = "zookeeper-crate")]
     Crate,
 }
 
@@ -35,6 +37,7 @@ impl ClientKind {
     pub fn connect(self, hosts: &str, session_timeout: Duration) -> Result<SharedClient> {
         Ok(match self {
             ClientKind::Native => NativeClient::connect(hosts, session_timeout)?,
+            #[cfg(feature = "zookeeper-crate")]
             ClientKind::Crate => ZookeeperClient::connect(hosts, session_timeout)?,
         })
     }
@@ -52,6 +55,7 @@ impl ClientKind {
                     .session_timeout(session_timeout)
                     .connect_timeout(connect_timeout),
             )?,
+            #[cfg(feature = "zookeeper-crate")]
             ClientKind::Crate => ZookeeperClient::connect_with(
                 ZkOptions::new(hosts)
                     .session_timeout(session_timeout)
@@ -65,6 +69,7 @@ impl ClientKind {
     pub fn name(self) -> &'static str {
         match self {
             ClientKind::Native => "native",
+            #[cfg(feature = "zookeeper-crate")]
             ClientKind::Crate => "real",
         }
     }
@@ -96,7 +101,8 @@ struct TlsTarget {
 impl Real {
     /// The shared test server (`testing::shared_server`) through the `zookeeper`-crate
     /// backend. `None` (the test is skipped) when no server can run here, unless
-    /// `ZK_LOCKS_REQUIRE_SERVER=1`, which makes that a failure.
+    /// `ZK_LOCKS_REQUIRE_SERVER=1`, which makes that a failure. Feature `zookeeper-crate`.
+    #[cfg(feature = "zookeeper-crate")]
     pub fn new() -> Option<Real> {
         Real::shared(ClientKind::Crate)
     }

@@ -15,7 +15,7 @@
 //! fencing.
 //!
 //! The environment ([`Env`]) is either a real 3-node cluster with one
-//! [`FaultProxy`](crate::testing::FaultProxy) per (session, server) — so a cut, a freeze or an expiry hits exactly one session — or the
+//! [`FaultProxy`](zk_locks::testing::FaultProxy) per (session, server) — so a cut, a freeze or an expiry hits exactly one session — or the
 //! in-memory ensemble, whose faults are exact and fast.
 //!
 //! The engine, one job per file:
@@ -38,10 +38,10 @@ mod run;
 mod timeline;
 mod workers;
 
-pub use crate::testing::harness::ClientKind;
 pub use checks::{check_exclusion, FencedStore, Section, StaleToken, Summary};
 pub use config::{Config, Env, FaultKind, NodeOracle, Recipe, SEMAPHORE_MAX};
 pub use memory::MemoryEnv;
 pub use real::RealEnv;
 pub use run::run;
 pub use timeline::{expired_unannounced, FaultLog, FaultRecord};
+pub use zk_locks::testing::harness::ClientKind;

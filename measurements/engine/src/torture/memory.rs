@@ -1,4 +1,4 @@
-//! The in-memory environment: exact, fast faults on one [`MemoryEnsemble`](crate::client::memory::MemoryEnsemble).
+//! The in-memory environment: exact, fast faults on one [`MemoryEnsemble`](zk_locks::client::memory::MemoryEnsemble).
 
 use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::sync::Arc;
@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use super::config::{pause, Env, FaultKind, NodeOracle};
 use super::timeline::FaultLog;
-use crate::client::memory::{Fault, FaultTiming, MemoryClient, MemoryEnsemble, Op};
-use crate::{ConnectionState, SharedClient, ZkClient};
+use zk_locks::client::memory::{Fault, FaultTiming, MemoryClient, MemoryEnsemble, Op};
+use zk_locks::{ConnectionState, SharedClient, ZkClient};
 
 /// The in-memory ensemble: exact, fast faults. A "server restart" drops every session's link
 /// at once (each reconnects to the same session), which is what a client sees of it.

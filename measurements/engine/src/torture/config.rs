@@ -5,7 +5,7 @@ use std::thread;
 use std::time::Duration;
 
 use super::timeline::FaultLog;
-use crate::SharedClient;
+use zk_locks::SharedClient;
 
 /// Leases of the semaphore recipe.
 pub const SEMAPHORE_MAX: usize = 3;

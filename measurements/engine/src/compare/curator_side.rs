@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Stdio};
 
 use super::{Run, Scenario, Side};
-use crate::testing::curator;
+use zk_locks::testing::curator;
 
 /// Curator 5.4 in a JVM, driven line by line over stdin/stdout.
 pub(super) struct CuratorSide {
@@ -22,7 +22,7 @@ impl CuratorSide {
         class_dir: &Path,
     ) -> Result<CuratorSide, String> {
         let source =
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src/testing/compare/CuratorBench.java");
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src/compare/CuratorBench.java");
         curator::compile(&[source], class_dir).map_err(|e| e.to_string())?;
         let mut child = curator::java(class_dir, "CuratorBench")
             .map_err(|e| e.to_string())?

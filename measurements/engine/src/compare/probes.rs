@@ -24,7 +24,7 @@ pub(super) fn first_address(connect: &str) -> Result<SocketAddr, String> {
 }
 
 fn four_letter(addr: SocketAddr, cmd: &str) -> Result<String, String> {
-    crate::testing::harness::four_letter(addr, cmd).map_err(|e| e.to_string())
+    zk_locks::testing::harness::four_letter(addr, cmd).map_err(|e| e.to_string())
 }
 
 /// The server's `zk_packets_received`: every request any client sent (pings included).

@@ -7,11 +7,11 @@ use std::thread;
 use std::time::Instant;
 
 use super::{summary, Run, Scenario, Side, SESSION_TIMEOUT};
-use crate::client::native::NativeClient;
-use crate::client::zookeeper::ZookeeperClient;
-use crate::client::CountingClient;
-use crate::locks::{InterProcessReadWriteLock, InterProcessSemaphoreMutex};
-use crate::{InterProcessLock, InterProcessMutex, SharedClient, ZkClient};
+use zk_locks::client::native::NativeClient;
+use zk_locks::client::zookeeper::ZookeeperClient;
+use zk_locks::client::CountingClient;
+use zk_locks::locks::{InterProcessReadWriteLock, InterProcessSemaphoreMutex};
+use zk_locks::{InterProcessLock, InterProcessMutex, SharedClient, ZkClient};
 
 /// Which client our recipes run on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -87,7 +87,7 @@ enum OurLock {
 
 impl OurLock {
     fn new(client: SharedClient, recipe: &str, path: &str) -> Result<OurLock, String> {
-        let e = |e: crate::Error| e.to_string();
+        let e = |e: zk_locks::Error| e.to_string();
         Ok(match recipe {
             "mutex" => OurLock::Plain(Box::new(InterProcessMutex::new(client, path).map_err(e)?)),
             "semaphore-mutex" => OurLock::Plain(Box::new(

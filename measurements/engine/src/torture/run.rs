@@ -16,7 +16,7 @@ use super::faults::{
 };
 use super::timeline::{expired_unannounced, FaultLog};
 use super::workers::Run;
-use crate::ZkClient;
+use zk_locks::ZkClient;
 
 /// Runs the torture on `env` and returns what it found.
 pub fn run(env: &dyn Env, config: &Config) -> Summary {

@@ -14,16 +14,16 @@ use super::checks::{error_key, FencedStore, Section, Tally};
 use super::config::{Config, NodeOracle, Recipe, SEMAPHORE_MAX};
 use super::faults::count_path;
 use super::timeline::FaultLog;
-use crate::locks::{
+use zk_locks::locks::{
     HeldNode, InterProcessReadWriteLock, InterProcessSemaphoreMutex, InterProcessSemaphoreV2,
     Lease, SharedCount,
 };
-use crate::{Error, InterProcessLock, InterProcessMutex, LockGuard, SharedClient, ZkClient};
+use zk_locks::{Error, InterProcessLock, InterProcessMutex, LockGuard, SharedClient, ZkClient};
 
 /// What a holder can tell about its lock: a guard or a lease.
 pub(super) trait Holding {
     fn valid(&self) -> bool;
-    fn token(&self) -> crate::Result<i64>;
+    fn token(&self) -> zk_locks::Result<i64>;
     /// The nodes held through: path and owning session.
     fn nodes(&self) -> Vec<(String, Option<i64>)>;
 }
@@ -36,7 +36,7 @@ impl<L: InterProcessLock> Holding for LockGuard<'_, L> {
     fn valid(&self) -> bool {
         self.is_valid()
     }
-    fn token(&self) -> crate::Result<i64> {
+    fn token(&self) -> zk_locks::Result<i64> {
         self.fencing_token()
     }
     fn nodes(&self) -> Vec<(String, Option<i64>)> {
@@ -48,7 +48,7 @@ impl Holding for Lease {
     fn valid(&self) -> bool {
         self.is_valid()
     }
-    fn token(&self) -> crate::Result<i64> {
+    fn token(&self) -> zk_locks::Result<i64> {
         self.fencing_token()
     }
     fn nodes(&self) -> Vec<(String, Option<i64>)> {
@@ -90,7 +90,7 @@ impl Run {
         *self.tally.lock().errors.entry(error_key(e)).or_default() += 1;
     }
 
-    pub(super) fn release_result(&self, r: crate::Result<()>) {
+    pub(super) fn release_result(&self, r: zk_locks::Result<()>) {
         if let Err(e) = r {
             *self
                 .tally
@@ -230,7 +230,7 @@ impl Run {
 
     pub(super) fn worker(&self, recipe: Recipe, worker: usize, client: SharedClient) {
         let path = recipe.path(&self.config.root);
-        let built: crate::Result<Box<dyn FnMut(u64) + '_>> = (|| {
+        let built: zk_locks::Result<Box<dyn FnMut(u64) + '_>> = (|| {
             Ok(match recipe {
                 Recipe::Mutex => {
                     let m = InterProcessMutex::new(client.clone(), &path)?;

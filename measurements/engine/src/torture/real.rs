@@ -8,10 +8,10 @@ use parking_lot::Mutex;
 
 use super::config::{pause, Env, FaultKind};
 use super::timeline::FaultLog;
-use crate::client::native::NativeClient;
-use crate::testing::harness::{watches, ClientKind};
-use crate::testing::{FaultProxy, TestingCluster};
-use crate::{SharedClient, ZkClient};
+use zk_locks::client::native::NativeClient;
+use zk_locks::testing::harness::{watches, ClientKind};
+use zk_locks::testing::{FaultProxy, TestingCluster};
+use zk_locks::{SharedClient, ZkClient};
 
 /// A 3-node cluster; every session reaches every member through its own [`FaultProxy`], so
 /// a cut, freeze or expiry hits one session only, and server faults hit every session.
@@ -35,14 +35,14 @@ impl RealEnv {
         sessions: usize,
         session_timeout: Duration,
         kind: ClientKind,
-    ) -> crate::Result<RealEnv> {
+    ) -> zk_locks::Result<RealEnv> {
         let cluster = TestingCluster::start(3)?;
         let mut proxies = Vec::new();
         let mut clients = Vec::new();
         for s in 0..sessions {
             let mine = (0..cluster.len())
                 .map(|i| FaultProxy::start(member_addr(&cluster, i)))
-                .collect::<crate::Result<Vec<_>>>()?;
+                .collect::<zk_locks::Result<Vec<_>>>()?;
             // Rotated so the sessions' first choices spread over the members.
             let n = mine.len();
             let hosts: Vec<String> = (0..n).map(|k| mine[(k + s) % n].connect_string()).collect();
@@ -210,7 +210,7 @@ impl Env for RealEnv {
         for d in dirs {
             match observer.get_children(d, None) {
                 Ok(children) => left.extend(children.into_iter().map(|c| format!("{d}/{c}"))),
-                Err(crate::ZkError::NoNode) => {}
+                Err(zk_locks::ZkError::NoNode) => {}
                 Err(e) => left.push(format!("<listing {d} failed: {e}>")),
             }
         }

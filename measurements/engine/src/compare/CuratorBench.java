@@ -1,5 +1,5 @@
 // The Curator 5.4 side of `cargo run --release --features testing --example compare`
-// (driven by src/testing/compare/curator_side.rs).
+// (driven by measurements/engine/src/compare/curator_side.rs).
 //
 // Usage: java CuratorBench <connectString> <sessions>
 // Opens <sessions> CuratorFrameworks (one ZooKeeper session each), prints "READY", then runs
@@ -9,7 +9,7 @@
 //   contended <recipe> <path> <sessions> <count> -> RESULT kind=contended n=.. p50_ns=.. p99_ns=.. elapsed_ns=..
 //   quit
 // recipe: mutex | semaphore-mutex | write | read. Failures print "ERROR <message>".
-// The measurement loops mirror src/testing/compare/ours.rs line for line, so the numbers compare.
+// The measurement loops mirror measurements/engine/src/compare/ours.rs line for line, so the numbers compare.
 
 import java.io.BufferedReader;
 import java.io.InputStreamReader;

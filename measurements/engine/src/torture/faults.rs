@@ -11,8 +11,8 @@ use super::checks::FencedStore;
 use super::config::{Env, FaultKind, Recipe, SEMAPHORE_MAX};
 use super::timeline::{FaultLog, FaultRecord};
 use super::workers::{DowngradeRequest, Run};
-use crate::locks::InterProcessReadWriteLock;
-use crate::{InterProcessLock, InterProcessMutex, SharedClient};
+use zk_locks::locks::InterProcessReadWriteLock;
+use zk_locks::{InterProcessLock, InterProcessMutex, SharedClient};
 
 /// The fencing probe's lock path.
 pub(super) fn probe_path(root: &str) -> String {
@@ -65,7 +65,7 @@ pub(super) fn fence_probe(
             if probe.store.write(old).is_err() {
                 *probe.refused.lock() += 1;
             }
-            if guard.state() != crate::LockState::Lost {
+            if guard.state() != zk_locks::LockState::Lost {
                 *probe.not_lost.lock() += 1;
             }
         }

@@ -8,7 +8,7 @@ use parking_lot::Mutex;
 
 use super::config::{FaultKind, Recipe};
 use super::timeline::{expired_unannounced, faults_hitting, FaultRecord};
-use crate::Error;
+use zk_locks::Error;
 
 /// One critical section as a worker saw it (public for the checker's own tests).
 #[derive(Debug, Clone)]
@@ -54,12 +54,12 @@ impl Section {
             .nodes
             .iter()
             .map(|(path, session)| {
-                let name = crate::paths::node_name(path);
+                let name = zk_locks::paths::node_name(path);
                 let seq = name
                     .len()
                     .checked_sub(10)
                     .and_then(|at| name.get(at..))
-                    .and_then(crate::paths::parse_sequence);
+                    .and_then(zk_locks::paths::parse_sequence);
                 let seq = seq.map_or("?".to_string(), |n| n.to_string());
                 let session = session.map_or("?".to_string(), |id| format!("0x{id:x}"));
                 format!("{path} seq {seq} session {session}")

@@ -1,0 +1,12 @@
+//! zk-locks' measurement engines, kept out of the library: users of `zk-locks` need neither.
+//!
+//! - [`compare`]: zk-locks against Curator 5.4, side by side on one server (the program
+//!   `measurements/compare.rs`, the test `tests/compare_smoke.rs`);
+//! - [`torture`]: sessions loop on every recipe while faults strike, then a checker proves
+//!   exclusion and fencing (the soak `measurements/torture.rs`, `rw_exclusion_loop.rs`, and
+//!   the CI-sized run `tests/torture.rs`).
+
+#![warn(missing_docs)]
+
+pub mod compare;
+pub mod torture;
