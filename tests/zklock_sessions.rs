@@ -74,7 +74,8 @@ fn lost_lock_terminates_the_command() {
 }
 
 /// A lost lock stops the command's helpers too: `sh -c 'worker & wait'` leaves no worker
-/// running beside the next holder (the whole process group is signalled, not the shell alone).
+/// running beside the next holder (the whole process group is signalled, not the shell alone),
+/// not even one that ignores SIGTERM (the group gets SIGKILL once the shell has exited).
 #[test]
 fn lost_lock_terminates_the_commands_whole_process_group() {
     let Some(server) = shared_server() else {
@@ -83,13 +84,21 @@ fn lost_lock_terminates_the_commands_whole_process_group() {
     let proxy = FaultProxy::start(server.addr()).unwrap();
     let root = unique_root("zklock-lost-group");
     let dir = temp_dir("lost-group");
-    let body = format!("sleep 1000 & echo $! > {}/worker; wait", dir.display());
+    let body = format!(
+        "sleep 1000 & echo $! > {d}/worker; (trap '' TERM; exec sleep 1000) & echo $! > {d}/stubborn; wait",
+        d = dir.display()
+    );
     let mut holder = start_holding(&proxy, &["--grace", "10s"], &root, &dir, 0, &body);
     let worker = read_pid(&dir.join("worker"));
-    let _cleanup = KillOnDrop(vec![worker]);
+    let stubborn = read_pid(&dir.join("stubborn"));
+    let _cleanup = KillOnDrop(vec![worker, stubborn]);
     proxy.freeze();
     let status = wait_exit(&mut holder, "zklock gives up the lost lock");
     assert_eq!(status.code(), Some(76), "{status:?}");
+    assert!(
+        !alive(stubborn),
+        "zklock ends after the whole group is killed"
+    );
     eventually(PATIENCE, "the command's worker is terminated too", || {
         !alive(worker)
     });
