@@ -1,6 +1,7 @@
 //! Running the command under the lock: its environment, forwarding signals to it, terminating
 //! it when the lock is lost, releasing afterwards, and zklock's exit status. The command is a
-//! process group of its own ([`crate::group`]): every signal goes to the whole group.
+//! process group of its own ([`crate::group`]): every signal goes to the whole group (to the
+//! command alone with `--foreground`).
 
 use std::process::{Command, ExitStatus};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
