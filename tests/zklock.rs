@@ -93,6 +93,16 @@ fn durations_zklock_cannot_use_are_usage_errors() {
             "{option} {value:?}: {stderr}"
         );
     }
+    // `holders` too (it once failed later, with 69).
+    let out = run(zklock().args([
+        "holders",
+        "--connect",
+        "127.0.0.1:1",
+        "--session-timeout",
+        "1000h",
+        "/lock",
+    ]));
+    assert_eq!(out.status.code(), Some(64), "{out:?}");
 }
 
 /// flock(1)/etcdctl spellings: `-t30s`, `-t=30s`, `--timeout=30s`, compound `1m30s`, and a
