@@ -181,7 +181,13 @@ fn hold_and_work(
                 thread::sleep(STEP); // one unit of (simulated) work
                 steps += 1;
             }
-            LockState::Suspect => {
+            LockState::Lost => {
+                warn!("holder: lock is LOST (session expired) — stopping work for good");
+                let _ = reports.send(Report::Lost);
+                break;
+            }
+            // Suspect (and any state a later version adds): not sure of the lock, pause.
+            _ => {
                 if states.len() == 2 {
                     warn!("holder: lock is SUSPECT (connection suspended) — pausing work after {steps} steps");
                     let _ = reports.send(Report::Suspect);
@@ -192,11 +198,6 @@ fn hold_and_work(
                 )?;
                 // Nothing to do until the connection changes: wait for the next transition.
                 client.session().wait_for_change(epoch, Some(give_up));
-            }
-            LockState::Lost => {
-                warn!("holder: lock is LOST (session expired) — stopping work for good");
-                let _ = reports.send(Report::Lost);
-                break;
             }
         }
     }

@@ -43,7 +43,8 @@ pub enum Error {
         op: &'static str,
         /// The path it was applied to.
         path: String,
-        /// ZooKeeper's error code.
+        /// ZooKeeper's error code (also the error's `source()`).
+        #[source]
         code: ZkError,
     },
 
@@ -114,7 +115,8 @@ pub enum Error {
         attempts: u32,
         /// How long it took.
         elapsed: Duration,
-        /// The last ZooKeeper error.
+        /// The last ZooKeeper error (also the error's `source()`).
+        #[source]
         last: ZkError,
     },
 
@@ -192,3 +194,26 @@ impl Error {
 
 /// Result with this library's [`Error`].
 pub type Result<T> = std::result::Result<T, Error>;
+
+#[cfg(test)]
+mod tests {
+    use std::error::Error as _;
+
+    use super::*;
+
+    /// A ZooKeeper failure chains its code, so error reporters print the cause.
+    #[test]
+    fn a_zookeeper_failure_chains_its_code() {
+        let err = Error::zk("create", "/a", ZkError::NodeExists);
+        let source = err.source().expect("a source");
+        assert_eq!(source.downcast_ref::<ZkError>(), Some(&ZkError::NodeExists));
+        let gave_up = Error::RetriesExhausted {
+            path: "/a".into(),
+            attempts: 3,
+            elapsed: Duration::from_secs(1),
+            last: ZkError::Throttled,
+        };
+        let source = gave_up.source().expect("a source");
+        assert_eq!(source.downcast_ref::<ZkError>(), Some(&ZkError::Throttled));
+    }
+}

@@ -160,7 +160,8 @@
 //! - [`client`]: the [`ZkClient`] trait and its backends;
 //! - [`session`]: the connection-state machine (Connected, Suspended, Reconnected, Lost) and
 //!   the connection epoch every waiter and holder observes;
-//! - [`locks`]: the engine ([`locks::internals`]), the drivers and the recipes;
+//! - [`locks`]: the recipes, their guards and lock states (the engine and the drivers are
+//!   crate-private);
 //! - [`paths`], [`retry`], [`error`]: path rules, retry policies, typed errors;
 //! - `testing` (feature `testing`): real ZooKeeper servers, clusters and a fault proxy.
 

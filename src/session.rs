@@ -21,6 +21,7 @@ use parking_lot::{Condvar, Mutex};
 
 /// The state of a client's connection and session.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum ConnectionState {
     /// Connected with a session (the first one, or a new one after `Lost`).
     Connected,
@@ -101,7 +102,7 @@ impl std::fmt::Debug for Session {
 impl Session {
     /// A session state machine starting in `state` (backends start in `Connected` once the
     /// first session exists).
-    pub fn new(state: ConnectionState, session_id: Option<i64>) -> Session {
+    pub(crate) fn new(state: ConnectionState, session_id: Option<i64>) -> Session {
         Session {
             inner: Mutex::new(Inner {
                 snapshot: SessionSnapshot {
@@ -190,7 +191,7 @@ impl Session {
     /// Reports a transition (backends only). `Lost` and `Closed` count as losses; a new
     /// `session_id` replaces the old one (`None` keeps it). Closed is terminal: later
     /// transitions are ignored. Returns false when the transition was ignored.
-    pub fn transition(&self, state: ConnectionState, session_id: Option<i64>) -> bool {
+    pub(crate) fn transition(&self, state: ConnectionState, session_id: Option<i64>) -> bool {
         let (snapshot, listeners) = {
             let mut inner = self.inner.lock();
             let s = &mut inner.snapshot;

@@ -96,7 +96,9 @@ fn read_write_readers_ahead_of_a_writer_hold_and_the_writer_waits(b: &dyn Backen
     let path = format!("{}/rw", b.root());
     let rw: Vec<_> = (0..3)
         .map(|i| {
-            InterProcessReadWriteLock::with_data(c.client(), &path, format!("rw-{i}")).unwrap()
+            InterProcessReadWriteLock::new(c.client(), &path)
+                .unwrap()
+                .with_data(format!("rw-{i}"))
         })
         .collect();
     let r0 = rw[0].read_lock().lock().unwrap();

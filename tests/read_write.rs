@@ -286,8 +286,9 @@ fn expiry_while_reader_waits(b: &dyn Backend) {
 fn node_data(b: &dyn Backend) {
     let c = b.connect();
     let path = format!("{}/lock", b.root());
-    let rw =
-        InterProcessReadWriteLock::with_data(c.client.clone(), &path, vec![1, 2, 3, 4]).unwrap();
+    let rw = InterProcessReadWriteLock::new(c.client.clone(), &path)
+        .unwrap()
+        .with_data(vec![1, 2, 3, 4]);
     let g = rw.write_lock().lock().unwrap();
     let kids = children(c.client.as_ref(), &path);
     assert_eq!(kids.len(), 1);

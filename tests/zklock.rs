@@ -445,7 +445,8 @@ fn holders_tells_readers_and_writers_apart() {
     let root = unique_root("zklock-holders-rw");
     let readers: Vec<_> = (0..2)
         .map(|i| {
-            InterProcessReadWriteLock::with_data(client(&connect), &root, format!("reader-{i}"))
+            InterProcessReadWriteLock::new(client(&connect), &root)
+                .map(|rw| rw.with_data(format!("reader-{i}")))
                 .unwrap()
         })
         .collect();
@@ -453,7 +454,9 @@ fn holders_tells_readers_and_writers_apart() {
         .iter()
         .map(|rw| rw.read_lock().lock().unwrap())
         .collect();
-    let writer = InterProcessReadWriteLock::with_data(client(&connect), &root, "writer").unwrap();
+    let writer = InterProcessReadWriteLock::new(client(&connect), &root)
+        .unwrap()
+        .with_data("writer");
     std::thread::scope(|s| {
         let writer = &writer;
         s.spawn(move || {

@@ -30,6 +30,7 @@ use crate::session::Session;
 
 /// A [`ZkClient`] operation, for counters, fault injection and request hooks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Op {
     /// [`ZkClient::create`].
     Create,

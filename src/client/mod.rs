@@ -32,6 +32,7 @@ use crate::session::Session;
 
 /// How a node is created. All five of ZooKeeper's classic modes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum CreateMode {
     /// A node that lives until deleted.
     Persistent,
@@ -92,6 +93,7 @@ pub struct Stat {
 
 /// The kind of change a watch reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum EventType {
     /// A node was created (exists watches only; recipes do not use them).
     NodeCreated,
@@ -116,7 +118,11 @@ pub struct WatchedEvent {
 pub type Watcher = Box<dyn FnOnce(WatchedEvent) + Send>;
 
 /// ZooKeeper's error codes, plus the client-side conditions this library adds.
+///
+/// New codes may be named in a minor release (`#[non_exhaustive]`); a code this client does not
+/// name is [`ZkError::Other`] with its number.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, thiserror::Error)]
+#[non_exhaustive]
 pub enum ZkError {
     /// The node does not exist.
     #[error("no node")]
@@ -160,9 +166,22 @@ pub enum ZkError {
     /// The server is read-only.
     #[error("server is read-only")]
     NotReadOnly,
-    /// The server is throttling or returned a code this client does not know; outcome unknown.
-    #[error("unknown or unimplemented server response")]
+    /// The server does not implement the operation (`UNIMPLEMENTED`, -6); outcome unknown.
+    #[error("unimplemented")]
     Unimplemented,
+    /// The server gave up on the request in its own time (`REQUESTTIMEOUT`, -122); outcome
+    /// unknown.
+    #[error("request timed out on the server")]
+    RequestTimeout,
+    /// The server is overloaded and dropped the request unapplied (`THROTTLEDOP`, -127).
+    #[error("throttled by the server")]
+    Throttled,
+    /// A quota on the node's subtree forbids the change (`QUOTAEXCEEDED`, -125).
+    #[error("quota exceeded")]
+    QuotaExceeded,
+    /// A code this client does not name, with its number; its outcome is taken as unknown.
+    #[error("server error code {0}")]
+    Other(i32),
     /// A response could not be decoded; outcome unknown.
     #[error("marshalling error")]
     MarshallingError,
@@ -184,8 +203,40 @@ impl ZkError {
                 | ZkError::OperationTimeout
                 | ZkError::SessionMoved
                 | ZkError::Unimplemented
+                | ZkError::RequestTimeout
+                | ZkError::Throttled
+                | ZkError::Other(_)
                 | ZkError::MarshallingError
         )
+    }
+
+    /// ZooKeeper's number for this code (`KeeperException.Code`), `None` for conditions only
+    /// the client knows ([`ZkError::Closed`]).
+    pub fn code(self) -> Option<i32> {
+        Some(match self {
+            ZkError::SystemError => -1,
+            ZkError::ConnectionLoss => -4,
+            ZkError::MarshallingError => -5,
+            ZkError::Unimplemented => -6,
+            ZkError::OperationTimeout => -7,
+            ZkError::BadArguments => -8,
+            ZkError::NoNode => -101,
+            ZkError::NoAuth => -102,
+            ZkError::BadVersion => -103,
+            ZkError::NoChildrenForEphemerals => -108,
+            ZkError::NodeExists => -110,
+            ZkError::NotEmpty => -111,
+            ZkError::SessionExpired => -112,
+            ZkError::InvalidAcl => -114,
+            ZkError::AuthFailed => -115,
+            ZkError::SessionMoved => -118,
+            ZkError::NotReadOnly => -119,
+            ZkError::RequestTimeout => -122,
+            ZkError::QuotaExceeded => -125,
+            ZkError::Throttled => -127,
+            ZkError::Other(code) => code,
+            ZkError::Closed => return None,
+        })
     }
 
     /// True when the session (and every ephemeral node it owned) is gone.
@@ -203,6 +254,7 @@ pub type DeleteDone = Box<dyn FnOnce(ZkResult<()>) + Send>;
 
 /// One request of a [`ZkClient::pipeline`]: the watch-free operations, by value.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Request {
     /// [`ZkClient::create2`].
     Create {
@@ -248,6 +300,7 @@ pub enum Request {
 
 /// The result of one [`Request`] of a pipeline, same variant order.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Response {
     /// The created node's actual path and its `Stat`.
     Create(String, Stat),

@@ -26,6 +26,7 @@ const VERIFY_AGAIN_AFTER: Duration = Duration::from_millis(250);
 
 /// Whether a holder can still rely on its lock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum LockState {
     /// The node exists and belongs to our live session.
     Held,

@@ -24,6 +24,7 @@ pub const LEASE_BASE_NAME: &str = "lease-";
 
 /// The recipe whose nodes a lock directory holds, as told by its children's names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum LockLayout {
     /// [`LOCK_NAME`] nodes, or nothing recognisable (an empty or missing directory).
     Mutex,

@@ -18,7 +18,7 @@ mod cleanup;
 mod driver;
 mod guard;
 mod held;
-pub mod internals;
+pub(crate) mod internals;
 mod layout;
 mod multi;
 mod mutex;
@@ -32,7 +32,7 @@ mod shared_count;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-pub use driver::{sort_children, standard_sort_key, Decision, LockDriver, StandardDriver};
+pub use driver::standard_sort_key;
 pub use guard::LockGuard;
 pub use held::{HeldNode, LockState};
 pub use layout::{

@@ -63,8 +63,8 @@ impl InterProcessMutex {
         Self::with_driver(client, path, Arc::new(StandardDriver::new(LOCK_NAME, 1)))
     }
 
-    /// A mutex with another driver (the read/write lock's sides, tests).
-    pub fn with_driver(
+    /// A mutex with another driver (the read/write lock's sides).
+    pub(crate) fn with_driver(
         client: SharedClient,
         path: &str,
         driver: Arc<dyn LockDriver>,
@@ -187,6 +187,16 @@ impl InterProcessMutex {
     /// The client the mutex queues through.
     pub(crate) fn client(&self) -> &SharedClient {
         self.internals.client()
+    }
+
+    /// The data set with [`Self::with_data`], if any.
+    pub(crate) fn data(&self) -> Option<&[u8]> {
+        self.data.as_deref()
+    }
+
+    /// The retry policy in effect.
+    pub(crate) fn retry_policy(&self) -> &Arc<dyn RetryPolicy> {
+        self.internals.retry_policy()
     }
 
     /// Makes the next acquisitions revocable: when someone calls [`super::Revoker::attempt_revoke`]

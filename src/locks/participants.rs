@@ -11,6 +11,7 @@ use super::driver::{sort_children, LockDriver};
 
 /// Which kind of node a participant queues with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum ParticipantKind {
     /// A mutex node ([`super::layout::LOCK_NAME`]).
     Mutex,
@@ -44,7 +45,7 @@ impl std::fmt::Display for ParticipantKind {
 /// ([`super::InterProcessMutex::participants`], [`super::InterProcessReadWriteLock::participants`]
 /// and its sides', [`super::InterProcessSemaphoreV2::participants`],
 /// [`super::InterProcessSemaphoreMutex::participants`]). The queue is in the order every
-/// contender sorts it, and `is_holder` is the recipe's own rule ([`LockDriver::holds`]).
+/// contender sorts it, and `is_holder` is the recipe's own rule (the rule the recipe grants by).
 ///
 /// ```
 /// use std::sync::Arc;

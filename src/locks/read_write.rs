@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use crate::client::SharedClient;
 use crate::error::{Error, Result};
 use crate::paths;
+use crate::retry::RetryPolicy;
 
 use super::driver::{standard_sort_key, Decision, LockDriver};
 use super::held::{HeldNode, LockState};
@@ -175,32 +176,58 @@ pub struct WriteLock {
 impl InterProcessReadWriteLock {
     /// A read/write lock at `path`.
     pub fn new(client: SharedClient, path: &str) -> Result<Self> {
-        Self::build(client, path, None)
+        Self::build(client, path, None, None)
     }
 
-    /// A read/write lock whose nodes (of both kinds) hold `data`.
-    pub fn with_data(client: SharedClient, path: &str, data: impl Into<Vec<u8>>) -> Result<Self> {
-        Self::build(client, path, Some(data.into()))
+    /// Stores `data` in the lock's nodes (of both kinds) instead of the default
+    /// (`<host> <pid>`), as [`InterProcessMutex::with_data`] does.
+    pub fn with_data(self, data: impl Into<Vec<u8>>) -> Self {
+        let retry = self.write.write.retry_policy().clone();
+        self.rebuild(Some(data.into()), retry)
     }
 
-    fn build(client: SharedClient, path: &str, data: Option<Vec<u8>>) -> Result<Self> {
-        let mut write =
-            InterProcessMutex::with_driver(client.clone(), path, Arc::new(WriteDriver))?;
-        if let Some(d) = &data {
-            write = write.with_data(d.clone());
-        }
-        let write = Arc::new(write);
-        let mut read = InterProcessMutex::with_driver(
+    /// Replaces the retry policy of both sides (default: exponential backoff, 50 ms base, 10
+    /// retries), as [`InterProcessMutex::with_retry_policy`] does.
+    pub fn with_retry_policy(self, retry: Arc<dyn RetryPolicy>) -> Self {
+        let data = self.write.write.data().map(<[u8]>::to_vec);
+        self.rebuild(data, retry)
+    }
+
+    /// The same lock with other settings: nothing is held yet (the builders take `self` before
+    /// any acquire), so both sides are made anew.
+    fn rebuild(self, data: Option<Vec<u8>>, retry: Arc<dyn RetryPolicy>) -> Self {
+        let write = &self.write.write;
+        Self::build(write.client().clone(), write.path(), data, Some(retry))
+            .expect("the path was validated when the lock was made")
+    }
+
+    fn build(
+        client: SharedClient,
+        path: &str,
+        data: Option<Vec<u8>>,
+        retry: Option<Arc<dyn RetryPolicy>>,
+    ) -> Result<Self> {
+        let configure = |mut side: InterProcessMutex| {
+            if let Some(d) = &data {
+                side = side.with_data(d.clone());
+            }
+            if let Some(r) = &retry {
+                side = side.with_retry_policy(r.clone());
+            }
+            side
+        };
+        let write = Arc::new(configure(InterProcessMutex::with_driver(
+            client.clone(),
+            path,
+            Arc::new(WriteDriver),
+        )?));
+        let read = Arc::new(configure(InterProcessMutex::with_driver(
             client,
             path,
             Arc::new(ReadDriver {
                 write: write.clone(),
             }),
-        )?;
-        if let Some(d) = data {
-            read = read.with_data(d);
-        }
-        let read = Arc::new(read);
+        )?));
         Ok(InterProcessReadWriteLock {
             read: ReadLock {
                 read: read.clone(),

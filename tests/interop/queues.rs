@@ -4,8 +4,8 @@
 use std::sync::Arc;
 
 use zk_locks::locks::{
-    sort_children, standard_sort_key, Decision, InterProcessLock, InterProcessMutex,
-    InterProcessReadWriteLock, LockDriver, READ_LOCK_NAME, WRITE_LOCK_NAME,
+    standard_sort_key, InterProcessLock, InterProcessMutex, InterProcessReadWriteLock,
+    READ_LOCK_NAME, WRITE_LOCK_NAME,
 };
 use zk_locks::testing::harness::{eventually, unique_root};
 use zk_locks::testing::shared_server;
@@ -78,23 +78,10 @@ fn mutex_queues_across_sides_and_both_list_the_same_participants() {
     jvm.finish();
 }
 
-/// Curator's read/write sort (its `SortingLockInternalsDriver`), built from the public
-/// pieces the library sorts with.
-#[derive(Debug)]
-struct ReadWriteOrder;
-
-impl LockDriver for ReadWriteOrder {
-    fn lock_name(&self) -> &str {
-        READ_LOCK_NAME
-    }
-
-    fn sort_key<'a>(&self, child: &'a str) -> &'a str {
-        standard_sort_key(standard_sort_key(child, READ_LOCK_NAME), WRITE_LOCK_NAME)
-    }
-
-    fn decide(&self, _sorted: &[String], _our_index: usize) -> Decision {
-        Decision::Acquired
-    }
+/// Curator's read/write sort key (its `SortingLockInternalsDriver`), built from the public
+/// piece the library sorts with.
+fn read_write_key(child: &str) -> &str {
+    standard_sort_key(standard_sort_key(child, READ_LOCK_NAME), WRITE_LOCK_NAME)
 }
 
 /// Curator holds write + a downgrade read node (same sequence); Rust and Curator queue
@@ -158,13 +145,10 @@ fn read_write_nodes_sort_identically_on_both_sides() {
     assert_eq!(curator_writes.len(), 2);
 
     let mut rust_sorted = children(observer.as_ref(), &root);
-    sort_children(&ReadWriteOrder, &mut rust_sorted);
+    rust_sorted.sort_by(|a, b| read_write_key(a).cmp(read_write_key(b))); // stable
     assert_eq!(curator_sorted.len(), 5);
-    let keys = |v: &[String]| -> Vec<String> {
-        v.iter()
-            .map(|n| ReadWriteOrder.sort_key(n).to_string())
-            .collect()
-    };
+    let keys =
+        |v: &[String]| -> Vec<String> { v.iter().map(|n| read_write_key(n).to_string()).collect() };
     assert_eq!(keys(&curator_sorted), keys(&rust_sorted));
     // The downgrade read node shares the write node's sequence, so the two tie; each side's
     // stable sort keeps the order its own listing returned.
@@ -188,8 +172,7 @@ fn read_write_nodes_sort_identically_on_both_sides() {
         .iter()
         .find(|n| n.contains(READ_LOCK_NAME))
         .unwrap();
-    let shares_sequence =
-        ReadWriteOrder.sort_key(downgrade_read) == ReadWriteOrder.sort_key(&write_node);
+    let shares_sequence = read_write_key(downgrade_read) == read_write_key(&write_node);
     eprintln!("Curator's downgrade read node shares the write node's sequence: {shares_sequence}");
 
     // `zklock holders` reads the same queue.

@@ -1,7 +1,9 @@
 //! The two real backends as one test parameter (the harness's [`ClientKind`]): how each
 //! connects here, the typed client it gives, and the few expectations that differ between
-//! them, written down where they differ.
+//! them, written down where they differ. A case may also take the [`Link`] (plain TCP, or
+//! TLS for our own client) as part of its [`On`].
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -9,11 +11,69 @@ use zk_locks::client::native::{NativeClient, NativeOptions};
 use zk_locks::client::zookeeper::{ZkOptions, ZookeeperClient};
 use zk_locks::session::{ConnectionState, SessionSnapshot};
 pub use zk_locks::testing::harness::{unique_root, ClientKind};
-use zk_locks::testing::{shared_server, FaultProxy};
+use zk_locks::testing::{shared_server, FaultProxy, TestingServer};
 use zk_locks::{Error, SharedClient, ZkClient, ZkError};
 
 /// The session timeout the tests ask for.
 pub const SESSION: Duration = Duration::from_secs(2);
+
+/// How a case's client reaches the server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Link {
+    /// Plain TCP to the shared test server.
+    Tcp,
+    /// TLS to the secure port of the shared TLS test server (our own client only: the crate
+    /// backend has no TLS). Its plain port serves the case's helper clients.
+    #[cfg(feature = "tls")]
+    Tls,
+}
+
+impl Link {
+    /// The shared server of this link; `None` (the case is skipped) when no server can run
+    /// here.
+    pub fn server(self) -> Option<&'static TestingServer> {
+        match self {
+            Link::Tcp => shared_server(),
+            #[cfg(feature = "tls")]
+            Link::Tls => zk_locks::testing::shared_tls_server(),
+        }
+    }
+
+    /// Where on `server` a client of this link (or a proxy in front of it) connects.
+    pub fn addr(self, server: &TestingServer) -> SocketAddr {
+        match self {
+            Link::Tcp => server.addr(),
+            #[cfg(feature = "tls")]
+            Link::Tls => SocketAddr::from(([127, 0, 0, 1], server.secure_port().expect("TLS"))),
+        }
+    }
+}
+
+/// What a case runs on: a backend and its link. A [`ClientKind`] alone is plain TCP; a
+/// [`Link`] alone is our own client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct On {
+    pub kind: ClientKind,
+    pub link: Link,
+}
+
+impl From<ClientKind> for On {
+    fn from(kind: ClientKind) -> On {
+        On {
+            kind,
+            link: Link::Tcp,
+        }
+    }
+}
+
+impl From<Link> for On {
+    fn from(link: Link) -> On {
+        On {
+            kind: ClientKind::Native,
+            link,
+        }
+    }
+}
 
 /// Options for one connect, for either backend.
 #[derive(Debug, Clone)]
@@ -22,17 +82,25 @@ pub struct Connect {
     pub session_timeout: Duration,
     pub connect_timeout: Option<Duration>,
     pub call_timeout: Option<Duration>,
+    pub link: Link,
 }
 
 impl Connect {
-    /// `hosts` with the tests' session timeout.
+    /// `hosts` with the tests' session timeout, over plain TCP.
     pub fn new(hosts: impl Into<String>) -> Connect {
         Connect {
             hosts: hosts.into(),
             session_timeout: SESSION,
             connect_timeout: None,
             call_timeout: None,
+            link: Link::Tcp,
         }
+    }
+
+    /// Over `link` (`hosts` must then lead to that link's port).
+    pub fn over(mut self, link: Link) -> Connect {
+        self.link = link;
+        self
     }
 
     pub fn session_timeout(mut self, timeout: Duration) -> Connect {
@@ -55,17 +123,23 @@ impl Connect {
 /// cannot. The crate's connect timeout is generous: a freshly started server on a loaded
 /// machine can take longer than one session timeout to create its first session.
 pub fn connect(kind: ClientKind, hosts: &str) -> Client {
-    let options = match kind {
+    connect_on(kind.into(), hosts)
+}
+
+/// Like [`connect`], over the link of `on`.
+pub fn connect_on(on: On, hosts: &str) -> Client {
+    let options = match on.kind {
         ClientKind::Crate => Connect::new(hosts).connect_timeout(SESSION * 5),
         ClientKind::Native => Connect::new(hosts),
     };
-    try_connect(kind, options).expect("connect")
+    try_connect(on.kind, options.over(on.link)).expect("connect")
 }
 
 /// Connects a `kind` client with `options`.
 pub fn try_connect(kind: ClientKind, options: Connect) -> Result<Client, Error> {
     match kind {
         ClientKind::Crate => {
+            assert_eq!(options.link, Link::Tcp, "the crate backend has no TLS");
             let mut o =
                 ZkOptions::new(options.hosts.clone()).session_timeout(options.session_timeout);
             if let Some(t) = options.connect_timeout {
@@ -84,6 +158,10 @@ pub fn try_connect(kind: ClientKind, options: Connect) -> Result<Client, Error> 
             }
             if let Some(t) = options.call_timeout {
                 o = o.call_timeout(t);
+            }
+            #[cfg(feature = "tls")]
+            if options.link == Link::Tls {
+                o = o.tls(tls_options());
             }
             NativeClient::connect_with(o).map(Client::Native)
         }
@@ -143,9 +221,29 @@ impl Client {
     }
 }
 
+/// Verifies the shared TLS server's certificate.
+#[cfg(feature = "tls")]
+fn tls_options() -> zk_locks::client::native::TlsOptions {
+    let server = zk_locks::testing::shared_tls_server().expect("the shared TLS server");
+    let files = server.tls_files().expect("a TLS server has its files");
+    zk_locks::client::native::TlsOptions::from_ca_file(files.ca).expect("the CA file")
+}
+
 /// Our own client on `hosts`, with the tests' session timeout.
 pub fn native(hosts: &str) -> Arc<NativeClient> {
     NativeClient::connect(hosts, SESSION).expect("connect")
+}
+
+/// Our own client with `options`, whose hosts lead to a port of `link`.
+pub fn native_with(link: Link, options: NativeOptions) -> Arc<NativeClient> {
+    #[cfg(feature = "tls")]
+    let options = match link {
+        Link::Tls => options.tls(tls_options()),
+        Link::Tcp => options,
+    };
+    #[cfg(not(feature = "tls"))]
+    let Link::Tcp = link;
+    NativeClient::connect_with(options).expect("connect")
 }
 
 /// Waits until the session reaches `state` (or the deadline passes); returns every snapshot
@@ -214,8 +312,16 @@ pub fn until_ok<T>(within: Duration, mut f: impl FnMut() -> Result<T, ZkError>) 
 /// A fault proxy in front of the shared server and the client `connect` makes to it through
 /// the proxy; `None` (the case is skipped) when no server can run here.
 pub fn behind_a_proxy<C>(connect: impl FnOnce(&str) -> C) -> Option<(FaultProxy, C)> {
-    let server = shared_server()?;
-    let proxy = FaultProxy::start(server.addr()).unwrap();
+    behind_a_proxy_over(Link::Tcp, connect)
+}
+
+/// Like [`behind_a_proxy`], the proxy in front of `link`'s port of its shared server.
+pub fn behind_a_proxy_over<C>(
+    link: Link,
+    connect: impl FnOnce(&str) -> C,
+) -> Option<(FaultProxy, C)> {
+    let server = link.server()?;
+    let proxy = FaultProxy::start(link.addr(server)).unwrap();
     let client = connect(&proxy.connect_string());
     Some((proxy, client))
 }

@@ -12,6 +12,10 @@
 //!   session layer works around;
 //! - `native_restore`: our own client only: watches and credentials restored after a
 //!   reconnect (SetWatches, in batches);
+//!
+//! The cut, freeze and watch-restore cases of `sessions` and `native_restore` also run over
+//! TLS (feature `tls`), as their `native_tls::case`: our own client to the secure port of the
+//! shared TLS test server, through the same fault proxy.
 //! - `native_api`: our own client only: session id and negotiated timeout, create2,
 //!   containers, pipelining, multi, sync, auth, timeouts too long for an `Instant`.
 //!
@@ -39,6 +43,40 @@ macro_rules! on_both_backends {
                 }
             )*
         }
+    };
+}
+
+/// One `#[test]` per case over TLS, when built with the `tls` feature:
+/// `over_tls!([case, ...])` runs each `fn case(link)` of the module (a case taking
+/// `impl Into<backend::On>` or a `backend::Link`) as `native_tls::case`.
+macro_rules! over_tls {
+    ([$($case:ident),* $(,)?]) => {
+        #[cfg(feature = "tls")]
+        mod native_tls {
+            $(
+                #[test]
+                fn $case() {
+                    super::$case(crate::backend::Link::Tls);
+                }
+            )*
+        }
+    };
+}
+
+/// One `#[test]` per case and link, for cases of our own client taking a `backend::Link`:
+/// `on_both_links!([case, ...])` runs each as `tcp::case`, and as `native_tls::case` with the
+/// `tls` feature.
+macro_rules! on_both_links {
+    ([$($case:ident),* $(,)?]) => {
+        mod tcp {
+            $(
+                #[test]
+                fn $case() {
+                    super::$case(crate::backend::Link::Tcp);
+                }
+            )*
+        }
+        over_tls!([$($case),*]);
     };
 }
 

@@ -1,7 +1,7 @@
 //! Our own client only: what a reconnect of the same session restores. Watches come back
 //! with SetWatches (a deletion missed while disconnected fires at once; a later change fires
 //! as usual; more path text than one packet goes in batches), and credentials are sent again
-//! on every connection.
+//! on every connection. The watch restores run over TLS too.
 
 use std::sync::mpsc;
 use std::sync::Arc;
@@ -13,20 +13,25 @@ use zk_locks::session::ConnectionState;
 use zk_locks::testing::{shared_server, FaultProxy};
 use zk_locks::{CreateMode, InterProcessLock, InterProcessMutex, ZkClient, ZkError};
 
-use crate::backend::{behind_a_proxy, native, reach, unique_root, SESSION};
+use crate::backend::{behind_a_proxy_over, native, native_with, reach, unique_root, Link, SESSION};
 
 /// Session and call timeout for bulk work (thousands of nodes in one pipeline, a megabyte of
 /// SetWatches), which a loaded machine may take seconds to get through.
 const PATIENT: Duration = Duration::from_secs(30);
 
-/// Our own client with [`PATIENT`] session and call timeouts.
-fn patient(hosts: &str) -> Arc<NativeClient> {
-    NativeClient::connect_with(
+/// Our own client over `link` with [`PATIENT`] session and call timeouts.
+fn patient(link: Link, hosts: &str) -> Arc<NativeClient> {
+    native_with(
+        link,
         NativeOptions::new(hosts)
             .session_timeout(PATIENT)
             .call_timeout(PATIENT),
     )
-    .expect("connect")
+}
+
+/// Our own client over `link` with the tests' session timeout.
+fn over(link: Link, hosts: &str) -> Arc<NativeClient> {
+    native_with(link, NativeOptions::new(hosts).session_timeout(SESSION))
 }
 
 /// Every result of a pipeline is `Ok`; else the count and the first error.
@@ -41,13 +46,12 @@ fn all_ok(results: Vec<Result<zk_locks::client::Response, ZkError>>, what: &str)
     );
 }
 
-#[test]
-fn a_deletion_while_disconnected_fires_the_restored_watch() {
-    let Some(server) = shared_server() else {
+fn a_deletion_while_disconnected_fires_the_restored_watch(link: Link) {
+    let Some(server) = link.server() else {
         return;
     };
-    let proxy = FaultProxy::start(server.addr()).unwrap();
-    let waiter = native(&proxy.connect_string());
+    let proxy = FaultProxy::start(link.addr(server)).unwrap();
+    let waiter = over(link, &proxy.connect_string());
     let other = native(&server.connect_string());
     let root = unique_root("setwatches");
     other.create(&root, b"", CreateMode::Persistent).unwrap();
@@ -74,9 +78,8 @@ fn a_deletion_while_disconnected_fires_the_restored_watch() {
     assert_eq!(waiter.watch_count(), 0);
 }
 
-#[test]
-fn a_watch_restored_after_a_cut_fires_on_a_later_change() {
-    let Some((proxy, client)) = behind_a_proxy(native) else {
+fn a_watch_restored_after_a_cut_fires_on_a_later_change(link: Link) {
+    let Some((proxy, client)) = behind_a_proxy_over(link, |hosts| over(link, hosts)) else {
         return;
     };
     let root = unique_root("restored");
@@ -100,14 +103,13 @@ fn a_watch_restored_after_a_cut_fires_on_a_later_change() {
 /// More watched path text than one packet may carry (1 MiB): the restore goes out in several
 /// SetWatches batches and every watch is back (each fires on its node's deletion after the
 /// reconnect).
-#[test]
-fn many_watches_are_restored_in_batches() {
-    let Some(server) = shared_server() else {
+fn many_watches_are_restored_in_batches(link: Link) {
+    let Some(server) = link.server() else {
         return;
     };
     const NODES: usize = 7000;
-    let proxy = FaultProxy::start(server.addr()).unwrap();
-    let client = patient(&proxy.connect_string());
+    let proxy = FaultProxy::start(link.addr(server)).unwrap();
+    let client = patient(link, &proxy.connect_string());
     let root = unique_root("batches");
     client.create(&root, b"", CreateMode::Persistent).unwrap();
     // ~160 bytes per path: about 1.1 MB of path text.
@@ -134,7 +136,7 @@ fn many_watches_are_restored_in_batches() {
     assert_eq!(client.watch_count(), NODES);
     proxy.cut();
     reach(client.as_ref(), ConnectionState::Reconnected, PATIENT);
-    let other = patient(&server.connect_string());
+    let other = patient(Link::Tcp, &server.connect_string());
     let deletes: Vec<Request> = paths
         .iter()
         .map(|p| Request::Delete {
@@ -203,14 +205,13 @@ fn digest_credentials_are_resent_after_a_reconnect() {
 /// The same through the lock engine: a waiter whose holder released while the waiter's link
 /// was down is woken by its restored watch and takes the lock without listing again (its
 /// requests are counted), in the same session.
-#[test]
-fn a_waiter_with_a_restored_watch_takes_the_lock_without_listing_again() {
+fn a_waiter_with_a_restored_watch_takes_the_lock_without_listing_again(link: Link) {
     use zk_locks::client::CountingClient;
-    let Some(server) = shared_server() else {
+    let Some(server) = link.server() else {
         return;
     };
-    let proxy = FaultProxy::start(server.addr()).unwrap();
-    let waiting_client = native(&proxy.connect_string());
+    let proxy = FaultProxy::start(link.addr(server)).unwrap();
+    let waiting_client = over(link, &proxy.connect_string());
     let counting = Arc::new(CountingClient::new(waiting_client.clone()));
     let holder_client = native(&server.connect_string());
     let path = unique_root("restored-hand-off");
@@ -258,3 +259,10 @@ fn a_waiter_with_a_restored_watch_takes_the_lock_without_listing_again() {
     assert_eq!(after.losses, session.losses);
     waiter.join().unwrap();
 }
+
+on_both_links!([
+    a_deletion_while_disconnected_fires_the_restored_watch,
+    a_watch_restored_after_a_cut_fires_on_a_later_change,
+    many_watches_are_restored_in_batches,
+    a_waiter_with_a_restored_watch_takes_the_lock_without_listing_again,
+]);

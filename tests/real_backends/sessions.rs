@@ -1,7 +1,8 @@
 //! The session under faults (FaultProxy): a cut keeps the session (a young client; an aged
 //! one too on our own client), a short freeze suspends, a long one loses the session in
 //! time, a call in flight returns by its deadline, a targeted expiry is `Lost` then a new
-//! session, a server restart and a leader kill are survived.
+//! session, a server restart and a leader kill are survived. The cuts and freezes run over
+//! TLS too (our own client).
 
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -11,12 +12,14 @@ use zk_locks::testing::{shared_server, TestingCluster, TestingServer};
 use zk_locks::{CreateMode, InterProcessLock, InterProcessMutex, LockGuard, LockState, ZkError};
 
 use crate::backend::{
-    age, behind_a_proxy, connect, frozen_call_slack, reach, states, try_connect, unique_root,
-    until_ok, wait_for_state, Client, ClientKind, Connect, SESSION,
+    age, behind_a_proxy, behind_a_proxy_over, connect, connect_on, frozen_call_slack, reach,
+    states, try_connect, unique_root, until_ok, wait_for_state, Client, ClientKind, Connect, On,
+    SESSION,
 };
 
-fn young_client_cut_suspends_then_reconnects_the_same_session(kind: ClientKind) {
-    let Some((proxy, client)) = behind_a_proxy(|hosts| connect(kind, hosts)) else {
+fn young_client_cut_suspends_then_reconnects_the_same_session(on: impl Into<On>) {
+    let on = on.into();
+    let Some((proxy, client)) = behind_a_proxy_over(on.link, |hosts| connect_on(on, hosts)) else {
         return;
     };
     let before = client.session().snapshot();
@@ -34,10 +37,11 @@ fn young_client_cut_suspends_then_reconnects_the_same_session(kind: ClientKind) 
 /// timeouts with no transition, then its connection is cut; `then` gets the client, the root,
 /// the guards and the session as it was before the cut.
 pub(crate) fn holding_three_locks_aged_then_cut(
-    kind: ClientKind,
+    on: impl Into<On>,
     then: impl FnOnce(&Client, &str, &[LockGuard<'_, InterProcessMutex>], SessionSnapshot),
 ) {
-    let Some((proxy, client)) = behind_a_proxy(|hosts| connect(kind, hosts)) else {
+    let on = on.into();
+    let Some((proxy, client)) = behind_a_proxy_over(on.link, |hosts| connect_on(on, hosts)) else {
         return;
     };
     let root = unique_root("aged");
@@ -54,8 +58,8 @@ pub(crate) fn holding_three_locks_aged_then_cut(
 /// A client older than several session timeouts keeps its session and every lock through a
 /// cut: pings keep the session, and the cut is not mistaken for an expiry. (The crate
 /// backend cannot: see `crate_limits`.)
-fn aged_client_cut_keeps_the_session_and_every_lock(kind: ClientKind) {
-    holding_three_locks_aged_then_cut(kind, |client, root, guards, before| {
+fn aged_client_cut_keeps_the_session_and_every_lock(on: impl Into<On>) {
+    holding_three_locks_aged_then_cut(on, |client, root, guards, before| {
         let seen = reach(&**client, ConnectionState::Reconnected, SESSION * 3);
         let last = *seen.last().unwrap();
         // Suspended then Reconnected: two transitions, even when the watcher only woke for the
@@ -76,8 +80,9 @@ fn aged_client_cut_keeps_the_session_and_every_lock(kind: ClientKind) {
     });
 }
 
-fn freeze_shorter_than_the_session_is_suspended_then_reconnected(kind: ClientKind) {
-    let Some((proxy, client)) = behind_a_proxy(|hosts| connect(kind, hosts)) else {
+fn freeze_shorter_than_the_session_is_suspended_then_reconnected(on: impl Into<On>) {
+    let on = on.into();
+    let Some((proxy, client)) = behind_a_proxy_over(on.link, |hosts| connect_on(on, hosts)) else {
         return;
     };
     let before = client.session().snapshot();
@@ -91,8 +96,9 @@ fn freeze_shorter_than_the_session_is_suspended_then_reconnected(kind: ClientKin
     client.exists("/").unwrap();
 }
 
-fn freeze_longer_than_the_session_is_lost_in_time_then_a_new_session(kind: ClientKind) {
-    let Some((proxy, client)) = behind_a_proxy(|hosts| connect(kind, hosts)) else {
+fn freeze_longer_than_the_session_is_lost_in_time_then_a_new_session(on: impl Into<On>) {
+    let on = on.into();
+    let Some((proxy, client)) = behind_a_proxy_over(on.link, |hosts| connect_on(on, hosts)) else {
         return;
     };
     let before = client.session().snapshot();
@@ -117,8 +123,9 @@ fn freeze_longer_than_the_session_is_lost_in_time_then_a_new_session(kind: Clien
     client.exists("/").unwrap();
 }
 
-fn a_call_in_flight_during_a_freeze_returns_by_the_deadline(kind: ClientKind) {
-    let Some((proxy, client)) = behind_a_proxy(|hosts| connect(kind, hosts)) else {
+fn a_call_in_flight_during_a_freeze_returns_by_the_deadline(on: impl Into<On>) {
+    let on = on.into();
+    let Some((proxy, client)) = behind_a_proxy_over(on.link, |hosts| connect_on(on, hosts)) else {
         return;
     };
     proxy.freeze();
@@ -127,7 +134,7 @@ fn a_call_in_flight_during_a_freeze_returns_by_the_deadline(kind: ClientKind) {
     let took = started.elapsed();
     assert!(err.is_retryable(), "{err}");
     assert!(
-        took <= SESSION + frozen_call_slack(kind),
+        took <= SESSION + frozen_call_slack(on.kind),
         "returned after {took:?}"
     );
     proxy.thaw();
@@ -254,4 +261,12 @@ on_both_backends!([
     targeted_expiry_is_lost_then_a_new_session,
     server_stop_and_restart,
     cluster_leader_kill_the_client_moves_on,
+]);
+
+over_tls!([
+    young_client_cut_suspends_then_reconnects_the_same_session,
+    aged_client_cut_keeps_the_session_and_every_lock,
+    freeze_shorter_than_the_session_is_suspended_then_reconnected,
+    freeze_longer_than_the_session_is_lost_in_time_then_a_new_session,
+    a_call_in_flight_during_a_freeze_returns_by_the_deadline,
 ]);

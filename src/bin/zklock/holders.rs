@@ -58,6 +58,7 @@ fn participants(
             InterProcessSemaphoreV2::new(client, path, max)?.participants()
         }
         LockLayout::ReadWrite => InterProcessReadWriteLock::new(client, path)?.participants(),
-        LockLayout::Mutex => InterProcessMutex::new(client, path)?.participants(),
+        // A layout of a later version (the enum may grow) is listed as the mutex lists.
+        _ => InterProcessMutex::new(client, path)?.participants(),
     }
 }

@@ -189,7 +189,8 @@ fn watch_for_loss(node: Arc<HeldNode>, tx: Sender<Event>) {
                 LockState::Suspect => {
                     session.wait_for_change(epoch, None);
                 }
-                LockState::Held => {}
+                // Held, or a state of a later version: look again.
+                _ => {}
             }
         });
     if let Err(e) = spawned {

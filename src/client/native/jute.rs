@@ -209,16 +209,6 @@ impl Writer {
         self
     }
 
-    /// Bytes written so far, length prefix included.
-    pub fn len(&self) -> usize {
-        self.buf.len()
-    }
-
-    /// True when nothing but the length prefix was written.
-    pub fn is_empty(&self) -> bool {
-        self.buf.len() == 4
-    }
-
     /// The frame, with its length prefix filled in.
     pub fn finish(mut self) -> Vec<u8> {
         let body = len_i32(self.buf.len() - 4);

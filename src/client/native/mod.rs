@@ -34,10 +34,20 @@
 //! ```
 
 mod connection;
+// The wire codec is the client's own; the `testing` feature lets the decoder's property tests
+// and scripted servers reach it, hidden from the docs (not part of the API).
+#[cfg(feature = "testing")]
+#[doc(hidden)]
 pub mod jute;
+#[cfg(not(feature = "testing"))]
+mod jute;
 mod options;
 mod pipelined;
+#[cfg(feature = "testing")]
+#[doc(hidden)]
 pub mod records;
+#[cfg(not(feature = "testing"))]
+mod records;
 mod session;
 #[cfg(feature = "tls")]
 mod tls;

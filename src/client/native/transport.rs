@@ -2,8 +2,17 @@
 //!
 //! A connection reads on its reader thread and writes from callers' threads at the same time.
 //! TCP allows that on cloned handles; a TLS session is one state machine, so its state sits
-//! behind a mutex that is held only to feed it ciphertext or take plaintext out — never
-//! during a blocking socket read, so a reader waiting for bytes does not stop writers.
+//! behind a mutex that is held only to feed it ciphertext, take plaintext out, or encrypt —
+//! never during a blocking socket read or write, so a reader waiting for bytes does not stop
+//! writers and a writer blocked on a full socket does not stop the reader.
+//!
+//! rustls buffers little on either side, and a frame may be up to the packet limit (1 MiB):
+//! - writing, it takes at most 64 KiB of plaintext before its ciphertext is written out, so a
+//!   frame is encrypted in chunks, each chunk's ciphertext written to the socket before the
+//!   next is handed over;
+//! - reading, it refuses ciphertext while 16 KiB of decrypted plaintext waits, so plaintext is
+//!   always taken out before more ciphertext is fed, and ciphertext read from the socket but
+//!   not yet taken stays queued here, fed a record at a time as plaintext is drained.
 
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpStream};
@@ -15,8 +24,34 @@ use std::time::Duration;
 pub struct Transport {
     tcp: TcpStream,
     #[cfg(feature = "tls")]
-    tls: Option<Arc<parking_lot::Mutex<rustls::ClientConnection>>>,
+    tls: Option<Arc<Tls>>,
+    /// This handle's buffer for ciphertext read off the socket (TLS only).
+    #[cfg(feature = "tls")]
+    scratch: Vec<u8>,
 }
+
+/// A TLS session shared by the clones of one transport.
+#[cfg(feature = "tls")]
+struct Tls {
+    /// The session and the ciphertext not yet fed to it; locked only for in-memory work.
+    state: parking_lot::Mutex<TlsState>,
+    /// Held by whoever is writing ciphertext to the socket, from taking it out of the session
+    /// until it is all written, so the records of two writers never interleave on the wire.
+    /// Taken before `state`, never the other way round.
+    sending: parking_lot::Mutex<()>,
+}
+
+#[cfg(feature = "tls")]
+struct TlsState {
+    session: rustls::ClientConnection,
+    /// Ciphertext read from the socket that rustls has not taken yet (`received[fed..]`).
+    received: Vec<u8>,
+    fed: usize,
+}
+
+/// Bytes asked of the socket per read on a TLS link: one full TLS record and its overhead.
+#[cfg(feature = "tls")]
+const CIPHER_READ: usize = 16 * 1024 + 512;
 
 impl Transport {
     /// Plain TCP.
@@ -25,6 +60,8 @@ impl Transport {
             tcp,
             #[cfg(feature = "tls")]
             tls: None,
+            #[cfg(feature = "tls")]
+            scratch: Vec::new(),
         }
     }
 
@@ -55,7 +92,15 @@ impl Transport {
         }
         Ok(Transport {
             tcp,
-            tls: Some(Arc::new(parking_lot::Mutex::new(session))),
+            tls: Some(Arc::new(Tls {
+                state: parking_lot::Mutex::new(TlsState {
+                    session,
+                    received: Vec::new(),
+                    fed: 0,
+                }),
+                sending: parking_lot::Mutex::new(()),
+            })),
+            scratch: Vec::new(),
         })
     }
 
@@ -65,6 +110,8 @@ impl Transport {
             tcp: self.tcp.try_clone()?,
             #[cfg(feature = "tls")]
             tls: self.tls.clone(),
+            #[cfg(feature = "tls")]
+            scratch: Vec::new(),
         })
     }
 
@@ -88,7 +135,7 @@ impl Read for Transport {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         #[cfg(feature = "tls")]
         if let Some(tls) = &self.tls {
-            return tls_read(&self.tcp, tls, buf);
+            return tls.read(&self.tcp, buf, &mut self.scratch);
         }
         (&self.tcp).read(buf)
     }
@@ -98,12 +145,7 @@ impl Write for Transport {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         #[cfg(feature = "tls")]
         if let Some(tls) = &self.tls {
-            let mut session = tls.lock();
-            session.writer().write_all(buf)?;
-            let mut socket = &self.tcp;
-            while session.wants_write() {
-                session.write_tls(&mut socket)?;
-            }
+            tls.write_all(&self.tcp, buf)?;
             return Ok(buf.len());
         }
         (&self.tcp).write(buf)
@@ -114,39 +156,104 @@ impl Write for Transport {
     }
 }
 
-/// Plaintext if the session has some; else one blocking socket read (without the lock), fed
-/// to the session, and again.
 #[cfg(feature = "tls")]
-fn tls_read(
-    tcp: &TcpStream,
-    tls: &parking_lot::Mutex<rustls::ClientConnection>,
-    buf: &mut [u8],
-) -> io::Result<usize> {
-    let mut cipher = vec![0u8; 4096];
-    loop {
-        {
-            let mut session = tls.lock();
-            match session.reader().read(buf) {
-                Ok(n) => return Ok(n),
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                Err(e) => return Err(e),
+impl Tls {
+    /// Encrypts all of `buf` and writes it to the socket: as much plaintext as rustls takes
+    /// (its 64 KiB buffer), that ciphertext to the socket (outside the state lock), again
+    /// until every byte is sent. An error leaves the stream unusable (a frame sent in part).
+    fn write_all(&self, tcp: &TcpStream, buf: &[u8]) -> io::Result<()> {
+        let _sending = self.sending.lock();
+        let mut rest = buf;
+        let mut cipher = Vec::new();
+        loop {
+            {
+                let mut state = self.state.lock();
+                let taken = state.session.writer().write(rest)?;
+                rest = &rest[taken..];
+                while state.session.wants_write() {
+                    state.session.write_tls(&mut cipher)?;
+                }
+            }
+            if cipher.is_empty() {
+                if rest.is_empty() {
+                    return Ok(());
+                }
+                // rustls took nothing with its buffer empty: the session is closing.
+                return Err(io::Error::new(
+                    io::ErrorKind::WriteZero,
+                    "the TLS session takes no more data",
+                ));
+            }
+            let mut socket = tcp;
+            socket.write_all(&cipher)?;
+            cipher.clear();
+            if rest.is_empty() {
+                return Ok(());
             }
         }
-        let n = (&*tcp).read(&mut cipher)?;
-        if n == 0 {
-            return Err(io::ErrorKind::UnexpectedEof.into());
+    }
+
+    /// Plaintext if the session has some; else feeds it ciphertext already read (one call,
+    /// whatever rustls takes: it refuses more while plaintext waits); else one blocking socket
+    /// read without the lock, queued; and again.
+    fn read(&self, tcp: &TcpStream, buf: &mut [u8], scratch: &mut Vec<u8>) -> io::Result<usize> {
+        loop {
+            let answer = {
+                let mut guard = self.state.lock();
+                let state = &mut *guard;
+                match state.session.reader().read(buf) {
+                    Ok(n) => return Ok(n),
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                    Err(e) => return Err(e),
+                }
+                if state.fed < state.received.len() {
+                    let taken = state.session.read_tls(&mut &state.received[state.fed..])?;
+                    if taken == 0 {
+                        // The peer closed the session (close_notify) with ciphertext after it.
+                        return Ok(0);
+                    }
+                    state.fed += taken;
+                    if state.fed == state.received.len() {
+                        state.received.clear();
+                        state.fed = 0;
+                    }
+                    state
+                        .session
+                        .process_new_packets()
+                        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+                    state.session.wants_write()
+                } else {
+                    drop(guard);
+                    scratch.resize(CIPHER_READ, 0);
+                    let n = (&*tcp).read(scratch)?;
+                    if n == 0 {
+                        return Err(io::ErrorKind::UnexpectedEof.into());
+                    }
+                    self.state.lock().received.extend_from_slice(&scratch[..n]);
+                    false
+                }
+            };
+            if answer {
+                self.send_pending(tcp)?;
+            }
         }
-        let mut session = tls.lock();
-        let mut input = &cipher[..n];
-        while !input.is_empty() {
-            session.read_tls(&mut input)?;
-            session
-                .process_new_packets()
-                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+    }
+
+    /// Writes what the session itself wants sent after reading (a key update's answer, an
+    /// alert), unless a writer is sending: that writer, or the next one (a ping comes every
+    /// third of the session timeout), takes it out with its own records.
+    fn send_pending(&self, tcp: &TcpStream) -> io::Result<()> {
+        let Some(_sending) = self.sending.try_lock() else {
+            return Ok(());
+        };
+        let mut cipher = Vec::new();
+        {
+            let mut state = self.state.lock();
+            while state.session.wants_write() {
+                state.session.write_tls(&mut cipher)?;
+            }
         }
         let mut socket = tcp;
-        while session.wants_write() {
-            session.write_tls(&mut socket)?;
-        }
+        socket.write_all(&cipher)
     }
 }

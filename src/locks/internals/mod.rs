@@ -43,7 +43,7 @@ mod create;
 mod waiter;
 
 pub(crate) use create::Created;
-pub use create::{is_protected, protected_prefix, NodeKind, PROTECTED_PREFIX_LEN};
+pub use create::{is_protected, NodeKind, PROTECTED_PREFIX_LEN};
 pub(crate) use waiter::Waiter;
 
 pub(crate) use super::cleanup::{delete_guaranteed, NodeCleanup, Wait};
@@ -442,15 +442,10 @@ impl LockInternals {
     }
 
     /// Deletes a node we hold, by its exact path (even after a session loss: the node may live
-    /// in a session the client had not reported when it was created). `Ok` when it is gone.
-    /// When the outcome stays unknown past the retry policy, a background delete keeps trying
-    /// and the error is returned. A `Lost` hold never waits for the link: one try when
-    /// connected, else the background delete, and `Ok`.
-    pub fn release(&self, held: &HeldNode) -> Result<()> {
-        self.release_within(held, Wait::Until(None))
-    }
-
-    /// [`Self::release`], keeping the caller only as long as `wait` allows.
+    /// in a session the client had not reported when it was created), keeping the caller only
+    /// as long as `wait` allows. `Ok` when it is gone. When the outcome stays unknown past the
+    /// retry policy, a background delete keeps trying and the error is returned. A `Lost` hold
+    /// never waits for the link: one try when connected, else the background delete, and `Ok`.
     pub(crate) fn release_within(&self, held: &HeldNode, wait: Wait) -> Result<()> {
         super::cleanup::release_held(held, self.retry.as_ref(), wait)
     }
@@ -478,6 +473,7 @@ pub(crate) fn past(deadline: Option<Instant>, t: Instant) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use super::create::protected_prefix;
     use super::*;
 
     #[test]

@@ -11,6 +11,7 @@ use crate::Error;
 
 /// One lease of a semaphore. Returned (its node deleted) on [`Lease::close`] or drop.
 #[derive(Debug)]
+#[must_use = "the lease is returned as soon as it is dropped"]
 pub struct Lease {
     pub(super) node: Arc<HeldNode>,
     pub(super) retry: Arc<dyn RetryPolicy>,

@@ -142,12 +142,14 @@ impl InterProcessSemaphoreV2 {
     }
 
     /// Blocks until one lease is granted.
+    #[must_use = "the leases are returned as soon as they are dropped"]
     pub fn acquire(&self) -> Result<Lease> {
         let mut leases = self.acquire_many(1)?;
         Ok(leases.remove(0))
     }
 
     /// One lease within `timeout`, or `None`.
+    #[must_use = "the leases are returned as soon as they are dropped"]
     pub fn acquire_timeout(&self, timeout: Duration) -> Result<Option<Lease>> {
         Ok(self
             .acquire_many_timeout(1, timeout)?
@@ -155,12 +157,14 @@ impl InterProcessSemaphoreV2 {
     }
 
     /// Blocks until `qty` leases are granted (taken one at a time, as Curator does).
+    #[must_use = "the leases are returned as soon as they are dropped"]
     pub fn acquire_many(&self, qty: usize) -> Result<Vec<Lease>> {
         self.acquire_inner(qty, None)?.ok_or(Error::Closed)
     }
 
     /// `qty` leases within `timeout` (one deadline for all), or `None`; then every lease this
     /// call took is returned.
+    #[must_use = "the leases are returned as soon as they are dropped"]
     pub fn acquire_many_timeout(
         &self,
         qty: usize,

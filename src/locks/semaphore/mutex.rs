@@ -10,6 +10,7 @@ use crate::error::{Error, Result};
 use crate::locks::cleanup::Wait;
 use crate::locks::held::{HeldNode, LockState};
 use crate::locks::{InterProcessLock, LockGuard, Participant};
+use crate::retry::RetryPolicy;
 
 /// A mutex made of a one-lease semaphore (Curator's `InterProcessSemaphoreMutex`).
 ///
@@ -42,6 +43,19 @@ impl InterProcessSemaphoreMutex {
             semaphore: InterProcessSemaphoreV2::new(client, path, 1)?,
             lease: parking_lot::Mutex::new(None),
         })
+    }
+
+    /// Stores `data` in the lease node instead of the default (`<host> <pid>`), as
+    /// [`InterProcessSemaphoreV2::with_data`] does.
+    pub fn with_data(mut self, data: impl Into<Vec<u8>>) -> Self {
+        self.semaphore = self.semaphore.with_data(data);
+        self
+    }
+
+    /// Replaces the retry policy, as [`InterProcessSemaphoreV2::with_retry_policy`] does.
+    pub fn with_retry_policy(mut self, retry: Arc<dyn RetryPolicy>) -> Self {
+        self.semaphore = self.semaphore.with_retry_policy(retry);
+        self
     }
 
     /// The lock's path.

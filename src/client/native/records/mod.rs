@@ -10,7 +10,7 @@
 mod requests;
 mod responses;
 
-pub use requests::{create_flags, MultiOp, WireRequest};
+pub use requests::{MultiOp, WireRequest};
 pub use responses::{
     decode_all, read_create2, read_data, read_multi, read_stat, read_watcher_event, MultiResult,
 };
@@ -36,8 +36,6 @@ pub mod opcode {
     pub const SYNC: i32 = 9;
     /// ping.
     pub const PING: i32 = 11;
-    /// getChildren2 (children and the parent's stat).
-    pub const GET_CHILDREN2: i32 = 12;
     /// check (inside multi).
     pub const CHECK: i32 = 13;
     /// multi.
@@ -165,15 +163,32 @@ pub fn error_from_code(code: i32) -> ZkError {
         -118 => ZkError::SessionMoved,
         -119 => ZkError::NotReadOnly,
         -5 => ZkError::MarshallingError,
+        -6 => ZkError::Unimplemented,
+        -122 => ZkError::RequestTimeout,
+        -125 => ZkError::QuotaExceeded,
+        -127 => ZkError::Throttled,
         -1 | -2 | -3 | -100 | -113 | -120 | -121 => ZkError::SystemError,
-        // Throttling, request timeout, quota, reconfiguration, unknown: outcome unknown.
-        _ => ZkError::Unimplemented,
+        // Reconfiguration and codes newer than this client: the number is kept.
+        code => ZkError::Other(code),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every code the server can send comes back with its number: named codes map to their
+    /// variant and back, and codes this client does not name keep theirs.
+    #[test]
+    fn server_codes_keep_their_number() {
+        for code in [-4, -6, -7, -101, -110, -112, -118, -122, -125, -127] {
+            assert_eq!(error_from_code(code).code(), Some(code), "code {code}");
+        }
+        assert_eq!(error_from_code(-124), ZkError::Other(-124));
+        assert_eq!(error_from_code(-999).code(), Some(-999));
+        assert!(error_from_code(-127).is_retryable());
+        assert!(!error_from_code(-125).is_retryable());
+    }
 
     #[test]
     fn connect_request_layout() {

@@ -8,6 +8,7 @@ use crate::client::CreateMode;
 
 /// One operation inside a `multi` transaction.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum MultiOp {
     /// Create a node (as create2: the result carries the stat).
     Create {

@@ -7,6 +7,7 @@ use crate::client::{EventType, Stat, ZkError};
 
 /// The result of one operation of a `multi`.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum MultiResult {
     /// The created node's server path and stat.
     Create(String, Stat),
