@@ -114,7 +114,12 @@ fn forwarded_signals_reach_the_commands_whole_process_group() {
     let proxy = FaultProxy::start(server.addr()).unwrap();
     let root = unique_root("zklock-forward-group");
     let dir = temp_dir("forward-group");
-    let body = format!("sleep 1000 & echo $! > {}/worker; wait", dir.display());
+    // The worker writes its own pid, once it has left the shell's fork: a SIGTERM that reached
+    // a freshly forked child still holding the script's trap would be swallowed by it.
+    let body = format!(
+        "sh -c 'echo $$ > {}/worker; exec sleep 1000' & wait",
+        dir.display()
+    );
     let mut holder = start_holding(&proxy, &[], &root, &dir, 3, &body);
     let worker = read_pid(&dir.join("worker"));
     let _cleanup = KillOnDrop(vec![worker]);
