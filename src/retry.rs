@@ -101,7 +101,8 @@ pub struct RetryUntilElapsed {
 
 impl RetryPolicy for RetryUntilElapsed {
     fn next_retry(&self, _attempt: u32, elapsed: Duration) -> Option<Duration> {
-        (elapsed + self.sleep < self.max_elapsed).then_some(self.sleep)
+        // Saturating: a user's sleep (up to `Duration::MAX`) must not overflow.
+        (elapsed.saturating_add(self.sleep) < self.max_elapsed).then_some(self.sleep)
     }
 }
 
@@ -181,7 +182,8 @@ impl<'a> Retries<'a> {
                 return RetryStep::DeadlinePassed;
             }
         }
-        self.attempts += 1;
+        // A user's policy may never give up: the count saturates rather than overflows.
+        self.attempts = self.attempts.saturating_add(1);
         std::thread::sleep(sleep);
         RetryStep::Again { slept: sleep }
     }
@@ -246,6 +248,31 @@ mod tests {
         assert!(e.next_retry(50, Duration::from_millis(500)).is_some());
         assert!(e.next_retry(0, Duration::from_millis(950)).is_none());
         assert!(NoRetry.next_retry(0, Duration::ZERO).is_none());
+    }
+
+    /// A user's durations never overflow in a policy: a sleep too long to fit in the budget
+    /// (up to `Duration::MAX`) is no retry, not a panic.
+    #[test]
+    fn policies_take_any_duration() {
+        let e = RetryUntilElapsed {
+            max_elapsed: Duration::from_secs(10),
+            sleep: Duration::MAX,
+        };
+        assert_eq!(e.next_retry(0, Duration::from_secs(1)), None);
+        let e = RetryUntilElapsed {
+            max_elapsed: Duration::MAX,
+            sleep: Duration::from_millis(1),
+        };
+        assert!(e.next_retry(0, Duration::MAX).is_none());
+        let x = ExponentialBackoffRetry {
+            base_sleep: Duration::MAX,
+            max_retries: u32::MAX,
+            max_sleep: Duration::MAX,
+        };
+        assert_eq!(
+            x.next_retry(u32::MAX - 1, Duration::ZERO),
+            Some(Duration::MAX)
+        );
     }
 
     #[test]

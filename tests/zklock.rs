@@ -59,6 +59,114 @@ fn usage_errors_exit_64_with_a_message() {
     }
 }
 
+/// A duration zklock cannot use for what it is for is refused before anything runs, naming
+/// the option: a grace or timeout past any deadline (it once overflowed after the SIGTERM and
+/// panicked, leaving a command that ignores SIGTERM running without the lock), a session
+/// timeout outside ZooKeeper's `int` milliseconds or under one millisecond, a bad unit.
+#[test]
+fn durations_zklock_cannot_use_are_usage_errors() {
+    let cases: &[(&str, &str)] = &[
+        ("--grace", "9999999999999999999"),
+        ("--grace", "18446744073709551615s"),
+        ("--timeout", "9999999999999999999"),
+        ("--timeout", "-5s"),
+        ("--session-timeout", "1000h"),
+        ("--session-timeout", "0.5ms"),
+        ("--session-timeout", "0"),
+        ("--grace", "5 parsecs"),
+        ("--grace", ""),
+    ];
+    for (option, value) in cases {
+        let out = run(zklock().args([
+            "--connect",
+            "127.0.0.1:1",
+            option,
+            value,
+            "/lock",
+            "--",
+            "true",
+        ]));
+        assert_eq!(out.status.code(), Some(64), "{option} {value:?}: {out:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.starts_with("zklock: ") && stderr.contains(option),
+            "{option} {value:?}: {stderr}"
+        );
+    }
+    // `holders` too (it once failed later, with 69).
+    let out = run(zklock().args([
+        "holders",
+        "--connect",
+        "127.0.0.1:1",
+        "--session-timeout",
+        "1000h",
+        "/lock",
+    ]));
+    assert_eq!(out.status.code(), Some(64), "{out:?}");
+}
+
+/// flock(1)/etcdctl spellings: `-t30s`, `-t=30s`, `--timeout=30s`, compound `1m30s`, and a
+/// bare number of seconds.
+#[test]
+fn accepts_attached_values_and_compound_durations() {
+    let Some(server) = shared_server() else {
+        return;
+    };
+    let connect = server.connect_string();
+    let root = unique_root("zklock-parity");
+    let spellings: &[&[&str]] = &[
+        &["-t30s"],
+        &["-t=30s"],
+        &["--timeout=1m30s"],
+        &["-t", "1.5"],
+        &["--grace=1m30s", "--session-timeout=8s"],
+        &["-c", &connect, "--timeout", "2m 5s"],
+    ];
+    for options in spellings {
+        let mut args = vec!["--connect", &connect];
+        args.extend_from_slice(options);
+        args.extend_from_slice(&[&root, "--", "true"]);
+        let out = run(zklock().args(&args));
+        assert_eq!(out.status.code(), Some(0), "{options:?}: {out:?}");
+    }
+}
+
+/// The command leads a process group of its own (what zklock signals as one); with
+/// `--foreground` it stays in zklock's group, the terminal's job, as `timeout --foreground`.
+#[cfg(target_os = "linux")]
+#[test]
+fn the_command_leads_its_own_process_group_unless_foreground() {
+    let Some(server) = shared_server() else {
+        return;
+    };
+    let connect = server.connect_string();
+    let root = unique_root("zklock-pgrp");
+    // `pid (comm) state ppid pgrp ...`: the fifth field is the process group.
+    let script = "echo $$ $(cut -d' ' -f5 /proc/$$/stat) $(cut -d' ' -f5 /proc/$PPID/stat)";
+    let groups = |options: &[&str]| -> Vec<i64> {
+        let mut args = vec!["--connect", &connect];
+        args.extend_from_slice(options);
+        args.extend_from_slice(&[&root, "--", "sh", "-c", script]);
+        let out = run(zklock().args(&args));
+        assert!(out.status.success(), "{out:?}");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        stdout
+            .split_whitespace()
+            .map(|f| f.parse().unwrap())
+            .collect()
+    };
+    let [pid, group, zklocks_group] = groups(&[])[..] else {
+        panic!("three numbers")
+    };
+    assert_eq!(group, pid, "the command leads its group");
+    assert_ne!(group, zklocks_group);
+    let [pid, group, zklocks_group] = groups(&["--foreground"])[..] else {
+        panic!("three numbers")
+    };
+    assert_eq!(group, zklocks_group, "--foreground: zklock's own group");
+    assert_ne!(group, pid);
+}
+
 #[test]
 fn help_lists_exit_codes_and_examples() {
     let out = run(zklock().arg("--help"));

@@ -1,12 +1,14 @@
 //! The `zklock` binary under signals, lost sessions and credentials: interruption while
 //! waiting withdraws from the queue, a lock lost under a running command (through a
 //! `FaultProxy`) terminates it, a cut under an aged holder does not, and digest credentials
-//! come from a file or the environment. Needs a real ZooKeeper (skipped otherwise, unless
+//! come from a file or the environment; the command's whole process group is what zklock
+//! signals, and it dies with zklock (`kill -9` included). Needs a real ZooKeeper (skipped otherwise, unless
 //! `ZK_LOCKS_REQUIRE_SERVER=1`).
 
 mod common;
 mod zklock_support;
 
+use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::{Child, Stdio};
 use std::time::Duration;
@@ -68,6 +70,111 @@ fn lost_lock_terminates_the_command() {
     let other = InterProcessMutex::new(c, &root).unwrap();
     assert!(other.acquire_timeout(PATIENCE).unwrap());
     other.release().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A lost lock stops the command's helpers too: `sh -c 'worker & wait'` leaves no worker
+/// running beside the next holder (the whole process group is signalled, not the shell alone),
+/// not even one that ignores SIGTERM (the group gets SIGKILL once the shell has exited).
+#[test]
+fn lost_lock_terminates_the_commands_whole_process_group() {
+    let Some(server) = shared_server() else {
+        return;
+    };
+    let proxy = FaultProxy::start(server.addr()).unwrap();
+    let root = unique_root("zklock-lost-group");
+    let dir = temp_dir("lost-group");
+    let body = format!(
+        "sleep 1000 & echo $! > {d}/worker; (trap '' TERM; exec sleep 1000) & echo $! > {d}/stubborn; wait",
+        d = dir.display()
+    );
+    let mut holder = start_holding(&proxy, &["--grace", "10s"], &root, &dir, 0, &body);
+    let worker = read_pid(&dir.join("worker"));
+    let stubborn = read_pid(&dir.join("stubborn"));
+    let _cleanup = KillOnDrop(vec![worker, stubborn]);
+    proxy.freeze();
+    let status = wait_exit(&mut holder, "zklock gives up the lost lock");
+    assert_eq!(status.code(), Some(76), "{status:?}");
+    assert!(
+        !alive(stubborn),
+        "zklock ends after the whole group is killed"
+    );
+    eventually(PATIENCE, "the command's worker is terminated too", || {
+        !alive(worker)
+    });
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// SIGTERM (or Ctrl-C) to zklock while the command runs reaches the command's whole group.
+#[test]
+fn forwarded_signals_reach_the_commands_whole_process_group() {
+    let Some(server) = shared_server() else {
+        return;
+    };
+    let proxy = FaultProxy::start(server.addr()).unwrap();
+    let root = unique_root("zklock-forward-group");
+    let dir = temp_dir("forward-group");
+    // The worker writes its own pid, once it has left the shell's fork: a SIGTERM that reached
+    // a freshly forked child still holding the script's trap would be swallowed by it.
+    let body = format!(
+        "sh -c 'echo $$ > {}/worker; exec sleep 1000' & wait",
+        dir.display()
+    );
+    let mut holder = start_holding(&proxy, &[], &root, &dir, 3, &body);
+    let worker = read_pid(&dir.join("worker"));
+    let _cleanup = KillOnDrop(vec![worker]);
+    // SAFETY: kill(2) on our own child process.
+    unsafe { libc::kill(holder.id() as libc::pid_t, libc::SIGTERM) };
+    let status = wait_exit(&mut holder, "zklock ends with its command");
+    assert_eq!(
+        status.code(),
+        Some(3),
+        "the command's own status: {status:?}"
+    );
+    assert!(dir.join("termed").exists(), "the command got SIGTERM");
+    eventually(PATIENCE, "the command's worker got SIGTERM too", || {
+        !alive(worker)
+    });
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `kill -9` of zklock (the OOM killer, a supervisor's hard stop) takes its command and the
+/// command's helpers with it: nothing runs on while the session expires and another process
+/// takes the lock. (Linux: elsewhere there is no parent-death signal.)
+#[cfg(target_os = "linux")]
+#[test]
+fn the_command_and_its_helpers_die_with_a_killed_zklock() {
+    let Some(server) = shared_server() else {
+        return;
+    };
+    let root = unique_root("zklock-kill9");
+    let dir = temp_dir("kill9");
+    let script = format!(
+        "echo $$ > {d}/command; sleep 1000 & echo $! > {d}/worker; wait",
+        d = dir.display()
+    );
+    let mut holder = zklock()
+        .args([
+            "--connect",
+            &server.connect_string(),
+            &root,
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ])
+        .spawn()
+        .unwrap();
+    let command = read_pid(&dir.join("command"));
+    let worker = read_pid(&dir.join("worker"));
+    let _cleanup = KillOnDrop(vec![command, worker]);
+    holder.kill().unwrap(); // SIGKILL
+    let status = wait_exit(&mut holder, "zklock dies");
+    assert_eq!(status.signal(), Some(libc::SIGKILL), "{status:?}");
+    eventually(PATIENCE, "the command dies with zklock", || !alive(command));
+    eventually(PATIENCE, "the command's worker dies with zklock", || {
+        !alive(worker)
+    });
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -285,4 +392,45 @@ fn creator_all_over_an_open_lock_directory_exits_69_naming_it() {
     assert!(stderr.contains("world:anyone:cdrwa"), "{stderr}");
     assert!(!marker.exists(), "the command ran");
     assert!(children(stranger.as_ref(), &dir).is_empty());
+}
+
+/// Whether process `pid` still runs (a zombie, dead but not yet reaped, does not count).
+pub fn alive(pid: i32) -> bool {
+    // SAFETY: signal 0 only checks that the process exists.
+    if unsafe { libc::kill(pid, 0) } != 0 {
+        return false;
+    }
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // The state follows the command name in parentheses: `pid (comm) S ...`.
+        Ok(stat) => !stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with(['Z', 'X'])),
+        Err(_) => false,
+    }
+}
+
+/// Waits (bounded) for a script to write a pid into `file`, and reads it.
+pub fn read_pid(file: &std::path::Path) -> i32 {
+    let mut pid = None;
+    eventually(PATIENCE, "the script writes a pid", || {
+        pid = std::fs::read_to_string(file)
+            .ok()
+            .and_then(|t| t.trim().parse().ok());
+        pid.is_some()
+    });
+    pid.unwrap()
+}
+
+/// SIGKILLs the processes it names when dropped: a test that fails leaves nothing running.
+pub struct KillOnDrop(pub Vec<i32>);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        for &pid in &self.0 {
+            if alive(pid) {
+                // SAFETY: kill(2) on a process this test started (directly or through zklock).
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+            }
+        }
+    }
 }

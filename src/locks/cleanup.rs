@@ -189,8 +189,13 @@ fn delete_node(
         }
         match retries.next() {
             RetryStep::Again { slept } => {
-                let until = Instant::now() + slept * 4;
-                wait_for_link(client, deadline.map_or(until, |d| d.min(until)), lost);
+                // `slept` is the user's policy's sleep: no arithmetic on it may overflow.
+                let until = Instant::now().checked_add(slept.saturating_mul(4));
+                let until = match (deadline, until) {
+                    (Some(d), Some(u)) => Some(d.min(u)),
+                    (d, u) => d.or(u),
+                };
+                wait_for_link(client, until, lost);
             }
             RetryStep::Exhausted | RetryStep::DeadlinePassed => {
                 log::warn!("could not delete {path} yet ({code}); deleting in the background");
@@ -201,19 +206,19 @@ fn delete_node(
     }
 }
 
-/// Blocks until the client is connected or closed, `lost()`, or `until`.
-fn wait_for_link(client: &SharedClient, until: Instant, lost: &dyn Fn() -> bool) {
+/// Blocks until the client is connected or closed, `lost()`, or `until` (`None`: no limit).
+fn wait_for_link(client: &SharedClient, until: Option<Instant>, lost: &dyn Fn() -> bool) {
     let session = client.session();
     loop {
         let s = session.snapshot();
         if s.state.is_connected()
             || s.state == ConnectionState::Closed
-            || Instant::now() >= until
+            || until.is_some_and(|u| Instant::now() >= u)
             || lost()
         {
             return;
         }
-        session.wait_for_change(s.epoch, Some(until));
+        session.wait_for_change(s.epoch, until);
     }
 }
 

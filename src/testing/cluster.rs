@@ -133,7 +133,7 @@ impl TestingCluster {
     /// leads; fails after `timeout` with the log tails, and at once when a member that was
     /// started (and not killed) has exited: the ensemble is not what the caller asked for.
     pub fn wait_for_quorum(&self, timeout: Duration) -> Result<()> {
-        let deadline = Instant::now() + timeout;
+        let deadline = crate::testing::deadline_after(timeout);
         loop {
             let mut serving = 0;
             let mut running = 0;

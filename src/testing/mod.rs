@@ -82,3 +82,30 @@ pub fn shared_server() -> Option<&'static TestingServer> {
         })
         .as_ref()
 }
+
+/// `now + timeout`, or a century ahead when an `Instant` cannot hold it: the test kit's
+/// waits take any `Duration` (`Duration::MAX` waits without limit) and never overflow.
+pub(crate) fn deadline_after(timeout: std::time::Duration) -> std::time::Instant {
+    let now = std::time::Instant::now();
+    now.checked_add(timeout)
+        .or_else(|| now.checked_add(std::time::Duration::from_secs(100 * 365 * 24 * 3600)))
+        .unwrap_or(now)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    /// The test kit's waits take any `Duration`: `Duration::MAX` is no limit, not a panic.
+    #[test]
+    fn waits_take_any_duration() {
+        super::harness::eventually(Duration::MAX, "a condition that holds", || true);
+        let proxy = super::FaultProxy::start("127.0.0.1:9".parse().unwrap()).unwrap();
+        assert_eq!(proxy.wait_for_refusals(0, Duration::MAX), 0);
+        let e = crate::client::memory::MemoryEnsemble::new();
+        let c = e.connect();
+        super::harness::wait_for_session(c.as_ref(), Duration::MAX, "connected", |s| {
+            s.state.is_connected()
+        });
+    }
+}

@@ -391,7 +391,7 @@ impl Node {
         ready: impl Fn(&str) -> bool,
         timeout: Duration,
     ) -> Result<()> {
-        let deadline = Instant::now() + timeout;
+        let deadline = crate::testing::deadline_after(timeout);
         loop {
             if !self.is_running() {
                 return Err(self.startup_error("the server process exited".into()));
@@ -414,7 +414,7 @@ impl Node {
     /// Waits until `port` on 127.0.0.1 accepts a TCP connection, the JVM dies, or the deadline
     /// passes.
     pub fn wait_for_port(&self, port: u16, timeout: Duration) -> Result<()> {
-        let deadline = Instant::now() + timeout;
+        let deadline = crate::testing::deadline_after(timeout);
         let addr = SocketAddr::from(([127, 0, 0, 1], port));
         loop {
             if !self.is_running() {

@@ -170,7 +170,7 @@ impl FaultProxy {
     /// Waits until at least `count` connections were refused or `timeout` passes; returns the
     /// number refused then.
     pub fn wait_for_refusals(&self, count: u64, timeout: Duration) -> u64 {
-        let deadline = std::time::Instant::now() + timeout;
+        let deadline = crate::testing::deadline_after(timeout);
         let mut refusals = self.shared.refusals.lock();
         while *refusals < count {
             if self

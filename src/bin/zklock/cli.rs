@@ -1,4 +1,5 @@
-//! The command line: options, the usage text, durations and digest credentials.
+//! The command line: options (parsed with `lexopt`: `-t30s`, `-t 30s`, `--timeout=30s` alike),
+//! the usage text and digest credentials; the durations are checked in [`durations`].
 //!
 //! Parsing never touches the network; a bad argument is a [`Usage`] error, printed with a
 //! pointer to `--help` (exit status 64).
@@ -7,6 +8,8 @@ use std::ffi::OsString;
 use std::time::Duration;
 
 use zk_locks::client::acl::AclProvider;
+
+use crate::durations;
 
 pub(crate) const HELP: &str = "\
 zklock - run a command while holding a ZooKeeper lock (Curator-compatible)
@@ -28,6 +31,9 @@ OPTIONS:
         --semaphore N          take one lease of an InterProcessSemaphoreV2 with N leases
         --session-timeout DUR  ZooKeeper session timeout (default 10s)
         --grace DUR            after a lost lock, time between SIGTERM and SIGKILL (default 5s)
+        --foreground           keep the command in zklock's process group, so that it may
+                               read from the terminal (as timeout --foreground); signals
+                               then reach the command alone, not the processes it starts
         --auth-file FILE       digest credentials `user:password` from FILE (default: $ZK_AUTH);
                                never on the command line, where `ps` shows them; the
                                command does not inherit $ZK_AUTH
@@ -40,15 +46,22 @@ OPTIONS:
     -h, --help                 this text
     -V, --version              the version
 
-DUR is a number with a unit: 500ms, 10s, 2m, 1h (a bare number means seconds).
+DUR is a duration: 500ms, 10s, 1m30s, 2h (a bare number means seconds); --timeout and --grace
+up to 365days, --session-timeout from 1ms to about 24 days. Values attach as -t30s,
+-t=30s or --timeout=30s.
 
 The command sees ZKLOCK_PATH (the lock path), ZKLOCK_NODE (our lock node's full path) and
 ZKLOCK_FENCING_TOKEN (the node's czxid: pass it to resources that reject stale writers).
 
-If the session is lost while the command runs (the lock may now be held by someone else), the
-command gets SIGTERM, then SIGKILL after the grace period. A suspended connection alone does
-not count as lost. SIGINT/SIGTERM while waiting for the lock withdraw from the queue; while
-the command runs they are forwarded to it.
+The command runs in a process group of its own, and every signal zklock sends goes to the
+whole group (the command and the helpers it starts). If the session is lost while the command
+runs (the lock may now be held by someone else), the group gets SIGTERM, then SIGKILL once the
+command exits or after the grace period. A suspended connection alone does not count as lost.
+SIGINT/SIGTERM/SIGHUP while waiting for the lock withdraw from the queue; while the command
+runs they are forwarded to its group. On Linux the group is killed if zklock dies (kill -9
+included). Out of reach: a process that leaves the group (setsid, daemons). Without
+--foreground the command is not the terminal's foreground job: reading from the terminal
+stops it (SIGTTIN).
 
 `holders` prints the lock's participants in queue order: state (holder/waiting), kind, node
 name and node data (zklock and zk-locks store `<host> <pid>`, Curator its IP address). For a
@@ -128,6 +141,8 @@ pub(crate) struct RunArgs {
     pub(crate) session_timeout: Duration,
     pub(crate) timeout: Option<Duration>,
     pub(crate) grace: Duration,
+    /// `--foreground`: the command stays in zklock's process group.
+    pub(crate) foreground: bool,
     pub(crate) kind: Kind,
     pub(crate) path: String,
     pub(crate) command: Vec<OsString>,
@@ -154,36 +169,16 @@ pub(crate) enum Cli {
 #[derive(Debug)]
 pub(crate) struct Usage(pub(crate) String);
 
-/// Parses a duration: `500ms`, `10s`, `2m`, `1h`, or a bare number of seconds.
-fn parse_duration(text: &str) -> Result<Duration, String> {
-    let split = text
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let value: f64 = number
-        .parse()
-        .map_err(|_| format!("invalid duration {text:?} (expected e.g. 500ms, 10s, 2m)"))?;
-    let scale = match unit {
-        "ms" => 0.001,
-        "" | "s" => 1.0,
-        "m" => 60.0,
-        "h" => 3600.0,
-        _ => {
-            return Err(format!(
-                "invalid duration unit in {text:?} (use ms, s, m or h)"
-            ))
-        }
-    };
-    Duration::try_from_secs_f64(value * scale)
-        .map_err(|_| format!("duration {text:?} is out of range"))
-}
-
 pub(crate) fn parse_cli(args: Vec<OsString>, env_connect: Option<String>) -> Result<Cli, Usage> {
-    let mut args = args.into_iter();
+    use lexopt::Arg::{Long, Short, Value};
+    use lexopt::ValueExt;
+    let usage = |e: lexopt::Error| Usage(e.to_string());
+    let mut parser = lexopt::Parser::from_args(args);
     let mut connect = None;
     let mut session_timeout = Duration::from_secs(10);
     let mut timeout = None;
     let mut grace = Duration::from_secs(5);
+    let mut foreground = false;
     let mut kind = None;
     let mut semaphore = None;
     let mut holders_mode = false;
@@ -191,35 +186,20 @@ pub(crate) fn parse_cli(args: Vec<OsString>, env_connect: Option<String>) -> Res
     let mut command = Vec::new();
     let mut first = true;
     let mut security = Security::default();
-    while let Some(arg) = args.next() {
-        let text = arg
-            .to_str()
-            .ok_or_else(|| Usage(format!("argument {arg:?} is not valid UTF-8")))?
-            .to_string();
-        if first && text == "holders" {
-            first = false;
-            holders_mode = true;
-            continue;
-        }
-        first = false;
-        if text == "--" {
-            command.extend(args.by_ref());
-            break;
-        }
-        // `--name=value` or `--name value`.
-        let (name, inline) = match text.split_once('=') {
-            Some((n, v)) if n.starts_with("--") => (n.to_string(), Some(v.to_string())),
-            _ => (text.clone(), None),
-        };
-        let mut value = |name: &str| -> Result<String, Usage> {
-            match inline.clone() {
-                Some(v) => Ok(v),
-                None => args
-                    .next()
-                    .and_then(|v| v.into_string().ok())
-                    .ok_or_else(|| Usage(format!("{name} needs a value"))),
+    loop {
+        // A `--` where an option or the PATH may stand starts the command (lexopt would take
+        // the rest as plain values, which we could not tell from a misplaced command).
+        if let Ok(mut raw) = parser.raw_args() {
+            if raw.peek().is_some_and(|a| a == "--") {
+                raw.next();
+                command.extend(raw);
+                break;
             }
+        }
+        let Some(arg) = parser.next().map_err(usage)? else {
+            break;
         };
+        let is_first = std::mem::replace(&mut first, false);
         let mut set_kind = |k: Kind| -> Result<(), Usage> {
             if kind.replace(k).is_some_and(|old| old != k) {
                 return Err(Usage(
@@ -228,24 +208,34 @@ pub(crate) fn parse_cli(args: Vec<OsString>, env_connect: Option<String>) -> Res
             }
             Ok(())
         };
-        match name.as_str() {
-            "-h" | "--help" => return Ok(Cli::Help),
-            "-V" | "--version" => return Ok(Cli::Version),
-            "-c" | "--connect" => connect = Some(value(&name)?),
-            "-t" | "--timeout" => timeout = Some(parse_duration(&value(&name)?).map_err(Usage)?),
-            "--session-timeout" => {
-                session_timeout = parse_duration(&value(&name)?).map_err(Usage)?;
-                if session_timeout.is_zero() {
-                    return Err(Usage("--session-timeout must be more than 0".into()));
-                }
+        // Every option value as UTF-8 text.
+        let value = |parser: &mut lexopt::Parser| -> Result<String, Usage> {
+            parser.value().and_then(|v| v.string()).map_err(usage)
+        };
+        match arg {
+            Short('h') | Long("help") => return Ok(Cli::Help),
+            Short('V') | Long("version") => return Ok(Cli::Version),
+            Short('c') | Long("connect") => connect = Some(value(&mut parser)?),
+            Short('t') | Long("timeout") => {
+                let text = value(&mut parser)?;
+                timeout = Some(durations::wait("--timeout", &text).map_err(Usage)?);
             }
-            "--grace" => grace = parse_duration(&value(&name)?).map_err(Usage)?,
-            "--auth-file" => security.auth_file = Some(value(&name)?),
-            "--tls-ca" => security.tls_ca = Some(value(&name)?),
-            "--tls-cert" => security.tls_cert = Some(value(&name)?),
-            "--tls-key" => security.tls_key = Some(value(&name)?),
-            "--acl" => {
-                security.acl = match value(&name)?.as_str() {
+            Long("session-timeout") => {
+                let text = value(&mut parser)?;
+                session_timeout =
+                    durations::session_timeout("--session-timeout", &text).map_err(Usage)?;
+            }
+            Long("grace") => {
+                let text = value(&mut parser)?;
+                grace = durations::wait("--grace", &text).map_err(Usage)?;
+            }
+            Long("foreground") => foreground = true,
+            Long("auth-file") => security.auth_file = Some(value(&mut parser)?),
+            Long("tls-ca") => security.tls_ca = Some(value(&mut parser)?),
+            Long("tls-cert") => security.tls_cert = Some(value(&mut parser)?),
+            Long("tls-key") => security.tls_key = Some(value(&mut parser)?),
+            Long("acl") => {
+                security.acl = match value(&mut parser)?.as_str() {
                     "open" => AclMode::Open,
                     "creator-all" => AclMode::CreatorAll,
                     "read-only-for-world" => AclMode::ReadOnlyForWorld,
@@ -256,10 +246,10 @@ pub(crate) fn parse_cli(args: Vec<OsString>, env_connect: Option<String>) -> Res
                     }
                 }
             }
-            "--read" => set_kind(Kind::Read)?,
-            "--write" => set_kind(Kind::Write)?,
-            "--semaphore" => {
-                let v = value(&name)?;
+            Long("read") => set_kind(Kind::Read)?,
+            Long("write") => set_kind(Kind::Write)?,
+            Long("semaphore") => {
+                let v = value(&mut parser)?;
                 let n: usize = v.parse().ok().filter(|&n| n > 0).ok_or_else(|| {
                     Usage(format!(
                         "--semaphore needs a number of leases > 0, not {v:?}"
@@ -268,16 +258,19 @@ pub(crate) fn parse_cli(args: Vec<OsString>, env_connect: Option<String>) -> Res
                 semaphore = Some(n);
                 set_kind(Kind::Semaphore(n))?;
             }
-            _ if name.starts_with('-') && name.len() > 1 => {
-                return Err(Usage(format!("unknown option {name}")))
-            }
-            _ => {
-                if path.replace(text.clone()).is_some() {
+            Value(v) => {
+                let text = v
+                    .into_string()
+                    .map_err(|v| Usage(format!("argument {v:?} is not valid UTF-8")))?;
+                if is_first && text == "holders" {
+                    holders_mode = true;
+                } else if path.replace(text.clone()).is_some() {
                     return Err(Usage(format!(
                         "unexpected argument {text:?} (put the command after --)"
                     )));
                 }
             }
+            other => return Err(usage(other.unexpected())),
         }
     }
     let connect = connect
@@ -295,7 +288,7 @@ pub(crate) fn parse_cli(args: Vec<OsString>, env_connect: Option<String>) -> Res
         if !command.is_empty() {
             return Err(Usage("holders takes no command".into()));
         }
-        if matches!(kind, Some(Kind::Read | Kind::Write)) || timeout.is_some() {
+        if matches!(kind, Some(Kind::Read | Kind::Write)) || timeout.is_some() || foreground {
             return Err(Usage(
                 "holders takes only --connect, --session-timeout, --auth-file, --acl, --tls-* and --semaphore".into(),
             ));
@@ -317,6 +310,7 @@ pub(crate) fn parse_cli(args: Vec<OsString>, env_connect: Option<String>) -> Res
         session_timeout,
         timeout,
         grace,
+        foreground,
         kind: kind.unwrap_or(Kind::Mutex),
         path,
         command,

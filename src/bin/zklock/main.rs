@@ -2,18 +2,26 @@
 //!
 //! The lock is taken on a worker thread (a mutex and the read/write sides are released by the
 //! thread that took them), so the main thread stays free to notice signals, a lost lock and
-//! the child's exit. See `--help` for usage and the exit codes.
+//! the child's exit, all of which reach it as events on one channel. The main thread spawns
+//! the command and lives as long as zklock (the command's parent-death signal follows it).
+//! See `--help` for usage and the exit codes.
 //!
 //! The parts, in the order a run goes through them:
-//! - [`cli`]: the options, the usage text and the credentials;
+//! - [`cli`]: the options (`lexopt`), the usage text and the credentials;
+//! - [`durations`]: each duration (`humantime`) checked against what it is used for;
+//! - [`signals`]: SIGINT/SIGTERM/SIGHUP/SIGCHLD as events (`signal-hook`);
 //! - [`connecting`]: the ZooKeeper session (credentials, ACL, TLS);
 //! - [`waiting`]: acquiring on a worker thread, with `--timeout` and signals;
 //! - [`supervising`]: running the command, a lost lock, the exit status;
+//! - [`group`]: the command's process group, signalled as one, dying with zklock;
 //! - [`holders`]: the `holders` subcommand.
 
 mod cli;
 mod connecting;
+mod durations;
+mod group;
 mod holders;
+mod signals;
 mod supervising;
 mod waiting;
 

@@ -1,7 +1,9 @@
 //! Running the command under the lock: its environment, forwarding signals to it, terminating
-//! it when the lock is lost, releasing afterwards, and zklock's exit status.
+//! it when the lock is lost, releasing afterwards, and zklock's exit status. The command is a
+//! process group of its own ([`crate::group`]): every signal goes to the whole group (to the
+//! command alone with `--foreground`).
 
-use std::process::{Child, Command, ExitStatus};
+use std::process::{Command, ExitStatus};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -10,8 +12,11 @@ use zk_locks::locks::{HeldNode, LockState};
 
 use crate::cli::RunArgs;
 use crate::connecting::close;
+use crate::durations::{deadline_after, remaining};
 use crate::exit;
-use crate::waiting::{acquire, take_signal, Event, Held, TICK};
+use crate::group::Running;
+use crate::signals;
+use crate::waiting::{acquire, Event, Held};
 
 /// Takes the lock, runs the command while holding it, releases it; returns the exit status.
 pub(crate) fn run(args: RunArgs) -> i32 {
@@ -45,8 +50,10 @@ pub(crate) fn run(args: RunArgs) -> i32 {
         .env("ZKLOCK_PATH", &args.path)
         .env("ZKLOCK_NODE", node.path())
         .env("ZKLOCK_FENCING_TOKEN", token.to_string());
-    let mut child = match cmd.spawn() {
-        Ok(child) => child,
+    // On the main thread, which lives as long as zklock: the command's parent-death signal
+    // and the guardian follow the thread that created them.
+    let running = match Running::spawn(&mut cmd, args.foreground) {
+        Ok(running) => running,
         Err(e) => {
             eprintln!("zklock: cannot run {:?}: {e}", args.command[0]);
             let _ = release_tx.send(());
@@ -59,16 +66,14 @@ pub(crate) fn run(args: RunArgs) -> i32 {
         }
     };
     watch_for_loss(node.clone(), loss_tx);
-    let outcome = supervise(&mut child, &events, args.grace);
+    let outcome = supervise(running, &events, args.grace);
     match outcome {
         Outcome::Exited(status) => {
             // The worker releases (deletes our node); closing afterwards ends the session,
             // which would delete the node anyway if the release could not.
             if release_tx.send(()).is_ok() {
-                let deadline = Instant::now() + args.session_timeout;
-                while let Ok(event) =
-                    events.recv_timeout(deadline.saturating_duration_since(Instant::now()))
-                {
+                let deadline = deadline_after(args.session_timeout);
+                while let Ok(event) = recv_until(&events, deadline) {
                     if matches!(event, Event::Released) {
                         break;
                     }
@@ -95,50 +100,58 @@ enum Outcome {
     LockLost(ExitStatus),
 }
 
-/// Waits for the child; forwards signals to it; terminates it when the lock is lost.
-fn supervise(child: &mut Child, events: &Receiver<Event>, grace: Duration) -> Outcome {
-    let pid = child.id() as libc::pid_t;
+/// Waits for the command's leader to exit; forwards signals to its group; terminates the
+/// group when the lock is lost.
+fn supervise(running: Running, events: &Receiver<Event>, grace: Duration) -> Outcome {
     loop {
-        if let Some(signo) = take_signal() {
-            log::info!("forwarding signal {signo} to the command");
-            // SAFETY: plain kill(2) on our own unreaped child: the pid cannot be reused yet.
-            unsafe { libc::kill(pid, signo) };
+        // Looked at before each wait: one SIGCHLD may stand for several exits, and the exit
+        // may have come before this loop started.
+        if running.has_exited() {
+            return Outcome::Exited(running.reap());
         }
-        match child.try_wait() {
-            Ok(Some(status)) => return Outcome::Exited(status),
-            Ok(None) => {}
-            Err(e) => {
-                log::error!("waiting for the command: {e}");
+        match events.recv() {
+            Ok(Event::Signal(signo)) if signals::is_stop(signo) => {
+                log::info!("forwarding signal {signo} to the command");
+                running.signal(signo);
             }
-        }
-        match events.recv_timeout(TICK) {
-            Ok(Event::Lost) => return Outcome::LockLost(terminate(child, grace)),
-            Ok(_) | Err(RecvTimeoutError::Timeout) | Err(RecvTimeoutError::Disconnected) => {}
+            Ok(Event::Lost) => return Outcome::LockLost(terminate(running, events, grace)),
+            Ok(_) => {}
+            // Nobody left to report anything (cannot happen while the signal thread runs).
+            Err(_) => return Outcome::Exited(running.reap()),
         }
     }
 }
 
-/// SIGTERM, then SIGKILL after `grace`; returns the child's status.
-fn terminate(child: &mut Child, grace: Duration) -> ExitStatus {
-    let pid = child.id() as libc::pid_t;
-    // SAFETY: kill(2) on our own child, which is not reaped yet (try_wait returned None).
-    unsafe { libc::kill(pid, libc::SIGTERM) };
-    let deadline = Instant::now() + grace;
-    loop {
-        match child.try_wait() {
-            Ok(Some(status)) => return status,
-            Ok(None) if Instant::now() < deadline => std::thread::sleep(TICK),
-            _ => break,
+/// SIGTERM to the group; once the leader exits, or `grace` passes, SIGKILL to what is left of
+/// the group (the lock is gone: nothing of the command may run on); returns the leader's
+/// status.
+fn terminate(running: Running, events: &Receiver<Event>, grace: Duration) -> ExitStatus {
+    running.signal(libc::SIGTERM);
+    // `grace` is at most a year (checked at parsing); `None` would wait without limit.
+    let deadline = deadline_after(grace);
+    while !running.has_exited() {
+        match recv_until(events, deadline) {
+            Ok(Event::Signal(signo)) if signals::is_stop(signo) => running.signal(signo),
+            Ok(_) => {}
+            Err(RecvTimeoutError::Timeout) => {
+                log::warn!("the command ignored SIGTERM for {grace:?}; sending SIGKILL");
+                break;
+            }
+            Err(RecvTimeoutError::Disconnected) => break,
         }
     }
-    log::warn!("the command ignored SIGTERM for {grace:?}; sending SIGKILL");
-    let _ = child.kill();
-    match child.wait() {
-        Ok(status) => status,
-        Err(e) => {
-            log::error!("waiting for the killed command: {e}");
-            std::os::unix::process::ExitStatusExt::from_raw(libc::SIGKILL)
-        }
+    running.signal(libc::SIGKILL);
+    running.reap()
+}
+
+/// The next event, waiting at most until `deadline` (`None`: without limit).
+fn recv_until(
+    events: &Receiver<Event>,
+    deadline: Option<Instant>,
+) -> Result<Event, RecvTimeoutError> {
+    match remaining(deadline) {
+        Some(left) => events.recv_timeout(left),
+        None => events.recv().map_err(|_| RecvTimeoutError::Disconnected),
     }
 }
 

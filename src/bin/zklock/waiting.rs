@@ -1,9 +1,9 @@
 //! Acquiring the lock: a worker thread connects, takes the lock and later releases it (a mutex
 //! and the read/write sides are released by the thread that took them), while the main thread
-//! waits for it, honours `--timeout` and withdraws from the queue on SIGINT/SIGTERM/SIGHUP.
+//! waits for its events, and withdraws from the queue on SIGINT/SIGTERM/SIGHUP (delivered as
+//! events too, by [`crate::signals`]).
 
-use std::sync::atomic::{AtomicI32, Ordering};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,46 +17,10 @@ use zk_locks::{Error, SharedClient};
 use crate::cli::{Kind, RunArgs, Security};
 use crate::connecting::{close, connect, not_allowed};
 use crate::exit;
-
-// ---------------------------------------------------------------------------------------------
-// Signals
-
-/// The last SIGINT/SIGTERM/SIGHUP received (0: none). The handler only stores it: the main
-/// loop polls it, because nothing else is async-signal-safe.
-static SIGNAL: AtomicI32 = AtomicI32::new(0);
-
-extern "C" fn on_signal(signo: libc::c_int) {
-    SIGNAL.store(signo, Ordering::SeqCst);
-}
-
-fn install_signal_handlers() {
-    for signo in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
-        // SAFETY: a zeroed sigaction is valid; the handler only does an atomic store, which
-        // is async-signal-safe; SA_RESTART keeps other threads' system calls going.
-        unsafe {
-            let mut action: libc::sigaction = std::mem::zeroed();
-            action.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
-            action.sa_flags = libc::SA_RESTART;
-            libc::sigemptyset(&mut action.sa_mask);
-            if libc::sigaction(signo, &action, std::ptr::null_mut()) != 0 {
-                log::warn!("cannot install a handler for signal {signo}");
-            }
-        }
-    }
-}
-
-pub(crate) fn take_signal() -> Option<i32> {
-    match SIGNAL.swap(0, Ordering::SeqCst) {
-        0 => None,
-        s => Some(s),
-    }
-}
+use crate::signals;
 
 // ---------------------------------------------------------------------------------------------
 // Waiting for the lock
-
-/// How often the main loop looks at the signal flag and the child.
-pub(crate) const TICK: Duration = Duration::from_millis(10);
 
 /// What the worker thread reports.
 pub(crate) enum Event {
@@ -68,6 +32,8 @@ pub(crate) enum Event {
     Lost,
     /// The worker released the lock (after main asked).
     Released,
+    /// A signal zklock handles (see [`crate::signals`]).
+    Signal(i32),
 }
 
 /// The lock, held by the worker thread, and the channels to that thread.
@@ -85,8 +51,11 @@ pub(crate) struct Held {
 /// Starts the worker and waits, interruptibly, until it holds the lock. `Err` is the exit
 /// status when it does not (timed out, not connected, not allowed, interrupted).
 pub(crate) fn acquire(args: &RunArgs) -> Result<Held, i32> {
-    install_signal_handlers();
     let (events_tx, events) = mpsc::channel();
+    if let Err(e) = signals::deliver_to(events_tx.clone()) {
+        eprintln!("zklock: cannot handle signals: {e}");
+        return Err(exit::LOCK_ERROR);
+    }
     let loss_tx = events_tx.clone();
     let (release_tx, release_rx) = mpsc::channel::<()>();
     let request = Request {
@@ -108,21 +77,24 @@ pub(crate) fn acquire(args: &RunArgs) -> Result<Held, i32> {
     // Phase 1: connect and wait for the lock, interruptibly.
     let mut client: Option<Arc<NativeClient>> = None;
     let node = loop {
-        if let Some(signo) = take_signal() {
-            // Closing the session deletes our node at once, so the queue moves on.
-            eprintln!(
-                "zklock: interrupted by signal {signo} while waiting for {}",
-                args.path
-            );
-            if let Some(c) = &client {
-                zk_locks::ZkClient::close(c.as_ref());
+        let Ok(event) = events.recv() else {
+            eprintln!("zklock: the lock thread ended unexpectedly");
+            close(&client);
+            return Err(exit::LOCK_ERROR);
+        };
+        match event {
+            Event::Signal(signo) if signals::is_stop(signo) => {
+                // Closing the session deletes our node at once, so the queue moves on.
+                eprintln!(
+                    "zklock: interrupted by signal {signo} while waiting for {}",
+                    args.path
+                );
+                close(&client);
+                return Err(exit::SIGNAL_BASE + signo);
             }
-            return Err(exit::SIGNAL_BASE + signo);
-        }
-        match events.recv_timeout(TICK) {
-            Ok(Event::Connected(c)) => client = Some(c),
-            Ok(Event::Acquired(node)) => break node,
-            Ok(Event::TimedOut) => {
+            Event::Connected(c) => client = Some(c),
+            Event::Acquired(node) => break node,
+            Event::TimedOut => {
                 eprintln!(
                     "zklock: timed out after {:?} waiting for {}",
                     args.timeout.unwrap_or_default(),
@@ -131,26 +103,21 @@ pub(crate) fn acquire(args: &RunArgs) -> Result<Held, i32> {
                 close(&client);
                 return Err(exit::TIMED_OUT);
             }
-            Ok(Event::Failed(e @ Error::Connect { .. })) => {
+            Event::Failed(e @ Error::Connect { .. }) => {
                 eprintln!("zklock: {e}");
                 return Err(exit::UNAVAILABLE);
             }
-            Ok(Event::Failed(e)) if not_allowed(&e) => {
+            Event::Failed(e) if not_allowed(&e) => {
                 eprintln!("zklock: cannot acquire {}: {e}", args.path);
                 close(&client);
                 return Err(exit::UNAVAILABLE);
             }
-            Ok(Event::Failed(e)) => {
+            Event::Failed(e) => {
                 eprintln!("zklock: cannot acquire {}: {e}", args.path);
                 close(&client);
                 return Err(exit::LOCK_ERROR);
             }
-            Ok(Event::Lost | Event::Released) | Err(RecvTimeoutError::Timeout) => {}
-            Err(RecvTimeoutError::Disconnected) => {
-                eprintln!("zklock: the lock thread ended unexpectedly");
-                close(&client);
-                return Err(exit::LOCK_ERROR);
-            }
+            Event::Signal(_) | Event::Lost | Event::Released => {}
         }
     };
     log::info!("acquired {} as {}", args.path, node.path());

@@ -22,7 +22,7 @@ pub fn wait_for_session(
     what: &str,
     done: impl Fn(&SessionSnapshot) -> bool,
 ) -> SessionSnapshot {
-    let deadline = Instant::now() + within;
+    let deadline = crate::testing::deadline_after(within);
     loop {
         let s = client.session().snapshot();
         if done(&s) {
@@ -51,7 +51,7 @@ pub fn reach_state(
 /// Polls `cond` until it holds (a state the test cannot be notified of, such as another
 /// process's node appearing); panics with `what` after `patience`.
 pub fn eventually(patience: Duration, what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + patience;
+    let deadline = crate::testing::deadline_after(patience);
     while !cond() {
         assert!(Instant::now() < deadline, "timed out waiting for: {what}");
         std::thread::sleep(Duration::from_millis(2));
