@@ -135,20 +135,26 @@ impl InterProcessMutex {
         let Some(node) = self.internals.attempt(deadline, &data, kind)? else {
             return Ok(false);
         };
-        let revocation = revocation.map(|listener| {
-            RevocationWatch::start(
+        let node = Arc::new(node);
+        let owner = Owner {
+            count: 1,
+            node: node.clone(),
+            _revocation: None,
+        };
+        self.owners.lock().insert(me, owner);
+        // The revocation watch is armed once the hold is recorded: its listener (on a thread
+        // of its own) may already find the request written to our node.
+        if let Some(listener) = revocation {
+            let watch = RevocationWatch::start(
                 self.internals.client().clone(),
                 node.path().to_string(),
                 listener,
                 past(deadline, Instant::now()),
-            )
-        });
-        let owner = Owner {
-            count: 1,
-            node: Arc::new(node),
-            _revocation: revocation,
-        };
-        self.owners.lock().insert(me, owner);
+            );
+            if let Some(owner) = self.owners.lock().get_mut(&me) {
+                owner._revocation = Some(watch);
+            }
+        }
         Ok(true)
     }
 
