@@ -177,14 +177,17 @@ pub(crate) fn wait_on(
         // The round starts before the state is read and the watches armed: a change landing
         // in between ends the wait at once instead of being missed until the next one.
         waiter.next_round();
-        let late = past(deadline, Instant::now());
-        let mut ask = std::mem::take(&mut first) || !late;
+        // Each node is read only while the deadline has not passed (a read that ended late
+        // keeps the next node from being read), except on the first look.
         let states: Vec<LockState> = nodes
             .iter()
-            .map(|n| n.state_asking(std::mem::replace(&mut ask, !late)))
+            .map(|n| {
+                let ask = std::mem::take(&mut first) || !past(deadline, Instant::now());
+                n.state_asking(ask)
+            })
             .collect();
         let state = worst(&states);
-        if !waiting(state) || late {
+        if !waiting(state) || past(deadline, Instant::now()) {
             break state;
         }
         // Someone waits: each node that looks held watches itself.
