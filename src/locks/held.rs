@@ -37,7 +37,8 @@ pub enum LockState {
     /// The connection is suspended: the session may have expired and another process may hold
     /// the lock. Stop doing work that needs exclusion until the state is `Held` again.
     Suspect,
-    /// The lock is gone: the session was lost, the client closed, or the node deleted.
+    /// The lock is gone: the session was lost, the client closed, or the node deleted (known
+    /// from a wait's watch on the node, or from the re-read after a reconnect).
     Lost,
 }
 
