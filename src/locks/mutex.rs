@@ -196,8 +196,14 @@ impl InterProcessMutex {
     }
 
     /// Makes the next acquisitions revocable: when someone calls [`super::Revoker::attempt_revoke`]
-    /// on our node, `listener` runs (on a background thread) and should get the holder to
-    /// release. Cleared by each final release, as in Curator.
+    /// on our node, `listener` runs and should get the holder to release. Cleared by each
+    /// final release, as in Curator.
+    ///
+    /// The listener runs on a thread of its own (never inside `lock()`: it may wait for the
+    /// holder), once the hold is recorded, one call at a time, and once per revoke request
+    /// whatever the reconnects, including a request already on the node when the lock is
+    /// granted (a revoker that asked the whole queue). Releasing is the holding thread's job:
+    /// `release()` from the listener's thread is [`Error::NotOwner`].
     pub fn make_revocable(&self, listener: impl Fn() + Send + Sync + 'static) {
         *self.revocation.lock() = Some(Arc::new(listener));
     }
