@@ -9,7 +9,9 @@ mod common;
 use std::sync::Arc;
 use std::thread;
 
-use common::{eventually, Backend, TestClient};
+use common::{eventually, Backend, Memory, TestClient};
+use zk_locks::client::memory::Fault;
+use zk_locks::client::Op;
 use zk_locks::locks::{
     InterProcessLock, InterProcessMultiLock, InterProcessMutex, InterProcessSemaphoreV2, LockState,
     Revoker,
@@ -162,3 +164,44 @@ suite!([
     a_node_deleted_before_the_wait_is_lost_at_once,
     deleted_after_a_reconnect
 ]);
+
+/// The wait's arming times out while the link stays up (no session change will come): the
+/// wait arms again after a pause, and the deletion after it still ends the wait.
+#[test]
+fn a_timed_out_arming_is_tried_again() {
+    let b = Memory::new();
+    let (c, other) = (b.connect(), b.connect());
+    let path = format!("{}/lock", b.root());
+    let m = InterProcessMutex::new(c.client.clone(), &path).unwrap();
+    let g = m.lock().unwrap();
+    let node = g.node_path().unwrap().to_string();
+    let memory = c.memory().unwrap();
+    memory.inject(Fault::timeout(Op::GetData).on_path(&node));
+    thread::scope(|s| {
+        s.spawn(|| delete_once_watched(&b, &other, &path, &node));
+        assert_eq!(g.wait_until_lost(Some(b.patience())), LockState::Lost);
+    });
+    assert_eq!(memory.counters().get_data, 2, "armed twice");
+}
+
+/// The arming's connection is lost (the watch was never set): after the reconnect the wait
+/// verifies the node, arms again, and the deletion ends it.
+#[test]
+fn an_arming_lost_with_the_connection_is_armed_after_the_reconnect() {
+    for restore in [false, true] {
+        let b = Memory::new();
+        let (c, other) = (b.connect(), b.connect());
+        c.memory().unwrap().set_watches_survive_reconnect(restore);
+        let path = format!("{}/lock", b.root());
+        let m = InterProcessMutex::new(c.client.clone(), &path).unwrap();
+        let g = m.lock().unwrap();
+        let node = g.node_path().unwrap().to_string();
+        c.memory()
+            .unwrap()
+            .inject(Fault::before(Op::GetData).on_path(&node));
+        thread::scope(|s| {
+            s.spawn(|| delete_once_watched(&b, &other, &path, &node));
+            assert_eq!(g.wait_until_lost(Some(b.patience())), LockState::Lost);
+        });
+    }
+}

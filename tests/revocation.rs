@@ -12,6 +12,8 @@ use std::thread::{self, ThreadId};
 use std::time::Duration;
 
 use common::{eventually, Backend, Memory};
+use zk_locks::client::memory::Fault;
+use zk_locks::client::Op;
 use zk_locks::locks::{InterProcessLock, InterProcessMutex, Revoker};
 use zk_locks::SharedClient;
 
@@ -161,4 +163,27 @@ fn one_call_per_request_after_reconnects_that_restore_watches() {
     next_call(&calls, b.patience());
     no_more_calls(&calls);
     drop(g);
+}
+
+/// The first arming's connection is lost (no watch was set, restored or not): the reconnect
+/// arms it, and a request is heard once.
+#[test]
+fn a_watch_lost_with_its_connection_is_armed_after_the_reconnect() {
+    for restore in [false, true] {
+        let b = Memory::new();
+        let (c, other) = (b.connect(), b.connect());
+        let memory = c.memory().unwrap();
+        memory.set_watches_survive_reconnect(restore);
+        let path = format!("{}/lock", b.root());
+        let (m, calls) = revocable(c.client.clone(), &path);
+        memory.inject(Fault::before(Op::GetData).on_path(&path));
+        let g = m.lock().unwrap();
+        eventually(b.patience(), "the revocation watch is armed", || {
+            b.watches_under(&path) == 1
+        });
+        Revoker::attempt_revoke(&other.client, g.node_path().unwrap()).unwrap();
+        next_call(&calls, b.patience());
+        no_more_calls(&calls);
+        drop(g);
+    }
 }
