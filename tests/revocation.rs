@@ -187,3 +187,23 @@ fn a_watch_lost_with_its_connection_is_armed_after_the_reconnect() {
         drop(g);
     }
 }
+
+/// The first arming times out while the link stays up (no reconnect will come to arm it):
+/// it is tried again, and a request is heard.
+#[test]
+fn a_timed_out_arming_is_tried_again() {
+    let b = Memory::new();
+    let (c, other) = (b.connect(), b.connect());
+    let memory = c.memory().unwrap();
+    let path = format!("{}/lock", b.root());
+    let (m, calls) = revocable(c.client.clone(), &path);
+    memory.inject(Fault::timeout(Op::GetData).on_path(&path));
+    let g = m.lock().unwrap();
+    eventually(b.patience(), "the revocation watch is armed", || {
+        b.watches_under(&path) == 1
+    });
+    Revoker::attempt_revoke(&other.client, g.node_path().unwrap()).unwrap();
+    next_call(&calls, b.patience());
+    no_more_calls(&calls);
+    drop(g);
+}

@@ -4,6 +4,7 @@
 
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use parking_lot::Mutex;
 
@@ -67,7 +68,8 @@ pub(crate) type RevocationListener = Arc<dyn Fn() + Send + Sync>;
 ///   read: a read that sees a request already heard (the re-read after a reconnect, a watch
 ///   restored beside one armed again) calls nobody. Calls are made one at a time.
 /// - **One watch.** A reconnect arms the watch again only when the backend dropped it (or it
-///   was never armed): a restored watch is not doubled.
+///   was never armed): a restored watch is not doubled. An arming that failed while the link
+///   stays up (a timed-out read: no reconnect will come) is tried again after a pause.
 #[derive(Debug)]
 pub(crate) struct RevocationWatch {
     shared: Arc<Revocation>,
@@ -116,6 +118,9 @@ impl Drop for RevocationWatch {
 }
 
 const THREAD_NAME: &str = "zk-locks-revocation";
+
+/// How long a failed arming waits before it tries again while the link stays up.
+const TRY_AGAIN_AFTER: Duration = Duration::from_millis(250);
 
 /// What the watch, its re-arming and the listener calls share.
 struct Revocation {
@@ -190,7 +195,18 @@ impl Revocation {
                 }
             }
             Err(ZkError::NoNode) => {}
-            Err(code) => log::warn!("revocation watch on {}: {code}", self.path),
+            Err(code) => {
+                log::warn!("revocation watch on {}: {code}", self.path);
+                // A request that failed while the link stays up (a timed-out read) has no
+                // reconnect to come and arm the watch: try again after a pause.
+                if code.is_retryable() && self.client.session().state().is_connected() {
+                    let me = self.clone();
+                    spawn(THREAD_NAME, move || {
+                        std::thread::sleep(TRY_AGAIN_AFTER);
+                        me.arm();
+                    });
+                }
+            }
         }
     }
 
