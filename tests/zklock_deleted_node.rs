@@ -25,7 +25,7 @@ fn a_deleted_node_stops_the_command_and_exits_76() {
     // the first.
     let resource = dir.join("resource");
     let first_cmd = format!(
-        "exec 9>{r}; flock -n 9 || exit 3; touch {d}/started; exec sleep 600",
+        "exec 9>{r}; flock -n 9 || exit 3; touch {d}/started; exec sleep 120",
         r = resource.display(),
         d = dir.display()
     );
