@@ -74,7 +74,9 @@
 //! - [`LockState::Lost`] — the session was lost (or the client closed, or the node deleted):
 //!   stop, the lock is someone else's.
 //!
-//! [`LockGuard::wait_while_held`] blocks until the state leaves `Held`.
+//! [`LockGuard::wait_while_held`] blocks until the state leaves `Held`, watching the guard's
+//! node meanwhile (a deletion by someone else ends it as `Lost`). `state()` asks the server
+//! only on its first call after a reconnect; see [`HeldNode::state`](locks::HeldNode::state).
 //!
 //! ```
 //! use zk_locks::client::memory::MemoryEnsemble;

@@ -3,14 +3,12 @@
 
 use std::marker::PhantomData;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use crate::client::SharedClient;
 use crate::error::Result;
-use crate::session::ListenerId;
 
 use super::held::{HeldNode, LockState};
-use super::internals::{past, wake_on_session_change, Waiter};
+use super::watching::{wait_on, worst};
 use super::InterProcessLock;
 
 /// Releases its lock when dropped. Not `Send`: a reentrant mutex is released by the thread
@@ -69,27 +67,18 @@ impl<'a, L: InterProcessLock + ?Sized> LockGuard<'a, L> {
     }
 
     /// Held, Suspect (connection suspended) or Lost; the worst over all nodes held (`Lost` when
-    /// there are none).
+    /// there are none). Asks the server only as [`HeldNode::state`] does: on the first call
+    /// after each reconnect; a deletion of a node by someone else is seen once a wait armed a
+    /// watch on it.
     pub fn state(&self) -> LockState {
-        self.state_until(None, &mut false)
-    }
-
-    /// [`Self::state`], reading no node from the server once `deadline` passed, except the
-    /// first one when `first` (taken): a timed wait's first look.
-    fn state_until(&self, deadline: Option<Instant>, first: &mut bool) -> LockState {
-        if self.nodes.is_empty() {
-            return LockState::Lost;
-        }
-        let mut worst = LockState::Held;
+        let mut states = Vec::with_capacity(self.nodes.len());
         for n in &self.nodes {
-            let ask = std::mem::take(first) || !past(deadline, Instant::now());
-            match n.state_asking(ask) {
+            match n.state() {
                 LockState::Lost => return LockState::Lost,
-                LockState::Suspect => worst = LockState::Suspect,
-                LockState::Held => {}
+                state => states.push(state),
             }
         }
-        worst
+        worst(&states)
     }
 
     /// `state() == Held`.
@@ -98,49 +87,28 @@ impl<'a, L: InterProcessLock + ?Sized> LockGuard<'a, L> {
     }
 
     /// Blocks until the lock may be lost (Suspect or Lost) or the timeout passes; returns the
-    /// state then.
+    /// state then. While it waits, a watch on each node is armed (one `get_data` per node,
+    /// kept for later waits), so a deletion of a node by someone else ends it as `Lost`.
     pub fn wait_while_held(&self, timeout: Option<Duration>) -> LockState {
         self.wait_while(timeout, |state| state == LockState::Held)
     }
 
     /// Blocks until the lock is `Lost` (a `Suspect` spell that ends in `Held` again does not
-    /// count) or the timeout passes; returns the state then.
+    /// count) or the timeout passes; returns the state then. Watches the nodes as
+    /// [`Self::wait_while_held`] does.
     pub fn wait_until_lost(&self, timeout: Option<Duration>) -> LockState {
         self.wait_while(timeout, |state| state != LockState::Lost)
     }
 
-    /// Blocks while `waiting(self.state())`. The state of every node changes only with its
-    /// client's session, and the nodes of a multi-lock may belong to different clients: each
-    /// of those sessions wakes the wait.
+    /// Blocks while `waiting(self.state())`, over every node of the guard (a multi-lock's
+    /// nodes may belong to different clients: each of those sessions wakes the wait).
     fn wait_while(
         &self,
         timeout: Option<Duration>,
         waiting: impl Fn(LockState) -> bool,
     ) -> LockState {
-        let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
-        let waiter = Arc::new(Waiter::default());
-        let mut clients: Vec<(&SharedClient, ListenerId)> = Vec::new();
-        for node in &self.nodes {
-            let client = node.client();
-            if !clients.iter().any(|(c, _)| Arc::ptr_eq(c, client)) {
-                clients.push((client, wake_on_session_change(client, &waiter)));
-            }
-        }
-        let mut first = true;
-        let state = loop {
-            // The round starts before the state is read: a change landing in between ends
-            // the wait at once instead of being missed until the next one.
-            waiter.next_round();
-            let state = self.state_until(deadline, &mut first);
-            if !waiting(state) || past(deadline, Instant::now()) {
-                break state;
-            }
-            waiter.wait(deadline);
-        };
-        for (client, id) in clients {
-            client.session().unsubscribe(id);
-        }
-        state
+        let nodes: Vec<&HeldNode> = self.nodes.iter().map(|n| n.as_ref()).collect();
+        wait_on(&nodes, timeout, waiting)
     }
 
     /// The fencing token (the lock node's czxid; the largest one for a multi-lock).

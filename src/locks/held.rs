@@ -5,24 +5,29 @@
 //! - **Lost** once the client's session was lost after the node was created (its ephemeral node
 //!   is gone or going), or the client was closed, or the node was found deleted;
 //! - **Suspect** while the connection is suspended (the session may expire any moment);
-//! - **Held** otherwise. After each reconnect the first `state()` call re-reads the node once
-//!   (one `exists` request) to check that it still exists and still belongs to our session.
+//! - **Held** otherwise.
+//!
+//! When [`HeldNode::state`] asks the server: only on its first call after each reconnect (one
+//! `exists` request, to check that the node still exists and still belongs to our session).
+//! Otherwise it answers from what the client already knows, without a request: a deletion by
+//! someone else (an operator, a peer with the open ACL) is known once a wait armed a watch on
+//! the node and the watch fired, or at the next reconnect's re-read. The waits
+//! ([`HeldNode::wait_while_held`], [`HeldNode::wait_until_lost`], and the guards' and leases'
+//! waits) arm that watch, one `get_data` for all the waits on a node (see `watching.rs`);
+//! a holder nobody waits on sends nothing.
 //!
 //! The fencing token is the node's `czxid`: globally increasing across the ensemble, unlike
 //! the sequence number, which restarts when the lock's parent is deleted and recreated.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
 use crate::client::{SharedClient, ZkError};
 use crate::error::{Error, Result};
 use crate::session::{ConnectionState, SessionSnapshot};
 
-use super::internals::past;
-
-/// How long a wait for `Lost` sits on a failed verification before verifying again.
-const VERIFY_AGAIN_AFTER: Duration = Duration::from_millis(250);
+use super::watching::{wait_on, NodeWatch};
 
 /// Whether a holder can still rely on its lock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -33,7 +38,8 @@ pub enum LockState {
     /// The connection is suspended: the session may have expired and another process may hold
     /// the lock. Stop doing work that needs exclusion until the state is `Held` again.
     Suspect,
-    /// The lock is gone: the session was lost, the client closed, or the node deleted.
+    /// The lock is gone: the session was lost, the client closed, or the node deleted (known
+    /// from a wait's watch on the node, or from the re-read after a reconnect).
     Lost,
 }
 
@@ -50,6 +56,8 @@ pub struct HeldNode {
     verified_epoch: AtomicU64,
     lost: AtomicBool,
     czxid: OnceLock<i64>,
+    /// The watch on the node, armed by the first wait (none while nobody waits).
+    watch: Arc<NodeWatch>,
 }
 
 impl HeldNode {
@@ -66,6 +74,7 @@ impl HeldNode {
             verified_epoch: AtomicU64::new(now.epoch),
             lost: AtomicBool::new(lost),
             czxid: OnceLock::new(),
+            watch: Arc::default(),
         }
     }
 
@@ -103,7 +112,10 @@ impl HeldNode {
         self.lost.store(true, Ordering::SeqCst);
     }
 
-    /// The current state; after a reconnect, re-reads the node once.
+    /// The current state. Asks the server only on the first call after each reconnect (one
+    /// `exists`: the node must still exist and be ours); otherwise answers without a request.
+    /// A deletion of the node by someone else is seen once a wait armed a watch on it (see
+    /// [`Self::wait_while_held`]) and the watch fired, or at the next reconnect's re-read.
     pub fn state(&self) -> LockState {
         match self.believed() {
             (_, Some(state)) => state,
@@ -126,7 +138,7 @@ impl HeldNode {
     /// `None` after a reconnect that no read of the node has followed yet.
     fn believed(&self) -> (u64, Option<LockState>) {
         let s = self.client.session().snapshot();
-        if self.lost.load(Ordering::SeqCst) {
+        if self.lost.load(Ordering::SeqCst) || self.watch.saw_deletion() {
             return (s.epoch, Some(LockState::Lost));
         }
         if s.losses != self.losses
@@ -165,7 +177,7 @@ impl HeldNode {
     fn verify(&self, epoch: u64) -> LockState {
         match self.client.exists(&self.path) {
             Ok(Some(stat)) if self.owned_by_us(stat.ephemeral_owner) => {
-                self.verified_epoch.fetch_max(epoch, Ordering::SeqCst);
+                self.verified_in(epoch);
                 LockState::Held
             }
             Ok(_) | Err(ZkError::NoNode) | Err(ZkError::SessionExpired) | Err(ZkError::Closed) => {
@@ -176,7 +188,17 @@ impl HeldNode {
         }
     }
 
-    fn owned_by_us(&self, owner: i64) -> bool {
+    /// Records that the node was read as ours at `epoch`.
+    pub(super) fn verified_in(&self, epoch: u64) {
+        self.verified_epoch.fetch_max(epoch, Ordering::SeqCst);
+    }
+
+    /// The watch the waits arm on the node.
+    pub(super) fn watch(&self) -> &Arc<NodeWatch> {
+        &self.watch
+    }
+
+    pub(super) fn owned_by_us(&self, owner: i64) -> bool {
         // Persistent nodes (owner 0) and backends that do not know the session id pass.
         owner == 0 || self.session_id.is_none_or(|id| id == owner)
     }
@@ -187,46 +209,17 @@ impl HeldNode {
     }
 
     /// Blocks until the state is no longer `Held` (Suspect or Lost) or the timeout passes;
-    /// returns the state then.
+    /// returns the state then. While it waits, a watch on the node is armed (one `get_data`,
+    /// kept for later waits), so a deletion of the node by someone else ends it as `Lost`.
     pub fn wait_while_held(&self, timeout: Option<Duration>) -> LockState {
-        self.wait_while(timeout, |state| state == LockState::Held)
+        wait_on(&[self], timeout, |state| state == LockState::Held)
     }
 
     /// Blocks until the lock is `Lost` (a `Suspect` spell that ends in `Held` again does not
-    /// count) or the timeout passes; returns the state then.
+    /// count) or the timeout passes; returns the state then. Watches the node as
+    /// [`Self::wait_while_held`] does.
     pub fn wait_until_lost(&self, timeout: Option<Duration>) -> LockState {
-        self.wait_while(timeout, |state| state != LockState::Lost)
-    }
-
-    fn wait_while(
-        &self,
-        timeout: Option<Duration>,
-        waiting: impl Fn(LockState) -> bool,
-    ) -> LockState {
-        let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
-        let mut first = true;
-        loop {
-            // The epoch is read before the state: a change landing in between then ends the
-            // wait at once instead of being missed until the next one. Past the deadline the
-            // node is not read again (the wait's first look may read it).
-            let epoch = self.client.session().epoch();
-            let late = past(deadline, Instant::now());
-            let state = self.state_asking(std::mem::take(&mut first) || !late);
-            if !waiting(state) || late {
-                return state;
-            }
-            // The state can only change with the session's epoch, except after a verification
-            // that failed while connected (a timed-out `exists`): no transition may come to
-            // end that `Suspect`, so the node is verified again after a pause.
-            let unverified =
-                state == LockState::Suspect && self.client.session().state().is_connected();
-            let wake = match (unverified, deadline) {
-                (true, Some(d)) => Some(d.min(Instant::now() + VERIFY_AGAIN_AFTER)),
-                (true, None) => Some(Instant::now() + VERIFY_AGAIN_AFTER),
-                (false, d) => d,
-            };
-            self.client.session().wait_for_change(epoch, wake);
-        }
+        wait_on(&[self], timeout, |state| state != LockState::Lost)
     }
 
     /// The fencing token: the node's creation zxid, from the create's reply (or read once with

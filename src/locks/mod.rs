@@ -28,6 +28,7 @@ mod rearm;
 mod revocation;
 mod semaphore;
 mod shared_count;
+mod watching;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

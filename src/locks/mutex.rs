@@ -135,20 +135,26 @@ impl InterProcessMutex {
         let Some(node) = self.internals.attempt(deadline, &data, kind)? else {
             return Ok(false);
         };
-        let revocation = revocation.map(|listener| {
-            RevocationWatch::start(
+        let node = Arc::new(node);
+        let owner = Owner {
+            count: 1,
+            node: node.clone(),
+            _revocation: None,
+        };
+        self.owners.lock().insert(me, owner);
+        // The revocation watch is armed once the hold is recorded: its listener (on a thread
+        // of its own) may already find the request written to our node.
+        if let Some(listener) = revocation {
+            let watch = RevocationWatch::start(
                 self.internals.client().clone(),
                 node.path().to_string(),
                 listener,
                 past(deadline, Instant::now()),
-            )
-        });
-        let owner = Owner {
-            count: 1,
-            node: Arc::new(node),
-            _revocation: revocation,
-        };
-        self.owners.lock().insert(me, owner);
+            );
+            if let Some(owner) = self.owners.lock().get_mut(&me) {
+                owner._revocation = Some(watch);
+            }
+        }
         Ok(true)
     }
 
@@ -200,8 +206,14 @@ impl InterProcessMutex {
     }
 
     /// Makes the next acquisitions revocable: when someone calls [`super::Revoker::attempt_revoke`]
-    /// on our node, `listener` runs (on a background thread) and should get the holder to
-    /// release. Cleared by each final release, as in Curator.
+    /// on our node, `listener` runs and should get the holder to release. Cleared by each
+    /// final release, as in Curator.
+    ///
+    /// The listener runs on a thread of its own (never inside `lock()`: it may wait for the
+    /// holder), once the hold is recorded, one call at a time, and once per revoke request
+    /// whatever the reconnects, including a request already on the node when the lock is
+    /// granted (a revoker that asked the whole queue). Releasing is the holding thread's job:
+    /// `release()` from the listener's thread is [`Error::NotOwner`].
     pub fn make_revocable(&self, listener: impl Fn() + Send + Sync + 'static) {
         *self.revocation.lock() = Some(Arc::new(listener));
     }

@@ -1,6 +1,8 @@
 //! Work re-run after every reconnect. Watches do not survive a reconnect on the `zookeeper`
 //! crate (and none survive a new session), so whatever must keep a watch armed — a
-//! revocation watch, a [`super::SharedCount`] — arms it again from here.
+//! revocation watch, a [`super::SharedCount`] — arms it again from here. Where the backend
+//! restores watches (`ZkClient::restores_watches`) the restored one is still armed: a task
+//! that arms unconditionally doubles it (two notifications per change after one reconnect).
 
 use std::sync::Arc;
 use std::thread;

@@ -5,11 +5,13 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread;
+use std::time::Duration;
 
 use zk_locks::client::memory::{MemoryClient, MemoryEnsemble};
 use zk_locks::client::{Counters, CountingClient};
 use zk_locks::locks::{
     InterProcessLock, InterProcessMutex, InterProcessReadWriteLock, InterProcessSemaphoreMutex,
+    LockState,
 };
 use zk_locks::testing::harness::eventually;
 
@@ -311,4 +313,44 @@ fn ten_uncontended_cycles(
         drop(g);
     }
     counting.counters()
+}
+
+/// A holder nobody waits on sends nothing for its state (the uncontended cycle stays three
+/// requests); a waited-on guard arms one watch on its own node, once for all its waits, and
+/// its release fires it (no watch left behind).
+#[test]
+fn only_a_waited_guard_watches_its_node() {
+    let e = MemoryEnsemble::new();
+    let counting = Arc::new(CountingClient::new(e.connect()));
+    let m = InterProcessMutex::new(counting.clone(), "/locks/w").unwrap();
+    m.acquire().unwrap();
+    m.release().unwrap();
+    counting.reset_counters();
+    for _ in 0..10 {
+        let g = m.lock().unwrap();
+        assert_eq!(g.state(), LockState::Held);
+        assert!(g.is_valid() && g.node_path().is_some());
+        drop(g);
+    }
+    let c = counting.counters();
+    assert_eq!((c.get_data, c.exists, c.requests()), (0, 0, 30), "{c:?}");
+    assert_eq!(e.watch_count(), 0);
+
+    let g = m.lock().unwrap();
+    counting.reset_counters();
+    for _ in 0..3 {
+        assert_eq!(
+            g.wait_while_held(Some(Duration::from_millis(20))),
+            LockState::Held
+        );
+    }
+    let c = counting.counters();
+    assert_eq!(
+        (c.get_data, c.requests()),
+        (1, 1),
+        "one watch for all waits: {c:?}"
+    );
+    assert_eq!(e.watch_count(), 1);
+    drop(g);
+    assert_eq!(e.watch_count(), 0, "the release fired the holder's watch");
 }

@@ -71,6 +71,18 @@ impl Lease {
         self.node.is_valid()
     }
 
+    /// Blocks until the lease may be lost (Suspect or Lost) or the timeout passes, watching
+    /// its node meanwhile (see [`HeldNode::wait_while_held`]); returns the state then.
+    pub fn wait_while_held(&self, timeout: Option<std::time::Duration>) -> LockState {
+        self.node.wait_while_held(timeout)
+    }
+
+    /// Blocks until the lease is `Lost` or the timeout passes, watching its node meanwhile
+    /// (see [`HeldNode::wait_until_lost`]); returns the state then.
+    pub fn wait_until_lost(&self, timeout: Option<std::time::Duration>) -> LockState {
+        self.node.wait_until_lost(timeout)
+    }
+
     /// The fencing token (the lease node's czxid).
     pub fn fencing_token(&self) -> Result<i64> {
         self.node.fencing_token()
