@@ -31,22 +31,26 @@ pub trait RetryPolicy: Send + Sync + std::fmt::Debug {
 /// ```
 #[derive(Debug, Clone)]
 pub struct ExponentialBackoffRetry {
-    /// The first sleep.
-    pub base_sleep: Duration,
-    /// The most retries.
-    pub max_retries: u32,
-    /// The longest single sleep.
-    pub max_sleep: Duration,
+    base_sleep: Duration,
+    max_retries: u32,
+    max_sleep: Duration,
 }
 
 impl ExponentialBackoffRetry {
-    /// `base_sleep` and `max_retries` with a 10 s cap per sleep.
+    /// `base_sleep` (the first sleep) and `max_retries` (the most retries) with a 10 s cap per
+    /// sleep.
     pub fn new(base_sleep: Duration, max_retries: u32) -> Self {
         ExponentialBackoffRetry {
             base_sleep,
             max_retries,
             max_sleep: Duration::from_secs(10),
         }
+    }
+
+    /// Caps every single sleep at `max_sleep` (Curator's `maxSleepMs`).
+    pub fn max_sleep(mut self, max_sleep: Duration) -> Self {
+        self.max_sleep = max_sleep;
+        self
     }
 }
 
@@ -78,10 +82,15 @@ impl RetryPolicy for ExponentialBackoffRetry {
 /// A fixed number of retries with a fixed sleep (Curator's `RetryNTimes`).
 #[derive(Debug, Clone)]
 pub struct RetryNTimes {
-    /// The most retries.
-    pub n: u32,
-    /// The sleep between tries.
-    pub sleep: Duration,
+    n: u32,
+    sleep: Duration,
+}
+
+impl RetryNTimes {
+    /// At most `n` retries, `sleep` apart.
+    pub fn new(n: u32, sleep: Duration) -> Self {
+        RetryNTimes { n, sleep }
+    }
 }
 
 impl RetryPolicy for RetryNTimes {
@@ -93,10 +102,16 @@ impl RetryPolicy for RetryNTimes {
 /// Retries with a fixed sleep until a total time has passed (Curator's `RetryUntilElapsed`).
 #[derive(Debug, Clone)]
 pub struct RetryUntilElapsed {
-    /// The total time after which no retry starts.
-    pub max_elapsed: Duration,
-    /// The sleep between tries.
-    pub sleep: Duration,
+    max_elapsed: Duration,
+    sleep: Duration,
+}
+
+impl RetryUntilElapsed {
+    /// Retries `sleep` apart until `max_elapsed` has passed since the first try (no retry
+    /// starts after it).
+    pub fn new(max_elapsed: Duration, sleep: Duration) -> Self {
+        RetryUntilElapsed { max_elapsed, sleep }
+    }
 }
 
 impl RetryPolicy for RetryUntilElapsed {
@@ -226,25 +241,16 @@ mod tests {
             );
         }
         assert_eq!(p.next_retry(5, Duration::ZERO), None);
-        let capped = ExponentialBackoffRetry {
-            max_sleep: Duration::from_millis(15),
-            ..p
-        };
+        let capped = p.max_sleep(Duration::from_millis(15));
         assert!(capped.next_retry(4, Duration::ZERO).unwrap() <= Duration::from_millis(15));
     }
 
     #[test]
     fn n_times_and_elapsed() {
-        let n = RetryNTimes {
-            n: 2,
-            sleep: Duration::from_millis(1),
-        };
+        let n = RetryNTimes::new(2, Duration::from_millis(1));
         assert!(n.next_retry(1, Duration::ZERO).is_some());
         assert!(n.next_retry(2, Duration::ZERO).is_none());
-        let e = RetryUntilElapsed {
-            max_elapsed: Duration::from_secs(1),
-            sleep: Duration::from_millis(100),
-        };
+        let e = RetryUntilElapsed::new(Duration::from_secs(1), Duration::from_millis(100));
         assert!(e.next_retry(50, Duration::from_millis(500)).is_some());
         assert!(e.next_retry(0, Duration::from_millis(950)).is_none());
         assert!(NoRetry.next_retry(0, Duration::ZERO).is_none());
@@ -254,15 +260,9 @@ mod tests {
     /// (up to `Duration::MAX`) is no retry, not a panic.
     #[test]
     fn policies_take_any_duration() {
-        let e = RetryUntilElapsed {
-            max_elapsed: Duration::from_secs(10),
-            sleep: Duration::MAX,
-        };
+        let e = RetryUntilElapsed::new(Duration::from_secs(10), Duration::MAX);
         assert_eq!(e.next_retry(0, Duration::from_secs(1)), None);
-        let e = RetryUntilElapsed {
-            max_elapsed: Duration::MAX,
-            sleep: Duration::from_millis(1),
-        };
+        let e = RetryUntilElapsed::new(Duration::MAX, Duration::from_millis(1));
         assert!(e.next_retry(0, Duration::MAX).is_none());
         let x = ExponentialBackoffRetry {
             base_sleep: Duration::MAX,
@@ -277,20 +277,14 @@ mod tests {
 
     #[test]
     fn retries_count_and_stop_at_the_policy_or_the_deadline() {
-        let policy = RetryNTimes {
-            n: 2,
-            sleep: Duration::from_millis(1),
-        };
+        let policy = RetryNTimes::new(2, Duration::from_millis(1));
         let mut r = Retries::new(&policy, Instant::now(), None);
         assert!(matches!(r.next(), RetryStep::Again { .. }));
         assert!(matches!(r.next(), RetryStep::Again { .. }));
         assert_eq!(r.next(), RetryStep::Exhausted);
         assert_eq!(r.attempts(), 2);
 
-        let long = RetryNTimes {
-            n: 5,
-            sleep: Duration::from_secs(3600),
-        };
+        let long = RetryNTimes::new(5, Duration::from_secs(3600));
         let mut r = Retries::new(&long, Instant::now(), Some(Instant::now()));
         assert_eq!(r.next(), RetryStep::DeadlinePassed, "never sleeps past it");
         assert_eq!(r.attempts(), 0);

@@ -32,10 +32,7 @@ const PATIENCE: Duration = Duration::from_secs(20);
 
 /// 1000 retries 100 ms apart: with the waits for a connection between them, many minutes.
 fn long_retries() -> Arc<dyn RetryPolicy> {
-    Arc::new(RetryNTimes {
-        n: 1000,
-        sleep: Duration::from_millis(100),
-    })
+    Arc::new(RetryNTimes::new(1000, Duration::from_millis(100)))
 }
 
 /// A long retry policy that says so (once) when it is first asked for a retry.

@@ -51,10 +51,7 @@ fn semaphore_listing_retry_ends_at_the_deadline() {
     let _lease = holder.acquire().unwrap();
     let sem = InterProcessSemaphoreV2::new(c1.clone(), "/s", 1)
         .unwrap()
-        .with_retry_policy(Arc::new(RetryNTimes {
-            n: 3,
-            sleep: Duration::from_millis(200),
-        }));
+        .with_retry_policy(Arc::new(RetryNTimes::new(3, Duration::from_millis(200))));
     link_down_on_first_listing(&c1, "/s/leases");
     let got = sem.acquire_timeout(Duration::from_millis(300));
     c1.on_request(None);
