@@ -384,6 +384,7 @@ impl ZkClient for NativeClient {
             kind: WatchKind::Data,
             path: server_path.clone(),
             watcher,
+            decodes: |body| decode_all(body, read_data).is_ok(),
         });
         let request = WireRequest::GetData {
             path: server_path,
@@ -399,6 +400,7 @@ impl ZkClient for NativeClient {
             kind: WatchKind::Child,
             path: server_path.clone(),
             watcher,
+            decodes: |body| decode_all(body, |r| r.strings()).is_ok(),
         });
         let request = WireRequest::GetChildren {
             path: server_path,

@@ -1,0 +1,193 @@
+//! The native client's session rules at their edges, against scripted fake servers on
+//! loopback: a read that failed for its caller leaves no watch (a reply arriving after the
+//! call timed out, a reply that does not decode).
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use zk_locks::client::native::jute::Writer;
+use zk_locks::client::native::{NativeClient, NativeOptions};
+use zk_locks::{ZkClient, ZkError};
+
+const SESSION_ID: i64 = 0x42;
+const OP_EXISTS: i32 = 3;
+const OP_GET_DATA: i32 = 4;
+const OP_GET_CHILDREN: i32 = 8;
+
+fn read_frame(stream: &mut TcpStream) -> Option<Vec<u8>> {
+    let mut len = [0u8; 4];
+    stream.read_exact(&mut len).ok()?;
+    let mut body = vec![0u8; usize::try_from(i32::from_be_bytes(len)).ok()?];
+    stream.read_exact(&mut body).ok()?;
+    Some(body)
+}
+
+fn connect_response(timeout_ms: i32) -> Vec<u8> {
+    let mut w = Writer::new();
+    w.i32(0)
+        .i32(timeout_ms)
+        .i64(SESSION_ID)
+        .buffer(&[7; 16])
+        .bool(false);
+    w.finish()
+}
+
+fn xid_and_opcode(request: &[u8]) -> (i32, i32) {
+    (
+        i32::from_be_bytes(request[..4].try_into().unwrap()),
+        i32::from_be_bytes(request[4..8].try_into().unwrap()),
+    )
+}
+
+fn stat_bytes(w: &mut Writer) {
+    for _ in 0..4 {
+        w.i64(1);
+    }
+    w.i32(0).i32(0).i32(0).i64(0).i32(0).i32(0).i64(1);
+}
+
+/// A well-formed reply: data and a `Stat` for getData, one child for getChildren, a `Stat`
+/// for exists, a header alone for anything else (pings, auth).
+fn proper_reply(request: &[u8]) -> Vec<u8> {
+    let (xid, opcode) = xid_and_opcode(request);
+    let mut w = Writer::new();
+    w.i32(xid).i64(1).i32(0);
+    match opcode {
+        OP_GET_DATA => {
+            w.buffer(b"data");
+            stat_bytes(&mut w);
+        }
+        OP_GET_CHILDREN => {
+            w.strings(&["child"]);
+        }
+        OP_EXISTS => stat_bytes(&mut w),
+        _ => {}
+    }
+    w.finish()
+}
+
+/// A listener on loopback and its address.
+fn listener() -> (TcpListener, String) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    (listener, addr)
+}
+
+/// Serves one connection after another: the handshake (negotiating 10 s), then every request
+/// to `script` (connection number, request, stream), which answers it itself; `false` drops
+/// the connection.
+fn scripted_server(
+    script: impl Fn(usize, &[u8], &mut TcpStream) -> bool + Send + 'static,
+) -> String {
+    let (listener, addr) = listener();
+    thread::spawn(move || {
+        for (n, stream) in listener.incoming().enumerate() {
+            let Ok(mut stream) = stream else { return };
+            if read_frame(&mut stream).is_none()
+                || stream.write_all(&connect_response(10_000)).is_err()
+            {
+                continue;
+            }
+            while let Some(request) = read_frame(&mut stream) {
+                if !script(n, &request, &mut stream) {
+                    break;
+                }
+            }
+        }
+    });
+    addr
+}
+
+/// Item 6 of issue 24: a watched read whose reply comes after the call timed out
+/// (`OperationTimeout`) must not register its watch when the reply arrives.
+#[test]
+fn a_read_that_timed_out_leaves_no_watch() {
+    let (late_tx, late_rx) = mpsc::channel::<()>();
+    let late_rx = Mutex::new(late_rx);
+    let addr = scripted_server(move |_, request, stream| {
+        let (_, opcode) = xid_and_opcode(request);
+        if opcode == OP_GET_DATA || opcode == OP_GET_CHILDREN {
+            // Answered only once the caller has given up.
+            let _ = late_rx.lock().unwrap().recv();
+        }
+        stream.write_all(&proper_reply(request)).is_ok()
+    });
+    let client = NativeClient::connect_with(
+        NativeOptions::new(&addr)
+            .session_timeout(Duration::from_secs(10))
+            .call_timeout(Duration::from_millis(300)),
+    )
+    .expect("connect to the fake server");
+    let fired = Arc::new(Mutex::new(Vec::new()));
+    let sink = fired.clone();
+    let err = client
+        .get_data(
+            "/n",
+            Some(Box::new(move |e| sink.lock().unwrap().push(e.path))),
+        )
+        .unwrap_err();
+    assert_eq!(err, ZkError::OperationTimeout);
+    let sink = fired.clone();
+    let err = client
+        .get_children(
+            "/n",
+            Some(Box::new(move |e| sink.lock().unwrap().push(e.path))),
+        )
+        .unwrap_err();
+    assert_eq!(err, ZkError::OperationTimeout);
+    // The late replies go out, then exists is answered: replies come in order, so when it
+    // returns the reader has handled both late replies.
+    late_tx.send(()).unwrap();
+    late_tx.send(()).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match client.exists("/n") {
+            Ok(_) => break,
+            Err(ZkError::OperationTimeout) if Instant::now() < deadline => continue,
+            Err(e) => panic!("exists: {e}"),
+        }
+    }
+    assert_eq!(
+        client.watch_count(),
+        0,
+        "a read that timed out registered its watch"
+    );
+    assert!(fired.lock().unwrap().is_empty());
+    client.close();
+}
+
+/// Item 6's neighbour: a watched read whose reply does not decode fails with
+/// `MarshallingError`, and leaves no watch either.
+#[test]
+fn a_read_whose_reply_does_not_decode_leaves_no_watch() {
+    let addr = scripted_server(move |n, request, stream| {
+        let (xid, opcode) = xid_and_opcode(request);
+        let reply = if n == 0 && opcode == OP_GET_DATA {
+            // A header saying success, then a data length past the end.
+            let mut w = Writer::new();
+            w.i32(xid).i64(1).i32(0).i32(1000);
+            w.finish()
+        } else {
+            proper_reply(request)
+        };
+        stream.write_all(&reply).is_ok()
+    });
+    let client = NativeClient::connect_with(
+        NativeOptions::new(&addr)
+            .session_timeout(Duration::from_secs(10))
+            .call_timeout(Duration::from_secs(10)),
+    )
+    .expect("connect to the fake server");
+    let err = client.get_data("/n", Some(Box::new(|_| {}))).unwrap_err();
+    assert_eq!(err, ZkError::MarshallingError);
+    assert_eq!(
+        client.watch_count(),
+        0,
+        "a failed read registered its watch"
+    );
+    client.close();
+}
