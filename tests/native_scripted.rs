@@ -1,17 +1,20 @@
 //! The native client's session rules at their edges, against scripted fake servers on
-//! loopback: a read that failed for its caller leaves no watch (a reply arriving after the
-//! call timed out, a reply that does not decode).
+//! loopback: the dead-link and expiry clocks run on the *negotiated* timeout whatever callers'
+//! writes are doing (a server that stops reading while callers write large requests); a read
+//! that failed for its caller leaves no watch (a reply arriving after the call timed out, a
+//! reply that does not decode).
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::mpsc;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use zk_locks::client::native::jute::Writer;
 use zk_locks::client::native::{NativeClient, NativeOptions};
-use zk_locks::{ZkClient, ZkError};
+use zk_locks::client::Request;
+use zk_locks::{ConnectionState, ZkClient, ZkError};
 
 const SESSION_ID: i64 = 0x42;
 const OP_EXISTS: i32 = 3;
@@ -75,6 +78,122 @@ fn listener() -> (TcpListener, String) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap().to_string();
     (listener, addr)
+}
+
+/// Every session change of a client with the time it was reported.
+#[derive(Default)]
+struct Timeline {
+    states: Mutex<Vec<(Instant, ConnectionState)>>,
+    changed: Condvar,
+}
+
+impl Timeline {
+    fn record(client: &NativeClient) -> Arc<Timeline> {
+        let timeline = Arc::new(Timeline::default());
+        let sink = timeline.clone();
+        client.session().subscribe(move |s| {
+            sink.states.lock().unwrap().push((Instant::now(), s.state));
+            sink.changed.notify_all();
+        });
+        timeline
+    }
+
+    /// When `state` was first reported; panics if it is not within `within`.
+    fn first(&self, state: ConnectionState, within: Duration) -> Instant {
+        let deadline = Instant::now() + within;
+        let mut states = self.states.lock().unwrap();
+        loop {
+            if let Some((at, _)) = states.iter().find(|(_, s)| *s == state) {
+                return *at;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            assert!(
+                !left.is_zero(),
+                "no {state:?} within {within:?}: {states:?}"
+            );
+            states = self.changed.wait_timeout(states, left).unwrap().0;
+        }
+    }
+}
+
+/// Item 1 of issue 24. The server grants a timeout far shorter than requested, then stops
+/// reading while several threads write large requests: their writes block on the full socket.
+/// The client must still say `Suspended` 2/3 and `Lost` 4/3 of the *negotiated* timeout after
+/// it last heard from the server, and the blocked writers must fail then — not when a socket
+/// timeout taken from the requested timeout (two minutes here) runs out.
+#[test]
+fn a_writer_blocked_on_a_full_socket_does_not_stop_the_clocks() {
+    let negotiated = Duration::from_secs(3);
+    let requested = Duration::from_secs(120);
+    let (listener, addr) = listener();
+    let (release_tx, release_rx) = mpsc::channel::<()>();
+    let server = thread::spawn(move || {
+        let (mut stream, _) = listener.accept().unwrap();
+        // Later connections are refused: no server takes the session back.
+        drop(listener);
+        read_frame(&mut stream).expect("ConnectRequest");
+        stream
+            .write_all(&connect_response(negotiated.as_millis() as i32))
+            .unwrap();
+        // Frozen: never reads again, keeps the socket open until the test ends.
+        let _ = release_rx.recv();
+    });
+    let client = NativeClient::connect_with(
+        NativeOptions::new(&addr)
+            .session_timeout(requested)
+            .call_timeout(requested),
+    )
+    .expect("connect to the fake server");
+    let heard = Instant::now();
+    assert_eq!(client.negotiated_timeout(), negotiated);
+    let timeline = Timeline::record(&client);
+    let (done_tx, done_rx) = mpsc::channel();
+    for writer in 0..6 {
+        let client = client.clone();
+        let done_tx = done_tx.clone();
+        thread::spawn(move || {
+            // 2 MB in one write per thread, 12 MB in all: far more than the socket buffers
+            // of a peer that does not read.
+            let requests: Vec<Request> = (0..4)
+                .map(|i| Request::SetData {
+                    path: format!("/big-{writer}-{i}"),
+                    data: vec![0x5a; 500_000],
+                    version: None,
+                })
+                .collect();
+            let results = client.pipeline(&requests);
+            let _ = done_tx.send((Instant::now(), results));
+        });
+    }
+    drop(done_tx);
+    // Generous bounds for a loaded machine, far below anything taken from the requested
+    // timeout.
+    let slack = Duration::from_secs(10);
+    let suspended = timeline.first(ConnectionState::Suspended, negotiated * 2 / 3 + slack);
+    assert!(
+        suspended < heard + negotiated * 2 / 3 + slack,
+        "Suspended {:?} after the last reply",
+        suspended - heard
+    );
+    // Every writer was unblocked by the link's end and failed.
+    for _ in 0..6 {
+        let (at, results) = done_rx
+            .recv_timeout(slack)
+            .expect("a writer still blocked after the link was declared dead");
+        assert!(at < suspended + slack);
+        for result in results {
+            assert_eq!(result.unwrap_err(), ZkError::ConnectionLoss);
+        }
+    }
+    let lost = timeline.first(ConnectionState::Lost, negotiated * 4 / 3 + slack);
+    assert!(
+        lost < heard + negotiated * 4 / 3 + slack,
+        "Lost {:?} after the last reply",
+        lost - heard
+    );
+    client.close();
+    drop(release_tx);
+    server.join().unwrap();
 }
 
 /// Serves one connection after another: the handshake (negotiating 10 s), then every request

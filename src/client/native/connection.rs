@@ -13,6 +13,8 @@
 //!   registered only if its caller gets the read's success: the registration and the result
 //!   go into the slot under one lock, and a caller that gives up (its deadline passed) takes
 //!   the watch out of the slot under that lock first;
+//! - a ping never waits: it is written only when no caller is writing and the socket has
+//!   room now (the session's dead-link clock must keep running whatever callers' writes do);
 //! - once broken, a connection stays broken: every pending and later slot gets ConnectionLoss.
 
 use std::collections::VecDeque;
@@ -21,7 +23,7 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use parking_lot::{Condvar, Mutex};
+use parking_lot::{Condvar, Mutex, MutexGuard};
 
 use super::jute::{frame_length, DecodeError, Reader};
 use super::records::{self, ReplyHeader, WireRequest};
@@ -253,8 +255,29 @@ impl Connection {
         self.send_slots(vec![(request, slot)]);
     }
 
+    /// Sends a ping if that cannot block: no caller is writing (the write lock is free) and
+    /// the socket has room now. Returns whether it was sent; when it was not, the session's
+    /// clocks judge the link as they would without it.
+    pub fn try_ping(&self) -> bool {
+        let Some(out) = self.out.try_lock() else {
+            return false;
+        };
+        if !out.stream.writable_now() {
+            return false;
+        }
+        self.send_locked(out, vec![(WireRequest::Ping, Slot::new(None))]);
+        true
+    }
+
     fn send_slots(&self, requests: Vec<(WireRequest, Arc<Slot>)>) -> Vec<Arc<Slot>> {
-        let mut out = self.out.lock();
+        self.send_locked(self.out.lock(), requests)
+    }
+
+    fn send_locked(
+        &self,
+        mut out: MutexGuard<'_, Outgoing>,
+        requests: Vec<(WireRequest, Arc<Slot>)>,
+    ) -> Vec<Arc<Slot>> {
         let mut bytes = Vec::new();
         let mut slots = Vec::with_capacity(requests.len());
         // Filled after the locks are released: a completion runs no code under them.

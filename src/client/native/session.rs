@@ -18,6 +18,11 @@
 //! change (`Connected`, `Reconnected`, or `Lost` then `Connected`) is reported *before* the
 //! reader thread reads anything from the new connection; then auth packets, then SetWatches
 //! (last zxid seen, in batches under the packet limit); only then do callers' requests flow.
+//!
+//! The clocks run on the session thread, which never waits on a socket write: a ping is
+//! skipped while a caller writes or the socket is full ([`Connection::try_ping`]), and a link
+//! declared dead is shut down, which fails a caller's write blocked on it. A socket write
+//! that makes no progress for `2T/3` fails too (negotiated `T`, never the requested one).
 
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 
@@ -37,6 +42,9 @@ use crate::session::{ConnectionState, Session};
 /// Path text per SetWatches packet, well under the default packet limit (the Java client
 /// uses the same budget).
 const SET_WATCHES_BUDGET: usize = 128 * 1024;
+
+/// The smallest socket timeout set (a zero timeout is refused by the socket).
+const MIN_TIMEOUT: Duration = Duration::from_millis(1);
 
 /// How many recent link events the journal keeps (oldest dropped first).
 const JOURNAL_LEN: usize = 64;
@@ -247,14 +255,20 @@ impl SessionCore {
             if silent >= read_timeout {
                 log::info!("zk-locks native: nothing received for {silent:?}: link dead");
                 self.note(format!("link dead: nothing received for {silent:?}"));
+                // Shuts the socket down: a caller's write blocked on it fails now.
                 conn.close();
                 return;
             }
-            if conn.since_send() >= ping_after {
-                drop(conn.send(vec![(WireRequest::Ping, None)]));
+            let mut next_ping = ping_after.saturating_sub(conn.since_send());
+            if next_ping.is_zero() && !conn.try_ping() {
+                // A caller is writing (perhaps blocked on a full socket) or the socket is
+                // full: try again soon, never wait for it; the clock above judges the link.
+                next_ping = (ping_after / 10).max(Duration::from_millis(10));
+            } else if next_ping.is_zero() {
+                next_ping = ping_after;
             }
             let wait = (read_timeout - silent)
-                .min(ping_after.saturating_sub(conn.since_send()))
+                .min(next_ping)
                 .max(Duration::from_millis(5));
             let mut link = self.link.lock();
             if link.closed || conn.is_broken() {
@@ -422,9 +436,12 @@ impl SessionCore {
         let body = read_frame(&mut stream, self.config.packet_limit)?;
         let response =
             ConnectResponse::decode(&body).map_err(|e| format!("ConnectResponse: {e}"))?;
+        // A write that makes no progress for 2/3 of the *negotiated* timeout fails, as the
+        // link is dead by then anyway (the dead-link clock shuts it down at that point).
+        let negotiated = Duration::from_millis(response.timeout_ms.max(1) as u64);
         stream
             .set_read_timeout(None)
-            .and_then(|()| stream.set_write_timeout(Some(self.config.session_timeout)))
+            .and_then(|()| stream.set_write_timeout(Some((negotiated * 2 / 3).max(MIN_TIMEOUT))))
             .map_err(|e| format!("socket options: {e}"))?;
         Ok((stream, response))
     }

@@ -82,6 +82,31 @@ impl Transport {
     pub fn set_write_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
         self.tcp.set_write_timeout(timeout)
     }
+
+    /// Whether a small write would not block now (the socket reports room to write). Used
+    /// for pings, which must never wait on a full socket.
+    pub fn writable_now(&self) -> bool {
+        writable_now(&self.tcp)
+    }
+}
+
+#[cfg(unix)]
+fn writable_now(tcp: &TcpStream) -> bool {
+    use std::os::fd::AsRawFd;
+    let mut poll = libc::pollfd {
+        fd: tcp.as_raw_fd(),
+        events: libc::POLLOUT,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd, a count of one, no wait.
+    let ready = unsafe { libc::poll(&mut poll, 1, 0) };
+    ready == 1 && poll.revents & libc::POLLOUT != 0 && poll.revents & libc::POLLERR == 0
+}
+
+/// Elsewhere the room cannot be asked for: a ping may then wait on a full socket.
+#[cfg(not(unix))]
+fn writable_now(_tcp: &TcpStream) -> bool {
+    true
 }
 
 impl Read for Transport {
