@@ -2,10 +2,10 @@
 //! loopback: the dead-link and expiry clocks run on the *negotiated* timeout whatever callers'
 //! writes are doing (a server that stops reading while callers write large requests); a read
 //! that failed for its caller leaves no watch (a reply arriving after the call timed out, a
-//! reply that does not decode).
+//! reply that does not decode); `close()` during a reconnect handshake leaves no connection.
 
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::{Shutdown, TcpListener, TcpStream};
 use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
@@ -309,4 +309,79 @@ fn a_read_whose_reply_does_not_decode_leaves_no_watch() {
         "a failed read registered its watch"
     );
     client.close();
+}
+
+/// Item 7 of issue 24. The first connection breaks; the server holds the reconnect's
+/// handshake until `close()` has returned, then (if `answer`) accepts the session. After
+/// `close()` no frame may be sent (here: the credentials a new connection starts with) and
+/// the client's socket must be closed: the server reads the end of the stream, long before
+/// the client's own handshake timeout (a minute) would have closed it.
+fn close_during_a_reconnect_handshake(answer: bool) {
+    let timeout_ms = 60_000;
+    let (listener, addr) = listener();
+    let (held_tx, held_rx) = mpsc::channel::<()>();
+    let (closed_tx, closed_rx) = mpsc::channel::<()>();
+    let (verdict_tx, verdict_rx) = mpsc::channel::<Result<(), String>>();
+    thread::spawn(move || {
+        // Connection 0: serves until the client's first exists, then drops the link.
+        let (mut first, _) = listener.accept().unwrap();
+        read_frame(&mut first).expect("ConnectRequest");
+        first.write_all(&connect_response(timeout_ms)).unwrap();
+        while let Some(request) = read_frame(&mut first) {
+            if xid_and_opcode(&request).1 == OP_EXISTS {
+                break;
+            }
+            first.write_all(&proper_reply(&request)).unwrap();
+        }
+        drop(first);
+        // Connection 1: the reconnect. Its ConnectRequest is held until close() returned.
+        let (mut second, _) = listener.accept().unwrap();
+        read_frame(&mut second).expect("ConnectRequest");
+        held_tx.send(()).unwrap();
+        closed_rx.recv().unwrap();
+        if answer {
+            let _ = second.write_all(&connect_response(timeout_ms));
+        }
+        second
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        let mut byte = [0u8; 1];
+        let verdict = match second.read(&mut byte) {
+            Ok(0) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => Ok(()),
+            Ok(_) => Err("the client sent a frame after close()".to_string()),
+            Err(e) => Err(format!(
+                "the client's socket is still open after close(): {e}"
+            )),
+        };
+        let _ = second.shutdown(Shutdown::Both);
+        verdict_tx.send(verdict).unwrap();
+    });
+    let client = NativeClient::connect_with(
+        NativeOptions::new(&addr)
+            .session_timeout(Duration::from_millis(timeout_ms as u64))
+            .digest_auth("user", "secret"),
+    )
+    .expect("connect to the fake server");
+    assert_eq!(client.exists("/a").unwrap_err(), ZkError::ConnectionLoss);
+    held_rx
+        .recv_timeout(Duration::from_secs(20))
+        .expect("the client reconnects");
+    client.close();
+    assert_eq!(client.session().state(), ConnectionState::Closed);
+    closed_tx.send(()).unwrap();
+    let verdict = verdict_rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the server's verdict");
+    verdict.unwrap();
+}
+
+#[test]
+fn close_during_a_reconnect_handshake_sends_nothing_when_the_server_answers_late() {
+    close_during_a_reconnect_handshake(true);
+}
+
+#[test]
+fn close_during_a_reconnect_handshake_closes_its_socket() {
+    close_during_a_reconnect_handshake(false);
 }

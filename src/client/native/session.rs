@@ -23,8 +23,14 @@
 //! skipped while a caller writes or the socket is full ([`Connection::try_ping`]), and a link
 //! declared dead is shut down, which fails a caller's write blocked on it. A socket write
 //! that makes no progress for `2T/3` fails too (negotiated `T`, never the requested one).
+//!
+//! Closing: once [`SessionCore::mark_closed`] returns, no connection is installed any more
+//! and the socket of a connect attempt in progress is shut down; [`SessionCore::shut_down`]
+//! then waits for the session thread to stop, so that no socket of the client outlives
+//! `close()`.
 
-use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::net::{Shutdown, SocketAddr, TcpStream, ToSocketAddrs};
+use std::thread::ThreadId;
 
 use super::transport::Transport;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -77,6 +83,14 @@ struct Link {
     next_host: usize,
     /// The last time a server spoke for the current session: the expiry clock starts here.
     heard: Instant,
+    /// The socket of the connect attempt in progress, until its connection is installed or
+    /// the attempt fails: closing shuts it down.
+    connecting: Option<TcpStream>,
+    /// The session thread runs (set before it is spawned, cleared when it ends).
+    supervising: bool,
+    /// The session thread's id, so that a close from one of its own callbacks (a session
+    /// listener) does not wait for itself.
+    supervisor: Option<ThreadId>,
 }
 
 /// The session shared by the client handle, the supervisor thread and the reader threads.
@@ -120,6 +134,9 @@ impl SessionCore {
                 auth_failed: false,
                 next_host: 0,
                 heard: Instant::now(),
+                connecting: None,
+                supervising: false,
+                supervisor: None,
             }),
             changed: Condvar::new(),
             journal: Mutex::new(std::collections::VecDeque::new()),
@@ -181,23 +198,40 @@ impl SessionCore {
     pub fn start(self: &Arc<Self>, deadline: Instant) -> Result<(), String> {
         let conn = self.connect_until(Some(deadline))?;
         let core = self.clone();
-        std::thread::Builder::new()
+        self.link.lock().supervising = true;
+        let spawned = std::thread::Builder::new()
             .name("zk-locks-native-session".into())
-            .spawn(move || core.supervise(conn))
-            .map_err(|e| format!("spawning the session thread: {e}"))?;
+            .spawn(move || {
+                core.link.lock().supervisor = Some(std::thread::current().id());
+                core.supervise(conn);
+                let mut link = core.link.lock();
+                link.supervising = false;
+                link.supervisor = None;
+                core.changed.notify_all();
+            });
+        if let Err(e) = spawned {
+            self.link.lock().supervising = false;
+            return Err(format!("spawning the session thread: {e}"));
+        }
         Ok(())
     }
 
-    /// Marks the session closed: callers get [`ZkError::Closed`], the supervisor stops.
-    /// Returns the connection to send closeSession on, if one is ready.
+    /// Marks the session closed: callers get [`ZkError::Closed`], the supervisor stops, no
+    /// connection is installed any more, and a connect attempt in progress has its socket
+    /// shut down. Returns the connection to send closeSession on, if one is ready.
     pub fn mark_closed(&self) -> Option<Arc<Connection>> {
         let mut link = self.link.lock();
         link.closed = true;
+        if let Some(attempt) = link.connecting.take() {
+            let _ = attempt.shutdown(Shutdown::Both);
+        }
         self.changed.notify_all();
         link.conn.clone().filter(|_| link.ready)
     }
 
-    /// Breaks the current connection and stops everything (after closeSession).
+    /// Breaks the current connection and stops everything (after closeSession), then waits
+    /// for the session thread to end (unless this is that thread), so that no connection
+    /// of this client is opened or left open after `close()`.
     pub fn shut_down(&self) {
         let conn = self.link.lock().conn.take();
         if let Some(conn) = conn {
@@ -205,6 +239,27 @@ impl SessionCore {
         }
         self.watches.shutdown();
         self.session.transition(ConnectionState::Closed, None);
+        let mut link = self.link.lock();
+        if link.supervisor == Some(std::thread::current().id()) {
+            return;
+        }
+        // The session thread sees `closed` at its next step; the longest step it cannot be
+        // woken from is one TCP connect, bounded by the per-host connect timeout (`≤ T`).
+        let bound = link.negotiated.saturating_add(Duration::from_secs(5));
+        let deadline = Instant::now().checked_add(bound);
+        while link.supervising {
+            let timed_out = match deadline {
+                Some(deadline) => self.changed.wait_until(&mut link, deadline).timed_out(),
+                None => {
+                    self.changed.wait(&mut link);
+                    false
+                }
+            };
+            if timed_out && link.supervising {
+                log::warn!("zk-locks native: the session thread did not stop in {bound:?}");
+                return;
+            }
+        }
     }
 
     fn is_closed(&self) -> bool {
@@ -362,6 +417,7 @@ impl SessionCore {
                 match self.handshake(&host, connect_timeout, session_id, password) {
                     Ok(done) => done,
                     Err(e) => {
+                        self.link.lock().connecting = None;
                         log::debug!("zk-locks native: {host}: {e}");
                         self.note(format!("{host}: {e}"));
                         // A certificate that does not verify explains the failure better than
@@ -377,13 +433,16 @@ impl SessionCore {
                 response.session_id, response.timeout_ms
             ));
             if response.timeout_ms <= 0 {
+                self.link.lock().connecting = None;
                 self.lose("the server says the session expired");
                 drop(stream);
                 attempt = 0;
                 continue;
             }
             self.link.lock().heard = Instant::now();
-            match self.establish(stream, response, session_id) {
+            let established = self.establish(stream, response, session_id);
+            self.link.lock().connecting = None;
+            match established {
                 Ok(conn) => return Ok(conn),
                 Err(e) => {
                     self.note(format!("{host}: {e}"));
@@ -408,6 +467,7 @@ impl SessionCore {
         let timeout = timeout.max(Duration::from_millis(1));
         let tcp =
             TcpStream::connect_timeout(&addr, timeout).map_err(|e| format!("connect: {e}"))?;
+        self.track_attempt(&tcp)?;
         let _ = tcp.set_nodelay(true);
         tcp.set_read_timeout(Some(timeout))
             .and_then(|()| tcp.set_write_timeout(Some(timeout)))
@@ -446,6 +506,18 @@ impl SessionCore {
         Ok((stream, response))
     }
 
+    /// Records the socket of a connect attempt, so that closing can shut it down; refused
+    /// once the client is closed (the socket is then dropped, nothing sent on it).
+    fn track_attempt(&self, tcp: &TcpStream) -> Result<(), String> {
+        let handle = tcp.try_clone().map_err(|e| format!("socket: {e}"))?;
+        let mut link = self.link.lock();
+        if link.closed {
+            return Err(closed_reason(&link));
+        }
+        link.connecting = Some(handle);
+        Ok(())
+    }
+
     /// Takes a connection the server accepted: reports the state change, starts the reader,
     /// re-sends auth and watches, then lets requests flow.
     fn establish(
@@ -463,6 +535,14 @@ impl SessionCore {
         let negotiated = Duration::from_millis(response.timeout_ms as u64);
         {
             let mut link = self.link.lock();
+            // Installed only while the client is open: a handshake that completes after
+            // close() leaves nothing behind (no reader, no auth, the socket closed).
+            link.connecting = None;
+            if link.closed {
+                drop(link);
+                conn.close();
+                return Err(closed_reason(&self.link.lock()));
+            }
             link.session_id = response.session_id;
             link.password = response.password.clone();
             link.negotiated = negotiated;
