@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use zk_locks::client::native::jute::Writer;
 use zk_locks::client::native::{NativeClient, NativeOptions};
-use zk_locks::client::Request;
+use zk_locks::client::{Request, Response, ZkResult};
 use zk_locks::{ConnectionState, ZkClient, ZkError};
 
 const SESSION_ID: i64 = 0x42;
@@ -116,44 +116,32 @@ impl Timeline {
     }
 }
 
-/// Item 1 of issue 24. The server grants a timeout far shorter than requested, then stops
-/// reading while several threads write large requests: their writes block on the full socket.
-/// The client must still say `Suspended` 2/3 and `Lost` 4/3 of the *negotiated* timeout after
-/// it last heard from the server, and the blocked writers must fail then — not when a socket
-/// timeout taken from the requested timeout (two minutes here) runs out.
-#[test]
-fn a_writer_blocked_on_a_full_socket_does_not_stop_the_clocks() {
-    let negotiated = Duration::from_secs(3);
-    let requested = Duration::from_secs(120);
+/// A server that accepts one connection, grants `negotiated`, and never reads again (the
+/// socket stays open until the returned sender is dropped); later connections are refused.
+fn frozen_server(negotiated: Duration) -> (String, mpsc::Sender<()>, thread::JoinHandle<()>) {
     let (listener, addr) = listener();
     let (release_tx, release_rx) = mpsc::channel::<()>();
     let server = thread::spawn(move || {
         let (mut stream, _) = listener.accept().unwrap();
-        // Later connections are refused: no server takes the session back.
         drop(listener);
         read_frame(&mut stream).expect("ConnectRequest");
         stream
             .write_all(&connect_response(negotiated.as_millis() as i32))
             .unwrap();
-        // Frozen: never reads again, keeps the socket open until the test ends.
         let _ = release_rx.recv();
     });
-    let client = NativeClient::connect_with(
-        NativeOptions::new(&addr)
-            .session_timeout(requested)
-            .call_timeout(requested),
-    )
-    .expect("connect to the fake server");
-    let heard = Instant::now();
-    assert_eq!(client.negotiated_timeout(), negotiated);
-    let timeline = Timeline::record(&client);
+    (addr, release_tx, server)
+}
+
+/// Six threads each pipeline 4 × 500 KB `set_data` (2 MB in one write, 12 MB in all: far
+/// more than the socket buffers of a peer that does not read). Each reports when its
+/// pipeline returned, and the results.
+fn big_writers(client: &Arc<NativeClient>) -> mpsc::Receiver<(Instant, Vec<ZkResult<Response>>)> {
     let (done_tx, done_rx) = mpsc::channel();
     for writer in 0..6 {
         let client = client.clone();
         let done_tx = done_tx.clone();
         thread::spawn(move || {
-            // 2 MB in one write per thread, 12 MB in all: far more than the socket buffers
-            // of a peer that does not read.
             let requests: Vec<Request> = (0..4)
                 .map(|i| Request::SetData {
                     path: format!("/big-{writer}-{i}"),
@@ -165,7 +153,29 @@ fn a_writer_blocked_on_a_full_socket_does_not_stop_the_clocks() {
             let _ = done_tx.send((Instant::now(), results));
         });
     }
-    drop(done_tx);
+    done_rx
+}
+
+/// Item 1 of issue 24. The server grants a timeout far shorter than requested, then stops
+/// reading while several threads write large requests: their writes block on the full socket.
+/// The client must still say `Suspended` 2/3 and `Lost` 4/3 of the *negotiated* timeout after
+/// it last heard from the server, and the blocked writers must fail then — not when a socket
+/// timeout taken from the requested timeout (two minutes here) runs out.
+#[test]
+fn a_writer_blocked_on_a_full_socket_does_not_stop_the_clocks() {
+    let negotiated = Duration::from_secs(3);
+    let requested = Duration::from_secs(120);
+    let (addr, release_tx, server) = frozen_server(negotiated);
+    let client = NativeClient::connect_with(
+        NativeOptions::new(&addr)
+            .session_timeout(requested)
+            .call_timeout(requested),
+    )
+    .expect("connect to the fake server");
+    let heard = Instant::now();
+    assert_eq!(client.negotiated_timeout(), negotiated);
+    let timeline = Timeline::record(&client);
+    let done_rx = big_writers(&client);
     // Generous bounds for a loaded machine, far below anything taken from the requested
     // timeout.
     let slack = Duration::from_secs(10);
@@ -192,6 +202,73 @@ fn a_writer_blocked_on_a_full_socket_does_not_stop_the_clocks() {
         lost - heard
     );
     client.close();
+    drop(release_tx);
+    server.join().unwrap();
+}
+
+/// Item 1's neighbour: `close()` waits at most the call timeout even while a caller's write
+/// is blocked on a full socket (closeSession is skipped when it cannot be written by then),
+/// and the blocked writer fails. The server reads the start of the caller's 21 MB write (so
+/// the caller holds the write lock), then stops reading. Negotiated 30 s: a close that waited
+/// behind the writer would wait for its socket write timeout (20 s).
+#[test]
+fn close_does_not_wait_behind_a_writer_blocked_on_a_full_socket() {
+    let negotiated = Duration::from_secs(30);
+    let call_timeout = Duration::from_secs(1);
+    let (listener, addr) = listener();
+    let (writing_tx, writing_rx) = mpsc::channel::<()>();
+    let (release_tx, release_rx) = mpsc::channel::<()>();
+    let server = thread::spawn(move || {
+        let (mut stream, _) = listener.accept().unwrap();
+        read_frame(&mut stream).expect("ConnectRequest");
+        stream
+            .write_all(&connect_response(negotiated.as_millis() as i32))
+            .unwrap();
+        // The first bytes of the big write: its writer holds the write lock from now on.
+        let mut start = [0u8; 12];
+        stream.read_exact(&mut start).unwrap();
+        writing_tx.send(()).unwrap();
+        let _ = release_rx.recv();
+    });
+    let client = NativeClient::connect_with(
+        NativeOptions::new(&addr)
+            .session_timeout(negotiated)
+            .call_timeout(call_timeout),
+    )
+    .expect("connect to the fake server");
+    let writer = client.clone();
+    let (done_tx, done_rx) = mpsc::channel();
+    thread::spawn(move || {
+        let requests: Vec<Request> = (0..24)
+            .map(|i| Request::SetData {
+                path: format!("/big-{i}"),
+                data: vec![0x5a; 900_000],
+                version: None,
+            })
+            .collect();
+        let _ = done_tx.send(writer.pipeline(&requests));
+    });
+    let slack = Duration::from_secs(8);
+    writing_rx
+        .recv_timeout(Duration::from_secs(20))
+        .expect("the writer starts");
+    let started = Instant::now();
+    client.close();
+    let took = started.elapsed();
+    assert!(
+        took < call_timeout + slack,
+        "close() took {took:?} behind a blocked writer"
+    );
+    let results = done_rx
+        .recv_timeout(slack)
+        .expect("the writer still blocked after close()");
+    for result in results {
+        let e = result.unwrap_err();
+        assert!(
+            matches!(e, ZkError::ConnectionLoss | ZkError::Closed),
+            "{e}"
+        );
+    }
     drop(release_tx);
     server.join().unwrap();
 }

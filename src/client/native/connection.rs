@@ -15,6 +15,7 @@
 //!   the watch out of the slot under that lock first;
 //! - a ping never waits: it is written only when no caller is writing and the socket has
 //!   room now (the session's dead-link clock must keep running whatever callers' writes do);
+//!   closeSession waits for the write lock only until the close's deadline;
 //! - once broken, a connection stays broken: every pending and later slot gets ConnectionLoss.
 
 use std::collections::VecDeque;
@@ -259,14 +260,20 @@ impl Connection {
     /// the socket has room now. Returns whether it was sent; when it was not, the session's
     /// clocks judge the link as they would without it.
     pub fn try_ping(&self) -> bool {
-        let Some(out) = self.out.try_lock() else {
-            return false;
-        };
-        if !out.stream.writable_now() {
-            return false;
+        self.send_if_free(WireRequest::Ping, Instant::now())
+            .is_some()
+    }
+
+    /// Sends `request` only if that cannot block past `deadline`: the write lock is free by
+    /// then (a caller's write may be blocked on a full socket) and the socket has room by
+    /// then. `None` when it was not sent.
+    pub fn send_if_free(&self, request: WireRequest, deadline: Instant) -> Option<Arc<Slot>> {
+        let out = self.out.try_lock_until(deadline)?;
+        if !out.stream.writable_by(deadline) {
+            return None;
         }
-        self.send_locked(out, vec![(WireRequest::Ping, Slot::new(None))]);
-        true
+        self.send_locked(out, vec![(request, Slot::new(None))])
+            .pop()
     }
 
     fn send_slots(&self, requests: Vec<(WireRequest, Arc<Slot>)>) -> Vec<Arc<Slot>> {

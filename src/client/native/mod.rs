@@ -499,15 +499,21 @@ impl ZkClient for NativeClient {
     }
 
     /// Sends closeSession (waiting at most the call timeout for the answer on a frozen link),
-    /// then stops every thread of this client.
+    /// then stops every thread of this client. closeSession is skipped when it cannot be
+    /// written within that time (a caller's write blocked on a full socket holds the link):
+    /// the server then expires the session.
     fn close(&self) {
         let Some(conn) = self.core.mark_closed() else {
             self.core.shut_down();
             return;
         };
         let deadline = deadline_after(self.call_timeout);
-        if let Some(slot) = conn.send(vec![(WireRequest::CloseSession, None)]).pop() {
-            let _ = slot.wait(deadline);
+        match conn.send_if_free(WireRequest::CloseSession, deadline) {
+            Some(slot) => drop(slot.wait(deadline)),
+            None => log::warn!(
+                "zk-locks native: closeSession could not be sent within the call timeout; \
+                 the server will expire the session"
+            ),
         }
         self.core.shut_down();
     }
