@@ -14,6 +14,7 @@
 //!   error codes);
 //! - `connection`: one socket, one reader thread, callers' slots matched by xid;
 //! - `session`: connect, ping, dead-link and expiry clocks, reconnect, auth and SetWatches;
+//!   `session/closing`: a close that leaves no connection behind;
 //! - `watches`: the one-shot callback registry and the thread callbacks run on;
 //! - `options`: [`NativeOptions`] and the connect string;
 //! - `pipelined`: a pipeline's requests as wire records, and their replies back;
