@@ -144,10 +144,7 @@ impl NativeOptions {
 /// Hosts (shuffled) and the chroot of a connect string.
 pub(super) fn parse_connect_string(connect_string: &str) -> Result<(Vec<String>, Option<String>)> {
     let (mut out, chroot) = crate::client::connect_string::parse(connect_string)?;
-    // Fisher-Yates, so that clients spread over the ensemble.
-    for i in (1..out.len()).rev() {
-        let j = (uuid::Uuid::new_v4().as_u64_pair().0 % (i as u64 + 1)) as usize;
-        out.swap(i, j);
-    }
+    // So that clients spread over the ensemble.
+    fastrand::shuffle(&mut out);
     Ok((out, chroot))
 }

@@ -603,16 +603,15 @@ fn closed_reason(link: &Link) -> String {
 
 /// A random index in `[0, n)` (0 when `n` is 0).
 pub fn random_index(n: usize) -> usize {
-    let r = uuid::Uuid::new_v4().as_u64_pair().0;
-    (r % n.max(1) as u64) as usize
+    fastrand::usize(..n.max(1))
 }
 
-/// A random duration in `[0, cap)` (from the OS random source behind UUIDs).
+/// A random duration in `[0, cap)`.
 pub fn random_below(cap: Duration) -> Duration {
-    let nanos = cap.as_nanos() as u64;
-    if nanos == 0 {
-        return Duration::ZERO;
-    }
-    let r = uuid::Uuid::new_v4().as_u64_pair().0;
-    Duration::from_nanos(r % nanos)
+    let nanos = u64::try_from(cap.as_nanos()).unwrap_or(u64::MAX);
+    Duration::from_nanos(if nanos == 0 {
+        0
+    } else {
+        fastrand::u64(..nanos)
+    })
 }
