@@ -87,16 +87,18 @@ fn refused_by_a_new_link<T>(
     }
 }
 
+/// Our permission bits and the crate's, one for one.
+const PERMISSIONS: [(i32, zk::Permission); 5] = [
+    (perms::READ, zk::Permission::READ),
+    (perms::WRITE, zk::Permission::WRITE),
+    (perms::CREATE, zk::Permission::CREATE),
+    (perms::DELETE, zk::Permission::DELETE),
+    (perms::ADMIN, zk::Permission::ADMIN),
+];
+
 /// An entry the crate read (getACL) as this library's.
 pub(super) fn from_crate(acl: &zk::Acl) -> Acl {
-    let bits = [
-        (perms::READ, zk::Permission::READ),
-        (perms::WRITE, zk::Permission::WRITE),
-        (perms::CREATE, zk::Permission::CREATE),
-        (perms::DELETE, zk::Permission::DELETE),
-        (perms::ADMIN, zk::Permission::ADMIN),
-    ];
-    let perms = bits
+    let perms = PERMISSIONS
         .iter()
         .filter(|(_, p)| acl.perms.can(*p))
         .fold(0, |all, (bit, _)| all | bit);
@@ -104,14 +106,7 @@ pub(super) fn from_crate(acl: &zk::Acl) -> Acl {
 }
 
 fn to_crate(acl: &Acl) -> zk::Acl {
-    let bits = [
-        (perms::READ, zk::Permission::READ),
-        (perms::WRITE, zk::Permission::WRITE),
-        (perms::CREATE, zk::Permission::CREATE),
-        (perms::DELETE, zk::Permission::DELETE),
-        (perms::ADMIN, zk::Permission::ADMIN),
-    ];
-    let permission = bits
+    let permission = PERMISSIONS
         .iter()
         .filter(|(bit, _)| acl.perms & bit != 0)
         .fold(zk::Permission::NONE, |all, (_, p)| all | *p);
