@@ -349,8 +349,9 @@ impl LockInternals {
                 return deleted;
             }
             // Re-armed before the session is read: a transition after the read signals again.
-            if !waiter.keep_waiting() {
-                return false; // the watch is spent (a data change): list and watch again
+            if let Some(deleted) = waiter.keep_waiting() {
+                // Spent: a deletion hands over; a data change lists and watches again.
+                return deleted;
             }
             let s = self.client.session().snapshot();
             let same_session = s.losses == losses

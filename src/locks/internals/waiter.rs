@@ -58,15 +58,17 @@ impl Waiter {
         s.round
     }
 
-    /// Goes back to waiting in the same round, unless this round's watch fired: true when
-    /// the watch is still armed (a later signal wakes [`Self::wait`] again).
-    pub(super) fn keep_waiting(&self) -> bool {
+    /// Goes back to waiting in the same round, unless this round's watch fired: `None` when
+    /// the watch is still armed (a later signal wakes [`Self::wait`] again), else whether it
+    /// saw its node deleted. The watch may fire between [`Self::wait`] returning for a session
+    /// transition and this call: its deletion then counts, read under the same lock.
+    pub(super) fn keep_waiting(&self) -> Option<bool> {
         let mut s = self.state.lock();
         if s.fired {
-            return false;
+            return Some(s.deleted);
         }
         s.signalled = false;
-        true
+        None
     }
 
     /// Blocks until signalled in this round or the deadline passes; true when the watched
