@@ -289,6 +289,10 @@ impl<C: ZkClient> ZkClient for CountingClient<C> {
         self.inner.multi(ops)
     }
 
+    fn has_multi(&self) -> bool {
+        self.inner.has_multi()
+    }
+
     fn has_create2(&self) -> bool {
         self.inner.has_create2()
     }

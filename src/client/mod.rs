@@ -436,6 +436,12 @@ pub trait ZkClient: Send + Sync {
         Err(ZkError::Unimplemented)
     }
 
+    /// True when [`Self::multi`] is implemented (native and memory); fenced writes
+    /// ([`crate::LockGuard::fenced_multi`]) need it. The default is false.
+    fn has_multi(&self) -> bool {
+        false
+    }
+
     /// True when [`Self::create2`] is one request (ZooKeeper's create2). The lock engine then
     /// sends it in a pipeline with the listing of the lock directory and takes the fencing
     /// token from its `Stat`; otherwise it creates with [`Self::create`] and reads the token
@@ -530,6 +536,10 @@ impl<T: ZkClient + ?Sized> ZkClient for Arc<T> {
 
     fn multi(&self, ops: &[MultiOp]) -> ZkResult<Vec<MultiResult>> {
         (**self).multi(ops)
+    }
+
+    fn has_multi(&self) -> bool {
+        (**self).has_multi()
     }
 
     fn has_create2(&self) -> bool {

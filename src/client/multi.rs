@@ -87,7 +87,9 @@ impl MultiOp {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum MultiResult {
-    /// The created node's path and stat.
+    /// The created node's path, and its stat for a container create only: ZooKeeper (3.8)
+    /// answers any other create inside a `multi` with the path alone (the stat is then all
+    /// zeros; read the node for it).
     Create(String, Stat),
     /// Deleted.
     Delete,

@@ -197,6 +197,11 @@ impl ZkClient for MemoryClient {
         })
     }
 
+    /// Transactions are modelled.
+    fn has_multi(&self) -> bool {
+        true
+    }
+
     fn get_acl(&self, path: &str) -> ZkResult<(Vec<crate::client::acl::Acl>, Stat)> {
         self.request(Op::Exists, path, |inner, session| {
             inner.get_acl(session, path)

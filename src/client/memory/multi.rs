@@ -7,7 +7,7 @@
 use super::tree::{check_version, valid, Node, ServerState};
 use super::watches::{WatchEntry, WatchKind};
 use crate::client::acl::{perms, Acl};
-use crate::client::{EventType, MultiOp, MultiResult, ZkError, ZkResult};
+use crate::client::{CreateMode, EventType, MultiOp, MultiResult, Stat, ZkError, ZkResult};
 
 /// What a `multi` in progress changed, to undo it, and the watches it fired.
 pub(super) struct Txn {
@@ -54,8 +54,17 @@ impl ServerState {
             let result = match op {
                 MultiOp::Create { path, data, mode } => {
                     let acl = acls.next().map(Vec::as_slice).unwrap_or(&[]);
+                    // The server answers a create inside a multi with its path only (its
+                    // `Op.create` for any create opcode), a container create with its stat.
                     self.create(session, path, data, *mode, acl)
-                        .map(|(path, stat)| MultiResult::Create(path, stat))
+                        .map(|(path, stat)| {
+                            let stat = if *mode == CreateMode::Container {
+                                stat
+                            } else {
+                                Stat::default()
+                            };
+                            MultiResult::Create(path, stat)
+                        })
                 }
                 MultiOp::Delete { path, version } => self
                     .delete(session, path, Some(*version))

@@ -515,6 +515,11 @@ impl ZkClient for NativeClient {
         }
     }
 
+    /// `multi` is one request.
+    fn has_multi(&self) -> bool {
+        true
+    }
+
     /// Create2 is one request.
     fn has_create2(&self) -> bool {
         true
