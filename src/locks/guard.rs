@@ -125,7 +125,7 @@ impl<'a, L: InterProcessLock + ?Sized> LockGuard<'a, L> {
 
     /// Applies `ops` as one ZooKeeper transaction that commits only while this guard's lock is
     /// ours: a `check` (version -1) of each of its nodes goes first, then `ops`, all or
-    /// nothing. `Ok` holds the results of `ops`, all applied. [`Error::LockLost`] when a node
+    /// nothing. `Ok` holds the results of `ops`, all applied. [`Error::LockLost`](crate::Error::LockLost) when a node
     /// is gone (nothing applied; the guard is `Lost` from then on), or at once, without a
     /// request, when the guard already knows it is `Lost`; a `Suspect` guard writes through
     /// and the check decides. An operation of `ops` that fails is `Error::Zk` (`op`

@@ -4,13 +4,12 @@
 //!
 //! Table of contents: this file holds the opcodes, the reserved xids, the connect handshake,
 //! the reply header and the error codes; `requests` the request bodies ([`WireRequest`],
-//! [`MultiOp`]) and their encoding; `responses` the reply bodies ([`MultiResult`], `Stat`,
+//! a `multi`'s operations) and their encoding; `responses` the reply bodies (a `multi`'s results, `Stat`,
 //! notifications) and their decoding.
 
 mod requests;
 mod responses;
 
-pub use crate::client::{MultiOp, MultiResult};
 pub use requests::WireRequest;
 pub use responses::{
     decode_all, read_acl, read_create2, read_data, read_multi, read_stat, read_watcher_event,
