@@ -69,14 +69,15 @@ fn a_failed_multi_applies_nothing_and_answers_as_the_server() {
         ]
     );
     // Nothing applied: the directory's data, stat and children are as before, the
-    // sequence number and the zxid were not spent, the ephemeral is still its session's.
+    // sequence number was not spent (the zxid was, as on the server), the ephemeral is still
+    // its session's.
     assert_eq!(ensemble.node("/d").unwrap(), before);
     assert_eq!(ensemble.children("/d").unwrap(), ["old"]);
     let (next, stat) = c
         .create2("/d/seq-", b"", CreateMode::PersistentSequential)
         .unwrap();
     assert_eq!(next, "/d/seq-0000000001");
-    assert_eq!(stat.czxid, before.1.pzxid + 1);
+    assert_eq!(stat.czxid, before.1.pzxid + 2);
     c.close();
     assert_eq!(ensemble.children("/d").unwrap(), ["seq-0000000001"]);
 }
