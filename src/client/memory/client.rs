@@ -132,9 +132,8 @@ impl ZkClient for MemoryClient {
     fn create(&self, path: &str, data: &[u8], mode: CreateMode) -> ZkResult<String> {
         let acl = self.acl.checked_acl_for(path, &self.auth)?;
         self.request(Op::Create, path, |inner, session| {
-            inner
-                .create(session, path, data, mode, &acl)
-                .map(|(actual, _)| actual)
+            let created = inner.create(session, path, data, mode, &acl);
+            inner.write_outcome(created).map(|(actual, _)| actual)
         })
     }
 
@@ -142,13 +141,15 @@ impl ZkClient for MemoryClient {
     fn create2(&self, path: &str, data: &[u8], mode: CreateMode) -> ZkResult<(String, Stat)> {
         let acl = self.acl.checked_acl_for(path, &self.auth)?;
         self.request(Op::Create, path, |inner, session| {
-            inner.create(session, path, data, mode, &acl)
+            let created = inner.create(session, path, data, mode, &acl);
+            inner.write_outcome(created)
         })
     }
 
     fn delete(&self, path: &str, version: Option<i32>) -> ZkResult<()> {
         self.request(Op::Delete, path, |inner, session| {
-            inner.delete(session, path, version)
+            let deleted = inner.delete(session, path, version);
+            inner.write_outcome(deleted)
         })
     }
 
@@ -170,7 +171,8 @@ impl ZkClient for MemoryClient {
 
     fn set_data(&self, path: &str, data: &[u8], version: Option<i32>) -> ZkResult<Stat> {
         self.request(Op::SetData, path, |inner, session| {
-            inner.set_data(session, path, data, version)
+            let set = inner.set_data(session, path, data, version);
+            inner.write_outcome(set)
         })
     }
 

@@ -187,6 +187,17 @@ impl ServerState {
         self.zxid
     }
 
+    /// A write's outcome, with the server's rule for a refusal: 3.8 takes the write's zxid
+    /// before its checks and logs a refused write as an error transaction, so the zxid is
+    /// spent (measured: `memory_backend::model::a_refused_write_spends_its_zxid_as_on_the_server`).
+    /// A bad path spends none: our clients refuse it before sending.
+    pub(super) fn write_outcome<T>(&mut self, result: ZkResult<T>) -> ZkResult<T> {
+        if matches!(&result, Err(code) if *code != ZkError::BadArguments) {
+            self.next_zxid();
+        }
+        result
+    }
+
     /// The zxid [`Self::next_zxid`] would give, without taking it.
     pub(super) fn peek_zxid(&self) -> i64 {
         match &self.txn {
