@@ -247,3 +247,72 @@ fn a_stale_holder_is_refused_on_a_real_server() {
     assert_eq!(value(&*operator, &config), "B");
     assert_eq!(guard_b.state(), LockState::Lost);
 }
+
+/// A client without transactions (the `zookeeper`-crate backend's kind): the trait's
+/// defaults for `multi` and `has_multi`, everything else delegated.
+struct NoTransactions(std::sync::Arc<zk_locks::client::memory::MemoryClient>);
+
+impl ZkClient for NoTransactions {
+    fn create(
+        &self,
+        path: &str,
+        data: &[u8],
+        mode: CreateMode,
+    ) -> zk_locks::client::ZkResult<String> {
+        self.0.create(path, data, mode)
+    }
+    fn delete(&self, path: &str, version: Option<i32>) -> zk_locks::client::ZkResult<()> {
+        self.0.delete(path, version)
+    }
+    fn exists(&self, path: &str) -> zk_locks::client::ZkResult<Option<zk_locks::Stat>> {
+        self.0.exists(path)
+    }
+    fn get_data(
+        &self,
+        path: &str,
+        watcher: Option<zk_locks::client::Watcher>,
+    ) -> zk_locks::client::ZkResult<(Vec<u8>, zk_locks::Stat)> {
+        self.0.get_data(path, watcher)
+    }
+    fn get_children(
+        &self,
+        path: &str,
+        watcher: Option<zk_locks::client::Watcher>,
+    ) -> zk_locks::client::ZkResult<Vec<String>> {
+        self.0.get_children(path, watcher)
+    }
+    fn set_data(
+        &self,
+        path: &str,
+        data: &[u8],
+        version: Option<i32>,
+    ) -> zk_locks::client::ZkResult<zk_locks::Stat> {
+        self.0.set_data(path, data, version)
+    }
+    fn session(&self) -> &zk_locks::Session {
+        self.0.session()
+    }
+    fn close(&self) {
+        self.0.close()
+    }
+}
+
+#[test]
+fn a_backend_without_transactions_refuses_without_a_request() {
+    let b = Memory::new();
+    let memory = b.connect_memory();
+    let (config, lock) = setup(&b, &*memory);
+    let client: zk_locks::SharedClient = std::sync::Arc::new(NoTransactions(memory.clone()));
+    assert!(!client.has_multi());
+    let m = InterProcessMutex::new(client, &lock).unwrap();
+    let g = m.lock().unwrap();
+    memory.reset_counters();
+    let refused = g.fenced_multi(&write(&config, "v1")).unwrap_err();
+    assert!(
+        matches!(&refused, Error::InvalidArgument { name: "client", .. }),
+        "{refused}"
+    );
+    assert!(!refused.is_retryable());
+    assert_eq!(memory.counters().requests(), 0);
+    assert_eq!(value(&*memory, &config), "v0");
+}

@@ -16,6 +16,8 @@
 //!   transaction runs on the first node's client; a node of another client (a multi-lock
 //!   across sessions of one ensemble) is checked there too: existence is what counts, and
 //!   a node's name (a fresh UUID) can only be ours.
+//! - **A backend without transactions** (`ZkClient::has_multi` false: the `zookeeper`-crate
+//!   backend) is `Error::InvalidArgument` (`client`), without a request and not retryable.
 //! - **The answer names the cause**: a check that fails with `NoNode` (or a session expired
 //!   under the request) is [`Error::LockLost`] and the node is marked lost; a caller's
 //!   operation that fails is [`Error::Zk`] (`op` `"multi"`, its path and code); an unknown
@@ -38,6 +40,16 @@ pub(crate) fn fenced_multi(nodes: &[Arc<HeldNode>], ops: &[MultiOp]) -> Result<V
             path: ops.first().map_or("", MultiOp::path).to_string(),
         });
     };
+    if !first.client().has_multi() {
+        // Not a condition that passes: say so instead of a retryable `Unimplemented`.
+        return Err(Error::InvalidArgument {
+            name: "client",
+            reason: "this ZooKeeper client has no transactions (`ZkClient::has_multi` is false, \
+                     as on the zookeeper-crate backend): fenced writes need NativeClient or the \
+                     in-memory ensemble"
+                .into(),
+        });
+    }
     if let Some(lost) = nodes.iter().find(|n| n.believed_lost()) {
         return Err(lost_error(lost));
     }

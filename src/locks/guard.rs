@@ -131,7 +131,8 @@ impl<'a, L: InterProcessLock + ?Sized> LockGuard<'a, L> {
     /// and the check decides. An operation of `ops` that fails is `Error::Zk` (`op`
     /// `"multi"`, its path and code: nothing applied); a connection loss leaves the outcome
     /// unknown (retryable: read back first). One request on the native and in-memory
-    /// backends; the `zookeeper`-crate backend answers `Unimplemented`.
+    /// backends; on a backend without transactions (the `zookeeper` crate's,
+    /// `ZkClient::has_multi` false) it is `Error::InvalidArgument` without a request.
     ///
     /// ```
     /// use zk_locks::client::memory::MemoryEnsemble;
