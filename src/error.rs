@@ -121,6 +121,18 @@ pub enum Error {
         path: String,
     },
 
+    /// A fenced write (`LockGuard::fenced_multi`, `Lease::fenced_multi`) was refused because
+    /// the lock is no longer ours: its node is gone (deleted, or with its session), or the
+    /// client already knew the hold was lost. Nothing of the write was applied. Not
+    /// retryable: acquire the lock again, then read what the new holder wrote.
+    #[error("the lock at {path:?} was lost (its node {node:?} is gone): the fenced write was not applied")]
+    LockLost {
+        /// The directory of the lost node.
+        path: String,
+        /// The lost node's full path.
+        node: String,
+    },
+
     /// The retry policy gave up on an operation whose outcome kept being unknown.
     #[error("gave up on {path:?} after {attempts} attempts in {elapsed:?}: {last}")]
     RetriesExhausted {

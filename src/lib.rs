@@ -116,6 +116,10 @@
 //! # Ok::<(), zk_locks::Error>(())
 //! ```
 //!
+//! For state kept in ZooKeeper itself, [`LockGuard::fenced_multi`] lets the server fence the
+//! write: one transaction that checks the lock node still exists before the writes, refused
+//! with [`Error::LockLost`] once it is gone (see `recipes/fenced_config.rs`).
+//!
 //! The token costs one `exists` request on first use (then it is cached), so holders that do
 //! not need it pay nothing: an uncontended acquire and release is three requests.
 //!
@@ -145,7 +149,7 @@
 //!
 //! All implement [`InterProcessLock`] (the semaphore hands out [`locks::Lease`]s instead).
 //! Runnable scenarios live in `recipes/` (`cargo run --example quickstart`, `lock_lost`,
-//! `fencing`, `multi_lock`, `leader_election`, `processes`).
+//! `fencing`, `fenced_config`, `multi_lock`, `leader_election`, `processes`).
 //!
 //! ## Curator compatibility
 //!

@@ -24,7 +24,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use super::{
-    CreateMode, DeleteDone, Request, Response, Stat, WatchedEvent, Watcher, ZkClient, ZkResult,
+    CreateMode, DeleteDone, MultiOp, MultiResult, Request, Response, Stat, WatchedEvent, Watcher,
+    ZkClient, ZkResult,
 };
 use crate::session::Session;
 
@@ -44,6 +45,8 @@ pub enum Op {
     GetChildren,
     /// [`ZkClient::set_data`].
     SetData,
+    /// [`ZkClient::multi`] (one request, whatever it holds).
+    Multi,
 }
 
 /// Requests made by one client, by operation (failed requests included), plus the watch
@@ -62,6 +65,8 @@ pub struct Counters {
     pub get_children: u64,
     /// `set_data` calls.
     pub set_data: u64,
+    /// `multi` calls (one request each, whatever they hold).
+    pub multi: u64,
     /// Watch callbacks delivered (not a request).
     pub watch_events: u64,
     /// Times the caller waited for the server: one per request, one per
@@ -74,7 +79,13 @@ pub struct Counters {
 impl Counters {
     /// All requests (every operation, not the watch events): the load put on the ensemble.
     pub fn requests(&self) -> u64 {
-        self.create + self.delete + self.exists + self.get_data + self.get_children + self.set_data
+        self.create
+            + self.delete
+            + self.exists
+            + self.get_data
+            + self.get_children
+            + self.set_data
+            + self.multi
     }
 
     /// The count of one operation.
@@ -86,6 +97,7 @@ impl Counters {
             Op::GetData => self.get_data,
             Op::GetChildren => self.get_children,
             Op::SetData => self.set_data,
+            Op::Multi => self.multi,
         }
     }
 }
@@ -93,7 +105,7 @@ impl Counters {
 /// Lock-free counters behind [`Counters`] snapshots (shared with event threads).
 #[derive(Debug, Default)]
 pub(crate) struct AtomicCounters {
-    ops: [AtomicU64; 6],
+    ops: [AtomicU64; 7],
     watch_events: AtomicU64,
     round_trips: AtomicU64,
 }
@@ -107,6 +119,7 @@ impl AtomicCounters {
             Op::GetData => 3,
             Op::GetChildren => 4,
             Op::SetData => 5,
+            Op::Multi => 6,
         }
     }
 
@@ -142,6 +155,7 @@ impl AtomicCounters {
             get_data: op(Op::GetData),
             get_children: op(Op::GetChildren),
             set_data: op(Op::SetData),
+            multi: op(Op::Multi),
             watch_events: self.watch_events.load(Ordering::Relaxed),
             round_trips: self.round_trips.load(Ordering::Relaxed),
         }
@@ -269,6 +283,16 @@ impl<C: ZkClient> ZkClient for CountingClient<C> {
         self.inner.delete_unawaited(path, done)
     }
 
+    /// One request, whatever the transaction holds.
+    fn multi(&self, ops: &[MultiOp]) -> ZkResult<Vec<MultiResult>> {
+        self.counters.request(Op::Multi);
+        self.inner.multi(ops)
+    }
+
+    fn has_multi(&self) -> bool {
+        self.inner.has_multi()
+    }
+
     fn has_create2(&self) -> bool {
         self.inner.has_create2()
     }
@@ -320,5 +344,30 @@ mod tests {
         let c = client.counters();
         assert_eq!((c.create, c.get_children, c.requests()), (2, 1, 3));
         assert_eq!(c.round_trips, 2);
+    }
+
+    #[test]
+    fn a_multi_is_one_request_and_one_round_trip() {
+        let client = CountingClient::new(MemoryEnsemble::new().connect());
+        let results = client
+            .multi(&[
+                MultiOp::Create {
+                    path: "/a".into(),
+                    data: vec![],
+                    mode: CreateMode::Persistent,
+                },
+                MultiOp::Check {
+                    path: "/a".into(),
+                    version: -1,
+                },
+            ])
+            .unwrap();
+        assert!(results.iter().all(MultiResult::is_ok), "{results:?}");
+        let c = client.counters();
+        assert_eq!(
+            (c.multi, c.create, c.requests(), c.round_trips),
+            (1, 0, 1, 1)
+        );
+        assert_eq!(c.get(Op::Multi), 1);
     }
 }

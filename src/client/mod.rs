@@ -9,6 +9,9 @@
 //! Beyond the plain calls, [`ZkClient::create2`] returns the created node's `Stat` and
 //! [`ZkClient::pipeline`] sends several requests back to back and collects the replies in
 //! order (one round trip on the native client; one call after another elsewhere).
+//! [`ZkClient::multi`] applies several writes and checks as one transaction ([`MultiOp`],
+//! [`MultiResult`]): the native and in-memory backends; the `zookeeper`-crate backend
+//! answers [`ZkError::Unimplemented`].
 //!
 //! Every watch is one-shot and delivered at most once. Watch callbacks run on a backend thread:
 //! they must only record and notify (set a flag, notify a `Condvar`), never call the client —
@@ -18,12 +21,14 @@ pub mod acl;
 pub(crate) mod connect_string;
 pub mod counting;
 pub mod memory;
+pub(crate) mod multi;
 pub mod native;
 #[cfg(feature = "zookeeper-crate")]
 #[cfg_attr(docsrs, doc(cfg(feature = "zookeeper-crate")))]
 pub mod zookeeper;
 
 pub use counting::{Counters, CountingClient, Op};
+pub use multi::{MultiOp, MultiResult};
 
 use std::fmt;
 use std::sync::Arc;
@@ -188,6 +193,10 @@ pub enum ZkError {
     /// A server-side inconsistency.
     #[error("system error")]
     SystemError,
+    /// In a failed `multi`: this operation was not tried, an earlier one failed
+    /// (`RUNTIMEINCONSISTENCY`, -2). Nothing of the transaction was applied.
+    #[error("not tried: an earlier operation of the transaction failed")]
+    RuntimeInconsistency,
     /// The client was closed by its owner; nothing more will succeed.
     #[error("client closed")]
     Closed,
@@ -215,6 +224,7 @@ impl ZkError {
     pub fn code(self) -> Option<i32> {
         Some(match self {
             ZkError::SystemError => -1,
+            ZkError::RuntimeInconsistency => -2,
             ZkError::ConnectionLoss => -4,
             ZkError::MarshallingError => -5,
             ZkError::Unimplemented => -6,
@@ -411,6 +421,27 @@ pub trait ZkClient: Send + Sync {
         done(self.delete(path, None))
     }
 
+    /// Applies `ops` as one transaction (ZooKeeper's `multi`): all or none, one request.
+    /// `Ok` carries one result per operation, in order; a transaction that failed is still
+    /// `Ok`, its results saying where it stopped (see [`MultiResult`]: the failing
+    /// operation's code, [`MultiResult::RolledBack`] before it, `Error(RuntimeInconsistency)`
+    /// after it). `Err` is for the request as a whole: a connection loss (outcome unknown), a
+    /// lost session, a path or ACL refused before anything is sent. Creates carry the
+    /// client's ACL, as [`Self::create`] does.
+    ///
+    /// Default: [`ZkError::Unimplemented`] (a backend without transactions: the
+    /// `zookeeper`-crate backend); nothing is sent.
+    fn multi(&self, ops: &[MultiOp]) -> ZkResult<Vec<MultiResult>> {
+        let _ = ops;
+        Err(ZkError::Unimplemented)
+    }
+
+    /// True when [`Self::multi`] is implemented (native and memory); fenced writes
+    /// ([`crate::LockGuard::fenced_multi`]) need it. The default is false.
+    fn has_multi(&self) -> bool {
+        false
+    }
+
     /// True when [`Self::create2`] is one request (ZooKeeper's create2). The lock engine then
     /// sends it in a pipeline with the listing of the lock directory and takes the fencing
     /// token from its `Stat`; otherwise it creates with [`Self::create`] and reads the token
@@ -501,6 +532,14 @@ impl<T: ZkClient + ?Sized> ZkClient for Arc<T> {
 
     fn delete_unawaited(&self, path: &str, done: DeleteDone) {
         (**self).delete_unawaited(path, done)
+    }
+
+    fn multi(&self, ops: &[MultiOp]) -> ZkResult<Vec<MultiResult>> {
+        (**self).multi(ops)
+    }
+
+    fn has_multi(&self) -> bool {
+        (**self).has_multi()
     }
 
     fn has_create2(&self) -> bool {

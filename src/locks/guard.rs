@@ -5,6 +5,7 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::client::{MultiOp, MultiResult};
 use crate::error::Result;
 
 use super::held::{HeldNode, LockState};
@@ -16,7 +17,9 @@ use super::InterProcessLock;
 ///
 /// A holder should check [`LockGuard::is_valid`] (or wait with [`LockGuard::wait_while_held`])
 /// before and after work that needs exclusion, and pass [`LockGuard::fencing_token`] to the
-/// resources it writes, which reject tokens older than the newest they saw.
+/// resources it writes, which reject tokens older than the newest they saw. State kept in
+/// ZooKeeper itself is written with [`LockGuard::fenced_multi`]: the write commits only while
+/// the lock node exists.
 ///
 /// ```
 /// use zk_locks::client::memory::MemoryEnsemble;
@@ -118,6 +121,40 @@ impl<'a, L: InterProcessLock + ?Sized> LockGuard<'a, L> {
             token = token.max(n.fencing_token()?);
         }
         Ok(token)
+    }
+
+    /// Applies `ops` as one ZooKeeper transaction that commits only while this guard's lock is
+    /// ours: a `check` (version -1) of each of its nodes goes first, then `ops`, all or
+    /// nothing. `Ok` holds the results of `ops`, all applied. [`Error::LockLost`](crate::Error::LockLost) when a node
+    /// is gone (nothing applied; the guard is `Lost` from then on), or at once, without a
+    /// request, when the guard already knows it is `Lost`; a `Suspect` guard writes through
+    /// and the check decides. An operation of `ops` that fails is `Error::Zk` (`op`
+    /// `"multi"`, its path and code: nothing applied); a connection loss leaves the outcome
+    /// unknown (retryable: read back first). One request on the native and in-memory
+    /// backends; on a backend without transactions (the `zookeeper` crate's,
+    /// `ZkClient::has_multi` false) it is `Error::InvalidArgument` without a request.
+    ///
+    /// ```
+    /// use zk_locks::client::memory::MemoryEnsemble;
+    /// use zk_locks::client::MultiOp;
+    /// use zk_locks::{CreateMode, Error, InterProcessLock, InterProcessMutex, ZkClient};
+    ///
+    /// let ensemble = MemoryEnsemble::new();
+    /// let client = ensemble.connect();
+    /// client.create("/config", b"v1", CreateMode::Persistent)?;
+    /// let mutex = InterProcessMutex::new(client.clone(), "/locks/config")?;
+    /// let guard = mutex.lock()?;
+    /// let write = [MultiOp::SetData { path: "/config".into(), data: b"v2".to_vec(), version: -1 }];
+    /// guard.fenced_multi(&write)?;                       // committed: the lock was ours
+    ///
+    /// client.delete(guard.node_path().unwrap(), None)?;  // the lock node goes (an operator)
+    /// let refused = guard.fenced_multi(&write).unwrap_err();
+    /// assert!(matches!(refused, Error::LockLost { .. }));
+    /// assert_eq!(client.get_data("/config", None)?.0, b"v2");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn fenced_multi(&self, ops: &[MultiOp]) -> Result<Vec<MultiResult>> {
+        super::fenced::fenced_multi(&self.nodes, ops)
     }
 
     /// Releases now and reports a failure (dropping the guard only logs it). A `Lost` guard

@@ -16,6 +16,7 @@
 
 mod cleanup;
 mod driver;
+mod fenced;
 mod guard;
 mod held;
 pub(crate) mod internals;

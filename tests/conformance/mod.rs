@@ -15,12 +15,15 @@
 //!
 //! - `support`: a test's world ([`support::Ctx`]) and collected watch events;
 //! - `nodes`: node operations, stats and errors;
-//! - `watches`: watches and closing.
+//! - `watches`: watches and closing;
+//! - `multi`: transactions (a backend without them must answer `Unimplemented`).
 
+mod multi;
 mod nodes;
 mod support;
 mod watches;
 
+pub use multi::*;
 pub use nodes::*;
 pub use watches::*;
 
@@ -48,6 +51,10 @@ macro_rules! conformance_tests {
             several_watchers_each_fire_once,
             close_removes_ephemerals_and_notifies_others,
             closed_client_drops_its_watches,
+            multi_failed_applies_nothing_in_the_servers_shape,
+            multi_codes_in_the_servers_order,
+            multi_committed_shares_one_zxid,
+            multi_fires_watches_only_when_it_commits,
         );
     };
     (@each $backend:expr; $($name:ident),* $(,)?) => {

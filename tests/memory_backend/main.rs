@@ -1,9 +1,10 @@
 //! The in-memory ensemble's own behaviour (not the locks'): its fault injection, session
 //! transitions and event delivery (`faults`), and its model of the server's data tree,
-//! containers, sequence numbers and counters (`model`).
+//! containers, sequence numbers and counters (`model`), and its transactions (`multi`).
 
 mod faults;
 mod model;
+mod multi;
 
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;

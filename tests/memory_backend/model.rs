@@ -348,3 +348,36 @@ fn concurrent_clients_create_unique_sequence_nodes() {
         "creates and deletes both bump cversion"
     );
 }
+
+/// A write the server refuses still spends a zxid (it logs an error transaction), measured
+/// on 3.8: a create of an existing node, a delete of a missing one, a set or a delete with a
+/// wrong version each put one zxid between the writes around them. A path the client
+/// refuses before sending spends none.
+#[test]
+fn a_refused_write_spends_its_zxid_as_on_the_server() {
+    let (ensemble, client) = setup();
+    let mut last = client.create2("/z", b"", CreateMode::Persistent).unwrap().1;
+    let refusals: [&dyn Fn() -> ZkError; 5] = [
+        &|| {
+            client
+                .create("/z", b"", CreateMode::Persistent)
+                .unwrap_err()
+        },
+        &|| client.delete("/z/none", None).unwrap_err(),
+        &|| client.set_data("/z", b"", Some(7)).unwrap_err(),
+        &|| client.delete("/z", Some(9)).unwrap_err(),
+        &|| client.delete("no-slash", None).unwrap_err(),
+    ];
+    let mut gaps = Vec::new();
+    for (i, refuse) in refusals.iter().enumerate() {
+        refuse();
+        let next = client
+            .create2(&format!("/z/n{i}"), b"", CreateMode::Persistent)
+            .unwrap()
+            .1;
+        gaps.push(next.czxid - last.czxid);
+        last = next;
+    }
+    assert_eq!(gaps, [2, 2, 2, 2, 1]);
+    assert_eq!(ensemble.node("/z").unwrap().1.num_children, 5);
+}

@@ -13,7 +13,7 @@ use super::tree::ServerState;
 use super::watches::{EventThreadShared, WatchKind};
 use crate::client::acl::AclProvider;
 use crate::client::counting::{Counters, Op};
-use crate::client::{CreateMode, Stat, Watcher, ZkClient, ZkError, ZkResult};
+use crate::client::{CreateMode, MultiOp, MultiResult, Stat, Watcher, ZkClient, ZkError, ZkResult};
 use crate::session::{ConnectionState, Session};
 
 /// One client of a [`MemoryEnsemble`], with one session at a time and fault injection.
@@ -148,9 +148,8 @@ impl ZkClient for MemoryClient {
     fn create(&self, path: &str, data: &[u8], mode: CreateMode) -> ZkResult<String> {
         let acl = self.acl.checked_acl_for(path, &self.auth)?;
         self.request(Op::Create, path, |inner, session| {
-            inner
-                .create(session, path, data, mode, &acl)
-                .map(|(actual, _)| actual)
+            let created = inner.create(session, path, data, mode, &acl);
+            inner.write_outcome(created).map(|(actual, _)| actual)
         })
     }
 
@@ -158,13 +157,15 @@ impl ZkClient for MemoryClient {
     fn create2(&self, path: &str, data: &[u8], mode: CreateMode) -> ZkResult<(String, Stat)> {
         let acl = self.acl.checked_acl_for(path, &self.auth)?;
         self.request(Op::Create, path, |inner, session| {
-            inner.create(session, path, data, mode, &acl)
+            let created = inner.create(session, path, data, mode, &acl);
+            inner.write_outcome(created)
         })
     }
 
     fn delete(&self, path: &str, version: Option<i32>) -> ZkResult<()> {
         self.request(Op::Delete, path, |inner, session| {
-            inner.delete(session, path, version)
+            let deleted = inner.delete(session, path, version);
+            inner.write_outcome(deleted)
         })
     }
 
@@ -186,8 +187,37 @@ impl ZkClient for MemoryClient {
 
     fn set_data(&self, path: &str, data: &[u8], version: Option<i32>) -> ZkResult<Stat> {
         self.request(Op::SetData, path, |inner, session| {
-            inner.set_data(session, path, data, version)
+            let set = inner.set_data(session, path, data, version);
+            inner.write_outcome(set)
         })
+    }
+
+    /// One request ([`Op::Multi`], matched by faults and hooks on its first operation's
+    /// path), atomic as the server's. Every path is checked and every create's ACL made before
+    /// the request, as the native client does before sending.
+    fn multi(&self, ops: &[MultiOp]) -> ZkResult<Vec<MultiResult>> {
+        let mut acls = Vec::new();
+        for op in ops {
+            match op {
+                MultiOp::Create { path, mode, .. } => {
+                    crate::paths::validate_create_path(path, mode.is_sequential())
+                        .map_err(|_| ZkError::BadArguments)?;
+                    acls.push(self.acl.checked_acl_for(path, &self.auth)?);
+                }
+                other => {
+                    crate::paths::validate_path(other.path()).map_err(|_| ZkError::BadArguments)?
+                }
+            }
+        }
+        let first = ops.first().map_or("", MultiOp::path);
+        self.request(Op::Multi, first, |inner, session| {
+            inner.multi(session, ops, &acls)
+        })
+    }
+
+    /// Transactions are modelled.
+    fn has_multi(&self) -> bool {
+        true
     }
 
     fn get_acl(&self, path: &str) -> ZkResult<(Vec<crate::client::acl::Acl>, Stat)> {

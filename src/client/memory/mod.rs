@@ -28,6 +28,7 @@
 //! - `faults`: [`Fault`] and [`FaultTiming`], and the client's fault API (link down and back,
 //!   a session given up, expiry, delayed watch delivery, request hooks);
 //! - `tree`: the data tree and the server's checks for each request;
+//! - `multi`: transactions, applied in order and undone as a whole when one operation fails;
 //! - `acl`: [`MemoryOptions`] (credentials, ACL provider), identities and the server's ACL
 //!   rules (`world`, `auth`, `digest`; anything else is refused, never treated as open);
 //! - `watches`: the session and client registries, one-shot watches, the event thread.
@@ -52,6 +53,7 @@ mod acl;
 mod client;
 mod ensemble;
 mod faults;
+mod multi;
 mod tree;
 mod watches;
 

@@ -67,6 +67,7 @@ pub(super) type ModelMap<K, V> = HashMap<K, V, BuildHasherDefault<ModelHasher>>;
 /// A set of the model.
 pub(super) type ModelSet<K> = HashSet<K, BuildHasherDefault<ModelHasher>>;
 
+#[derive(Clone)]
 pub(super) struct Node {
     pub(super) data: Vec<u8>,
     pub(super) stat: Stat,
@@ -104,6 +105,9 @@ pub(super) struct ServerState {
     /// Watchers discarded under the lock, dropped after it is released (their captures may
     /// run arbitrary `Drop` code, e.g. close the last handle of a client).
     pub(super) trash: Vec<Watcher>,
+    /// The `multi` being applied: its zxid, what it changed (to undo) and the watches it
+    /// fired (delivered only once it commits). `None` outside a `multi`.
+    pub(super) txn: Option<super::multi::Txn>,
 }
 
 pub(super) fn now_ms() -> i64 {
@@ -171,14 +175,35 @@ impl Default for ServerState {
             data_watches: ModelMap::default(),
             child_watches: ModelMap::default(),
             trash: Vec::new(),
+            txn: None,
         }
     }
 }
 
 impl ServerState {
+    /// The zxid of the next change: every change of a `multi` shares the transaction's.
     pub(super) fn next_zxid(&mut self) -> i64 {
-        self.zxid += 1;
+        self.zxid = self.peek_zxid();
         self.zxid
+    }
+
+    /// A write's outcome, with the server's rule for a refusal: 3.8 takes the write's zxid
+    /// before its checks and logs a refused write as an error transaction, so the zxid is
+    /// spent (measured: `memory_backend::model::a_refused_write_spends_its_zxid_as_on_the_server`).
+    /// A bad path spends none: our clients refuse it before sending.
+    pub(super) fn write_outcome<T>(&mut self, result: ZkResult<T>) -> ZkResult<T> {
+        if matches!(&result, Err(code) if *code != ZkError::BadArguments) {
+            self.next_zxid();
+        }
+        result
+    }
+
+    /// The zxid [`Self::next_zxid`] would give, without taking it.
+    pub(super) fn peek_zxid(&self) -> i64 {
+        match &self.txn {
+            Some(txn) => txn.zxid,
+            None => self.zxid + 1,
+        }
     }
 
     /// `create`, with the checks in `PrepRequestProcessor`'s order: path, ACL (`InvalidAcl`),
@@ -226,6 +251,8 @@ impl ServerState {
             }
             _ => 0,
         };
+        self.save(parent_path);
+        self.save(&full);
         let zxid = self.next_zxid();
         let now = now_ms();
         let name = full[slash + 1..].to_string();
@@ -292,10 +319,14 @@ impl ServerState {
 
     /// Removes a childless node in transaction `zxid` and fires its watches.
     pub(super) fn remove_node(&mut self, path: &str, zxid: i64) {
+        let (parent_path, name) = split(path);
+        if self.nodes.contains_key(path) {
+            self.save(path);
+            self.save(parent_path);
+        }
         let Some(node) = self.nodes.remove(path) else {
             return;
         };
-        let (parent_path, name) = split(path);
         if let Some(parent) = self.nodes.get_mut(parent_path) {
             parent.children.remove(name);
             parent.stat.num_children -= 1;
@@ -357,10 +388,11 @@ impl ServerState {
     ) -> ZkResult<Stat> {
         valid(path)?;
         self.check_acl(session, path, perms::WRITE)?;
-        let zxid = self.zxid + 1;
-        let node = self.nodes.get_mut(path).ok_or(ZkError::NoNode)?;
+        let node = self.nodes.get(path).ok_or(ZkError::NoNode)?;
         let new_version = check_version(node.stat.version, version)?;
-        self.zxid = zxid;
+        self.save(path);
+        let zxid = self.next_zxid();
+        let node = self.nodes.get_mut(path).ok_or(ZkError::NoNode)?;
         node.data = data.to_vec();
         node.stat.version = new_version;
         node.stat.mzxid = zxid;

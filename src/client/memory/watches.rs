@@ -138,6 +138,17 @@ impl ServerState {
         let Some(entries) = map.remove(path) else {
             return;
         };
+        if let Some(txn) = &mut self.txn {
+            // Inside a `multi`: delivered once it commits, registered again if it fails.
+            txn.fired
+                .push((kind, path.to_string(), event_type, entries));
+            return;
+        }
+        self.deliver(path, event_type, entries);
+    }
+
+    /// Hands fired watch entries to their clients (see [`Self::dispatch`]).
+    pub(super) fn deliver(&mut self, path: &str, event_type: EventType, entries: Vec<WatchEntry>) {
         let fired_at = Instant::now();
         for entry in entries {
             let delivery = Delivery {

@@ -65,7 +65,6 @@ use self::jute::{DecodeResult, Reader};
 use self::options::parse_connect_string;
 pub use self::options::{NativeOptions, DEFAULT_PACKET_LIMIT};
 use self::records::{decode_all, read_acl, read_create2, read_data, read_stat, WireRequest};
-pub use self::records::{MultiOp, MultiResult};
 use self::session::{SessionConfig, SessionCore};
 #[cfg(feature = "tls")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
@@ -75,6 +74,9 @@ use crate::client::acl::{check_self_access, Acl, AclProvider};
 use crate::client::{
     CreateMode, DeleteDone, Request, Response, Stat, Watcher, ZkClient, ZkError, ZkResult,
 };
+/// The `multi` operations and results ([`ZkClient::multi`]), also at their home
+/// [`crate::client`].
+pub use crate::client::{MultiOp, MultiResult};
 use crate::error::{Error, Result};
 use crate::session::Session;
 
@@ -287,72 +289,6 @@ impl NativeClient {
         };
         self.call(request, None, |r| r.string().map(drop))
     }
-
-    /// Runs operations as one transaction (`multi`): all apply or none. `Ok` carries one
-    /// result per operation; when the transaction failed, the failing operation's result is
-    /// its [`MultiResult::Error`] and the others are `Error` too (rolled back). Paths are
-    /// client paths, as everywhere else.
-    pub fn multi(&self, ops: Vec<MultiOp>) -> ZkResult<Vec<MultiResult>> {
-        let mut server_ops = Vec::with_capacity(ops.len());
-        let mut create_acls = Vec::new();
-        for op in ops {
-            server_ops.push(match op {
-                MultiOp::Create { path, data, mode } => {
-                    crate::paths::validate_create_path(&path, mode.is_sequential())
-                        .map_err(|_| ZkError::BadArguments)?;
-                    create_acls.push(self.acl_for(&path)?);
-                    MultiOp::Create {
-                        path: self.server_path(&path),
-                        data,
-                        mode,
-                    }
-                }
-                MultiOp::Delete { path, version } => {
-                    check_path(&path)?;
-                    MultiOp::Delete {
-                        path: self.server_path(&path),
-                        version,
-                    }
-                }
-                MultiOp::SetData {
-                    path,
-                    data,
-                    version,
-                } => {
-                    check_path(&path)?;
-                    MultiOp::SetData {
-                        path: self.server_path(&path),
-                        data,
-                        version,
-                    }
-                }
-                MultiOp::Check { path, version } => {
-                    check_path(&path)?;
-                    MultiOp::Check {
-                        path: self.server_path(&path),
-                        version,
-                    }
-                }
-            });
-        }
-        let results = self.call(
-            WireRequest::Multi {
-                ops: server_ops,
-                create_acls,
-            },
-            None,
-            records::read_multi,
-        )?;
-        Ok(results
-            .into_iter()
-            .map(|r| match r {
-                MultiResult::Create(path, stat) => {
-                    MultiResult::Create(self.client_path(&path), stat)
-                }
-                other => other,
-            })
-            .collect())
-    }
 }
 
 impl ZkClient for NativeClient {
@@ -502,6 +438,70 @@ impl ZkClient for NativeClient {
             .collect()
     }
 
+    /// One request; paths are client paths, as everywhere else. A path or ACL refused
+    /// client-side fails the call before anything is sent.
+    fn multi(&self, ops: &[MultiOp]) -> ZkResult<Vec<MultiResult>> {
+        let mut server_ops = Vec::with_capacity(ops.len());
+        let mut create_acls = Vec::new();
+        for op in ops {
+            server_ops.push(match op {
+                MultiOp::Create { path, data, mode } => {
+                    crate::paths::validate_create_path(path, mode.is_sequential())
+                        .map_err(|_| ZkError::BadArguments)?;
+                    create_acls.push(self.acl_for(path)?);
+                    MultiOp::Create {
+                        path: self.server_path(path),
+                        data: data.clone(),
+                        mode: *mode,
+                    }
+                }
+                MultiOp::Delete { path, version } => {
+                    check_path(path)?;
+                    MultiOp::Delete {
+                        path: self.server_path(path),
+                        version: *version,
+                    }
+                }
+                MultiOp::SetData {
+                    path,
+                    data,
+                    version,
+                } => {
+                    check_path(path)?;
+                    MultiOp::SetData {
+                        path: self.server_path(path),
+                        data: data.clone(),
+                        version: *version,
+                    }
+                }
+                MultiOp::Check { path, version } => {
+                    check_path(path)?;
+                    MultiOp::Check {
+                        path: self.server_path(path),
+                        version: *version,
+                    }
+                }
+            });
+        }
+        let results = self.call(
+            WireRequest::Multi {
+                ops: server_ops,
+                create_acls,
+            },
+            None,
+            records::read_multi,
+        )?;
+        Ok(results
+            .into_iter()
+            .map(|r| match r {
+                MultiResult::Create(path, stat) => {
+                    MultiResult::Create(self.client_path(&path), stat)
+                }
+                other => other,
+            })
+            .collect())
+    }
+
     /// Queued and written like any request, on the connection of now; no connection now is
     /// `ConnectionLoss` at once (the caller does not wait for one).
     fn delete_unawaited(&self, path: &str, done: DeleteDone) {
@@ -516,6 +516,11 @@ impl ZkClient for NativeClient {
             Ok(conn) => conn.send_unawaited(request, Box::new(move |reply| done(reply.map(drop)))),
             Err(e) => done(Err(e)),
         }
+    }
+
+    /// `multi` is one request.
+    fn has_multi(&self) -> bool {
+        true
     }
 
     /// Create2 is one request.

@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use crate::client::{MultiOp, MultiResult};
 use crate::error::Result;
 use crate::locks::held::{HeldNode, LockState};
 use crate::locks::internals::Wait;
@@ -81,6 +82,15 @@ impl Lease {
     /// (see [`HeldNode::wait_until_lost`]); returns the state then.
     pub fn wait_until_lost(&self, timeout: Option<std::time::Duration>) -> LockState {
         self.node.wait_until_lost(timeout)
+    }
+
+    /// Applies `ops` as one ZooKeeper transaction that commits only while this lease's node
+    /// exists: a `check` of it (version -1) first, then `ops`, all or nothing. As
+    /// [`LockGuard::fenced_multi`](crate::LockGuard::fenced_multi): [`Error::LockLost`] when
+    /// the node is gone or the lease is known `Lost` (then without a request), `Error::Zk`
+    /// for an operation of `ops` that fails.
+    pub fn fenced_multi(&self, ops: &[MultiOp]) -> Result<Vec<MultiResult>> {
+        crate::locks::fenced::fenced_multi(std::slice::from_ref(&self.node), ops)
     }
 
     /// The fencing token (the lease node's czxid).

@@ -4,16 +4,15 @@
 //!
 //! Table of contents: this file holds the opcodes, the reserved xids, the connect handshake,
 //! the reply header and the error codes; `requests` the request bodies ([`WireRequest`],
-//! [`MultiOp`]) and their encoding; `responses` the reply bodies ([`MultiResult`], `Stat`,
+//! a `multi`'s operations) and their encoding; `responses` the reply bodies (a `multi`'s results, `Stat`,
 //! notifications) and their decoding.
 
 mod requests;
 mod responses;
 
-pub use requests::{MultiOp, WireRequest};
+pub use requests::WireRequest;
 pub use responses::{
     decode_all, read_acl, read_create2, read_data, read_multi, read_stat, read_watcher_event,
-    MultiResult,
 };
 
 use super::jute::{DecodeResult, Reader, Writer};
@@ -170,7 +169,8 @@ pub fn error_from_code(code: i32) -> ZkError {
         -122 => ZkError::RequestTimeout,
         -125 => ZkError::QuotaExceeded,
         -127 => ZkError::Throttled,
-        -1 | -2 | -3 | -100 | -113 | -120 | -121 => ZkError::SystemError,
+        -2 => ZkError::RuntimeInconsistency,
+        -1 | -3 | -100 | -113 | -120 | -121 => ZkError::SystemError,
         // Reconfiguration and codes newer than this client: the number is kept.
         code => ZkError::Other(code),
     }
@@ -184,7 +184,7 @@ mod tests {
     /// variant and back, and codes this client does not name keep theirs.
     #[test]
     fn server_codes_keep_their_number() {
-        for code in [-4, -6, -7, -101, -110, -112, -118, -122, -125, -127] {
+        for code in [-2, -4, -6, -7, -101, -110, -112, -118, -122, -125, -127] {
             assert_eq!(error_from_code(code).code(), Some(code), "code {code}");
         }
         assert_eq!(error_from_code(-124), ZkError::Other(-124));

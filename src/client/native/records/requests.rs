@@ -1,48 +1,10 @@
-//! Request bodies ([`WireRequest`], [`MultiOp`]) and their encoding, as `zookeeper.jute`
+//! Request bodies ([`WireRequest`], a `multi`'s [`MultiOp`]s) and their encoding, as `zookeeper.jute`
 //! lays them out.
 
 use super::{opcode, xid};
 use crate::client::acl::{perms, Acl};
 use crate::client::native::jute::Writer;
-use crate::client::CreateMode;
-
-/// One operation inside a `multi` transaction.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum MultiOp {
-    /// Create a node (as create2: the result carries the stat).
-    Create {
-        /// Server path.
-        path: String,
-        /// Data.
-        data: Vec<u8>,
-        /// Mode.
-        mode: CreateMode,
-    },
-    /// Delete a node.
-    Delete {
-        /// Server path.
-        path: String,
-        /// Expected version, -1 for any.
-        version: i32,
-    },
-    /// Set a node's data.
-    SetData {
-        /// Server path.
-        path: String,
-        /// Data.
-        data: Vec<u8>,
-        /// Expected version, -1 for any.
-        version: i32,
-    },
-    /// Fail the transaction unless the node has this version.
-    Check {
-        /// Server path.
-        path: String,
-        /// Expected version, -1 for any.
-        version: i32,
-    },
-}
+use crate::client::{CreateMode, MultiOp};
 
 /// A request body, with the opcode it goes under.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,26 +1,10 @@
-//! Reply bodies and their decoding: `Stat`, create2, getData, `multi` results ([`MultiResult`])
+//! Reply bodies and their decoding: `Stat`, create2, getData, `multi` results ([`MultiResult`]s)
 //! and watch notifications.
 
 use super::{error_from_code, opcode};
 use crate::client::acl::Acl;
 use crate::client::native::jute::{DecodeError, DecodeResult, Reader};
-use crate::client::{EventType, Stat, ZkError};
-
-/// The result of one operation of a `multi`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum MultiResult {
-    /// The created node's server path and stat.
-    Create(String, Stat),
-    /// Deleted.
-    Delete,
-    /// The node's new stat.
-    SetData(Stat),
-    /// The version matched.
-    Check,
-    /// This operation failed (or was rolled back because another one did).
-    Error(ZkError),
-}
+use crate::client::{EventType, MultiResult, Stat};
 
 /// `Stat`.
 pub fn read_stat(r: &mut Reader<'_>) -> DecodeResult<Stat> {
@@ -97,9 +81,13 @@ pub fn read_multi(r: &mut Reader<'_>) -> DecodeResult<Vec<MultiResult>> {
             opcode::SET_DATA => MultiResult::SetData(read_stat(r)?),
             opcode::CHECK => MultiResult::Check,
             -1 => {
-                // ErrorResponse: the header's err is -1 and the body carries the code.
+                // ErrorResponse: the header's err is -1 and the body carries the code: 0 for
+                // an operation before the failing one (rolled back), -2 for one after it.
                 let _ = err;
-                MultiResult::Error(error_from_code(r.i32()?))
+                match r.i32()? {
+                    0 => MultiResult::RolledBack,
+                    code => MultiResult::Error(error_from_code(code)),
+                }
             }
             _ => return Err(DecodeError::Malformed),
         };
@@ -129,17 +117,31 @@ pub fn read_watcher_event(r: &mut Reader<'_>) -> DecodeResult<Option<(EventType,
 mod tests {
     use super::*;
     use crate::client::native::jute::Writer;
+    use crate::client::ZkError;
+
     #[test]
     fn multi_results() {
         let mut w = Writer::new();
         w.i32(opcode::CHECK).bool(false).i32(0);
+        w.i32(-1).bool(true).i32(-1);
+        let frame = w.finish();
+        let results = decode_all(&frame[4..], read_multi).unwrap();
+        assert_eq!(results, vec![MultiResult::Check]);
+        // A failed transaction: rolled back (0), the failing code, not tried (-2).
+        let mut w = Writer::new();
+        w.i32(-1).bool(false).i32(-1).i32(0);
         w.i32(-1).bool(false).i32(-1).i32(-101);
+        w.i32(-1).bool(false).i32(-1).i32(-2);
         w.i32(-1).bool(true).i32(-1);
         let frame = w.finish();
         let results = decode_all(&frame[4..], read_multi).unwrap();
         assert_eq!(
             results,
-            vec![MultiResult::Check, MultiResult::Error(ZkError::NoNode)]
+            vec![
+                MultiResult::RolledBack,
+                MultiResult::Error(ZkError::NoNode),
+                MultiResult::Error(ZkError::RuntimeInconsistency)
+            ]
         );
     }
 }

@@ -1,0 +1,93 @@
+//! Fenced writes in ZooKeeper: a `multi` that commits only while the lock is ours.
+//!
+//! A fencing token protects a resource that checks it. For state kept in ZooKeeper itself
+//! there is a stronger tool: one transaction whose first operations `check` (version -1)
+//! that every node the hold stands on still exists, followed by the caller's writes. The
+//! server applies all or nothing, so a holder that stalled past its session (or whose node
+//! was deleted) cannot write, whatever it believes. The rules:
+//!
+//! - **Lost: refused without a request.** A hold the client already knows is lost
+//!   ([`HeldNode`]'s belief: a session lost since the node was created, a closed client, a
+//!   deletion seen) is [`Error::LockLost`] at once.
+//! - **Suspect: the check decides.** A hold whose link is down, or not re-read since a
+//!   reconnect, is written through: the server's check is the answer.
+//! - **Every node is checked** (a multi-lock's guard holds several; a read/write lock's
+//!   guard its own node), in the guard's order, then the caller's operations. The
+//!   transaction runs on the first node's client; a node of another client (a multi-lock
+//!   across sessions of one ensemble) is checked there too: existence is what counts, and
+//!   a node's name (a fresh UUID) can only be ours.
+//! - **A backend without transactions** (`ZkClient::has_multi` false: the `zookeeper`-crate
+//!   backend) is `Error::InvalidArgument` (`client`), without a request and not retryable.
+//! - **The answer names the cause**: a check that fails with `NoNode` (or a session expired
+//!   under the request) is [`Error::LockLost`] and the node is marked lost; a caller's
+//!   operation that fails is [`Error::Zk`] (`op` `"multi"`, its path and code); an unknown
+//!   outcome (connection loss) is that code, retryable: read back before writing again.
+
+use std::sync::Arc;
+
+use crate::client::multi::first_failure;
+use crate::client::{MultiOp, MultiResult, ZkError};
+use crate::error::{Error, Result};
+use crate::paths;
+
+use super::held::HeldNode;
+
+/// Runs `ops` in one transaction behind a `check` of every node of `nodes`; the caller's
+/// results on commit.
+pub(crate) fn fenced_multi(nodes: &[Arc<HeldNode>], ops: &[MultiOp]) -> Result<Vec<MultiResult>> {
+    let Some(first) = nodes.first() else {
+        return Err(Error::NotAcquired {
+            path: ops.first().map_or("", MultiOp::path).to_string(),
+        });
+    };
+    if !first.client().has_multi() {
+        // Not a condition that passes: say so instead of a retryable `Unimplemented`.
+        return Err(Error::InvalidArgument {
+            name: "client",
+            reason: "this ZooKeeper client has no transactions (`ZkClient::has_multi` is false, \
+                     as on the zookeeper-crate backend): fenced writes need NativeClient or the \
+                     in-memory ensemble"
+                .into(),
+        });
+    }
+    if let Some(lost) = nodes.iter().find(|n| n.believed_lost()) {
+        return Err(lost_error(lost));
+    }
+    let mut all = Vec::with_capacity(nodes.len() + ops.len());
+    all.extend(nodes.iter().map(|n| MultiOp::Check {
+        path: n.path().to_string(),
+        version: -1,
+    }));
+    all.extend_from_slice(ops);
+    let mut results = match first.client().multi(&all) {
+        Ok(results) => results,
+        Err(ZkError::SessionExpired) => {
+            // Our session is over, and with it the ephemeral node: nothing was applied.
+            first.mark_lost();
+            return Err(lost_error(first));
+        }
+        Err(code) => return Err(Error::zk("multi", first.path(), code)),
+    };
+    if results.len() != all.len() {
+        return Err(Error::zk("multi", first.path(), ZkError::MarshallingError));
+    }
+    if let Some((at, code)) = first_failure(&results) {
+        if let Some(node) = nodes.get(at) {
+            if code == ZkError::NoNode {
+                node.mark_lost();
+                return Err(lost_error(node));
+            }
+            return Err(Error::zk("multi", node.path(), code));
+        }
+        let path = ops.get(at - nodes.len()).map_or("", MultiOp::path);
+        return Err(Error::zk("multi", path, code));
+    }
+    Ok(results.split_off(nodes.len()))
+}
+
+fn lost_error(node: &HeldNode) -> Error {
+    Error::LockLost {
+        path: paths::parent(node.path()).unwrap_or("/").to_string(),
+        node: node.path().to_string(),
+    }
+}
