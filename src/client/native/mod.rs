@@ -86,6 +86,8 @@ pub struct NativeClient {
     connect_string: String,
     acl: AclProvider,
     auth: Vec<(String, Vec<u8>)>,
+    /// The observer of the locks made on this client (`NativeOptions::lock_observer`).
+    lock_observer: Option<Arc<dyn crate::locks::LockObserver>>,
 }
 
 impl std::fmt::Debug for NativeClient {
@@ -174,6 +176,7 @@ impl NativeClient {
             connect_string: options.connect_string.clone(),
             acl: options.acl.clone(),
             auth: options.auth.clone(),
+            lock_observer: options.lock_observer.0.clone(),
         });
         if let Some(chroot) = client.chroot.clone() {
             client.create_chroot(&chroot).map_err(|e| {
@@ -423,6 +426,10 @@ impl ZkClient for NativeClient {
 
     fn own_digest_ids(&self) -> Vec<String> {
         crate::client::acl::own_digest_ids(&self.auth)
+    }
+
+    fn lock_observer(&self) -> Option<Arc<dyn crate::locks::LockObserver>> {
+        self.lock_observer.clone()
     }
 
     fn get_children(&self, path: &str, watcher: Option<Watcher>) -> ZkResult<Vec<String>> {

@@ -50,6 +50,9 @@ pub(crate) use waiter::Waiter;
 pub(crate) use super::cleanup::{delete_guaranteed, NodeCleanup, Wait};
 use super::driver::{sort_children, Decision, LockDriver};
 use super::held::HeldNode;
+use super::layout::{LEASE_BASE_NAME, READ_LOCK_NAME, WRITE_LOCK_NAME};
+use super::observe::{LockObserver, Observe};
+use super::participants::ParticipantKind;
 
 /// How a pause before a retry ended.
 pub(crate) enum Resume {
@@ -84,6 +87,8 @@ pub struct LockInternals {
     retry: Arc<dyn RetryPolicy>,
     /// The directory's ACL guard, passed once per lock object (see `protection`).
     protection: Arc<protection::Protection>,
+    /// Who reports this lock's events (the client's observer unless the recipe set one).
+    observe: Arc<Observe>,
 }
 
 impl LockInternals {
@@ -94,13 +99,54 @@ impl LockInternals {
         driver: Arc<dyn LockDriver>,
         retry: Arc<dyn RetryPolicy>,
     ) -> LockInternals {
+        let kind = match driver.lock_name() {
+            READ_LOCK_NAME => ParticipantKind::Read,
+            WRITE_LOCK_NAME => ParticipantKind::Write,
+            LEASE_BASE_NAME => ParticipantKind::Lease,
+            _ => ParticipantKind::Mutex,
+        };
+        let observe = Arc::new(Observe::new(client.lock_observer(), &base_path, kind));
         LockInternals {
             client,
             base_path,
             driver,
             retry,
             protection: Arc::default(),
+            observe,
         }
+    }
+
+    /// Reports this lock's events through `observe` (a recipe's own observer, its name).
+    pub(crate) fn with_observe(mut self, observe: Observe) -> LockInternals {
+        self.observe = Arc::new(observe);
+        self
+    }
+
+    /// Who reports this lock's events.
+    pub(crate) fn observe(&self) -> &Observe {
+        &self.observe
+    }
+
+    /// The same reporter with `observer` instead (`None`: the client's).
+    pub(crate) fn observe_with(&self, observer: Option<Arc<dyn LockObserver>>) -> Observe {
+        let o = &self.observe;
+        let observer = observer.or_else(|| self.client.lock_observer());
+        let observe = Observe::new(observer, o.lock(), o.kind());
+        match o.grants() {
+            true => observe,
+            false => observe.queue_only(),
+        }
+    }
+
+    /// A node granted to us: its hold is reported from now on, `acquired` first, with the
+    /// time since `start` (when the acquire began).
+    pub(crate) fn granted(&self, held: HeldNode, start: Instant) -> HeldNode {
+        if !self.observe.grants() {
+            return held;
+        }
+        self.observe
+            .acquired(held.path(), held.session_id(), start.elapsed());
+        held.observed(self.observe.clone())
     }
 
     /// The lock directory.
@@ -133,6 +179,30 @@ impl LockInternals {
         kind: NodeKind,
     ) -> Result<Option<HeldNode>> {
         let start = Instant::now();
+        let result = self.attempt_from(start, deadline, data, kind);
+        // The one place an attempt's outcome is reported (see `locks/observe.rs`).
+        match result {
+            Ok(Some(held)) => Ok(Some(self.granted(held, start))),
+            Ok(None) if self.observe.grants() => {
+                self.observe.timed_out(start.elapsed());
+                Ok(None)
+            }
+            Err(e) if self.observe.grants() => {
+                self.observe.failed(&e);
+                Err(e)
+            }
+            other => other,
+        }
+    }
+
+    /// [`Self::attempt`], started at `start`, unreported.
+    fn attempt_from(
+        &self,
+        start: Instant,
+        deadline: Option<Instant>,
+        data: &[u8],
+        kind: NodeKind,
+    ) -> Result<Option<HeldNode>> {
         let mut retries = Retries::new(self.retry.as_ref(), start, deadline);
         loop {
             if self.client.session().state() == ConnectionState::Closed {
@@ -226,6 +296,7 @@ impl LockInternals {
         let mut listener = None;
         let mut retries = Retries::new(self.retry.as_ref(), Instant::now(), deadline);
         let mut first_round = true;
+        let mut queued = false;
         let result = loop {
             // Past the deadline, no new round: it would start a request. (The first round's
             // listing belongs to the create: a call with no time left still looks once.)
@@ -280,6 +351,9 @@ impl LockInternals {
                     last_ahead,
                 } => (predecessor, last_ahead),
             };
+            if !std::mem::replace(&mut queued, true) {
+                self.observe.queued(our_path, before.session_id);
+            }
             // The listing holds the whole queue (~90 bytes a child): kept through the wait, it
             // made each waiter's memory grow with the queue length (1,000 waiters: ~90 MB).
             drop(children);
