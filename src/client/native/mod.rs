@@ -274,7 +274,7 @@ impl NativeClient {
             .ok_or(ZkError::ConnectionLoss)?;
         let reply = slot.wait(deadline)?;
         decode_all(&reply.body, decode).map_err(|e| {
-            log::warn!("zk-locks native: undecodable reply ({e}); reconnecting");
+            log::warn!("undecodable reply ({e}); reconnecting");
             conn.close();
             ZkError::MarshallingError
         })
@@ -485,9 +485,7 @@ impl ZkClient for NativeClient {
                         let request = &requests[i];
                         results[i] = Some(match slot.wait(deadline) {
                             Ok(reply) => self.decode_response(request, &reply.body).map_err(|e| {
-                                log::warn!(
-                                    "zk-locks native: undecodable reply ({e}); reconnecting"
-                                );
+                                log::warn!("undecodable reply ({e}); reconnecting");
                                 conn.close();
                                 ZkError::MarshallingError
                             }),
