@@ -59,11 +59,10 @@ pub struct HeldNode {
     czxid: OnceLock<i64>,
     /// The watch on the node, armed by the first wait (none while nobody waits).
     watch: Arc<NodeWatch>,
-    /// Who reports this hold's events (set by the engine when it grants; none for a hold
-    /// the user did not take, a semaphore's admission).
-    observe: Option<Arc<Observe>>,
-    /// When the hold was granted (the hold time reported on release).
-    acquired_at: Instant,
+    /// Who reports this hold's events, and when the hold was granted (the hold time reported
+    /// on release). Set by the engine when it grants and someone listens (an observer, or
+    /// the debug log); none for a hold the user did not take (a semaphore's admission).
+    observe: Option<(Arc<Observe>, Instant)>,
     /// The last state reported (`HELD`, `SUSPECT`, `LOST`, or `RELEASED`).
     reported: AtomicU8,
 }
@@ -90,26 +89,20 @@ impl HeldNode {
             czxid: OnceLock::new(),
             watch: Arc::default(),
             observe: None,
-            acquired_at: Instant::now(),
             reported: AtomicU8::new(HELD),
         }
     }
 
     /// Reports this hold's events through `observe` from now on (see `locks/observe.rs`).
-    pub(crate) fn observed(mut self, observe: Arc<Observe>) -> HeldNode {
-        self.observe = Some(observe);
+    pub(crate) fn observed(mut self, observe: Arc<Observe>, granted: Instant) -> HeldNode {
+        self.observe = Some((observe, granted));
         self
-    }
-
-    /// How long ago the hold was granted.
-    pub(crate) fn held_for(&self) -> Duration {
-        self.acquired_at.elapsed()
     }
 
     /// Reports `state` when it differs from the last one reported: `suspect`, `held_again`,
     /// `lost` (once; nothing after it). Without an observer this is one `Option` check.
     fn note(&self, state: LockState) -> LockState {
-        let Some(observe) = &self.observe else {
+        let Some((observe, _)) = &self.observe else {
             return state;
         };
         let code = match state {
@@ -138,13 +131,13 @@ impl HeldNode {
     /// Reports the release of this hold, once: `lost` first when the client knows it was
     /// lost and that was not reported yet, then `released` with the hold time.
     pub(crate) fn note_released(&self) {
-        let Some(observe) = &self.observe else {
+        let Some((observe, granted)) = &self.observe else {
             return;
         };
         // Reports a loss the client knows of (no request) that nobody looked at yet.
         let _ = self.believed();
         if self.reported.swap(RELEASED, Ordering::SeqCst) != RELEASED {
-            observe.released(&self.path, self.session_id, self.held_for());
+            observe.released(&self.path, self.session_id, granted.elapsed());
         }
     }
 

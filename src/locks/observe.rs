@@ -10,8 +10,10 @@
 //! - **Each event is a debug log line** under the module path (`zk_locks::locks::observe`,
 //!   so `RUST_LOG=zk_locks::locks=debug` shows them) naming the lock, the node and the
 //!   session id in hex (as ZooKeeper prints it), observer or not.
-//! - **No observer, no cost.** Without an observer each event is one `Option` check and a
-//!   disabled `log::debug!`; nothing is allocated or formatted.
+//! - **No observer, no cost.** Without an observer (and with this module's debug log off)
+//!   a grant is an `Option` check and a log-level check: the hold keeps no reporter and
+//!   records no time, so its later events cost one `Option` check each; nothing is
+//!   allocated or formatted. A hold granted while nobody listened reports nothing later.
 //! - **Per hold, each event once, in order**: `queued` (at most once per acquisition) before
 //!   `acquired`; `suspect`/`held_again` as seen; `lost` at most once (also reported on
 //!   release when the hold was lost and nobody looked); `released` once.
@@ -28,8 +30,8 @@ use super::participants::ParticipantKind;
 /// times, lost locks and timeouts to a service's own metrics. Every method has a default
 /// that does nothing, so an observer implements only what it exports.
 ///
-/// Set it on a client ([`crate::client::native::NativeOptions::lock_observer`],
-/// [`crate::client::memory::MemoryOptions::lock_observer`]: every recipe made on that client
+/// Set it on a client ([`crate::client::native::NativeOptions::lock_observer()`],
+/// [`crate::client::memory::MemoryOptions::lock_observer()`]: every recipe made on that client
 /// reports to it) or on one recipe (`with_observer` on [`super::InterProcessMutex`],
 /// [`super::InterProcessReadWriteLock`], [`super::InterProcessSemaphoreV2`],
 /// [`super::InterProcessSemaphoreMutex`]; it replaces the client's for that recipe). A
@@ -81,7 +83,8 @@ pub trait LockObserver: Send + Sync {
     }
 
     /// The lock (or lease) is held; `wait` is the time since the acquire started (for a
-    /// semaphore, admission included).
+    /// semaphore, admission included). A reentrant acquire of a mutex hold the thread has
+    /// already is no new hold: it reports nothing (nor does its release).
     fn acquired(&self, event: &LockEvent<'_>, wait: Duration) {
         let _ = (event, wait);
     }
@@ -215,6 +218,12 @@ impl Observe {
     pub(crate) fn queue_only(mut self) -> Observe {
         self.grants = false;
         self
+    }
+
+    /// Whether anyone listens: an observer, or a logger that takes this module's debug
+    /// lines. A hold granted while nobody listens reports nothing later either.
+    pub(crate) fn listened(&self) -> bool {
+        self.observer.is_some() || log::log_enabled!(log::Level::Debug)
     }
 
     pub(crate) fn observer(&self) -> Option<&Arc<dyn LockObserver>> {

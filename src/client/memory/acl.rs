@@ -41,7 +41,7 @@ pub struct MemoryOptions {
     /// The ACL of every node the client creates (default [`AclProvider::open`]).
     pub acl: AclProvider,
     /// The observer every lock recipe made on this client reports to (set with
-    /// [`MemoryOptions::lock_observer`]; default: none).
+    /// [`MemoryOptions::lock_observer()`]; default: none).
     pub(crate) lock_observer: crate::locks::ObserverSlot,
 }
 

@@ -43,7 +43,7 @@ pub struct NativeOptions {
     #[cfg(feature = "tls")]
     pub tls: Option<super::TlsOptions>,
     /// The observer every lock recipe made on this client reports to (set with
-    /// [`NativeOptions::lock_observer`]; default: none).
+    /// [`NativeOptions::lock_observer()`]; default: none).
     pub(crate) lock_observer: crate::locks::ObserverSlot,
 }
 

@@ -40,6 +40,7 @@ use crate::retry::{Retries, RetryPolicy, RetryStep};
 use crate::session::{ConnectionState, ListenerId, SessionSnapshot};
 
 mod create;
+mod observing;
 mod protection;
 mod waiter;
 
@@ -50,9 +51,7 @@ pub(crate) use waiter::Waiter;
 pub(crate) use super::cleanup::{delete_guaranteed, NodeCleanup, Wait};
 use super::driver::{sort_children, Decision, LockDriver};
 use super::held::HeldNode;
-use super::layout::{LEASE_BASE_NAME, READ_LOCK_NAME, WRITE_LOCK_NAME};
-use super::observe::{LockObserver, Observe};
-use super::participants::ParticipantKind;
+use super::observe::Observe;
 
 /// How a pause before a retry ended.
 pub(crate) enum Resume {
@@ -99,13 +98,7 @@ impl LockInternals {
         driver: Arc<dyn LockDriver>,
         retry: Arc<dyn RetryPolicy>,
     ) -> LockInternals {
-        let kind = match driver.lock_name() {
-            READ_LOCK_NAME => ParticipantKind::Read,
-            WRITE_LOCK_NAME => ParticipantKind::Write,
-            LEASE_BASE_NAME => ParticipantKind::Lease,
-            _ => ParticipantKind::Mutex,
-        };
-        let observe = Arc::new(Observe::new(client.lock_observer(), &base_path, kind));
+        let observe = observing::observe_for(&client, &base_path, driver.as_ref());
         LockInternals {
             client,
             base_path,
@@ -114,39 +107,6 @@ impl LockInternals {
             protection: Arc::default(),
             observe,
         }
-    }
-
-    /// Reports this lock's events through `observe` (a recipe's own observer, its name).
-    pub(crate) fn with_observe(mut self, observe: Observe) -> LockInternals {
-        self.observe = Arc::new(observe);
-        self
-    }
-
-    /// Who reports this lock's events.
-    pub(crate) fn observe(&self) -> &Observe {
-        &self.observe
-    }
-
-    /// The same reporter with `observer` instead (`None`: the client's).
-    pub(crate) fn observe_with(&self, observer: Option<Arc<dyn LockObserver>>) -> Observe {
-        let o = &self.observe;
-        let observer = observer.or_else(|| self.client.lock_observer());
-        let observe = Observe::new(observer, o.lock(), o.kind());
-        match o.grants() {
-            true => observe,
-            false => observe.queue_only(),
-        }
-    }
-
-    /// A node granted to us: its hold is reported from now on, `acquired` first, with the
-    /// time since `start` (when the acquire began).
-    pub(crate) fn granted(&self, held: HeldNode, start: Instant) -> HeldNode {
-        if !self.observe.grants() {
-            return held;
-        }
-        self.observe
-            .acquired(held.path(), held.session_id(), start.elapsed());
-        held.observed(self.observe.clone())
     }
 
     /// The lock directory.
@@ -180,19 +140,7 @@ impl LockInternals {
     ) -> Result<Option<HeldNode>> {
         let start = Instant::now();
         let result = self.attempt_from(start, deadline, data, kind);
-        // The one place an attempt's outcome is reported (see `locks/observe.rs`).
-        match result {
-            Ok(Some(held)) => Ok(Some(self.granted(held, start))),
-            Ok(None) if self.observe.grants() => {
-                self.observe.timed_out(start.elapsed());
-                Ok(None)
-            }
-            Err(e) if self.observe.grants() => {
-                self.observe.failed(&e);
-                Err(e)
-            }
-            other => other,
-        }
+        self.report(result, start)
     }
 
     /// [`Self::attempt`], started at `start`, unreported.
