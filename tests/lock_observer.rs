@@ -386,3 +386,51 @@ fn a_semaphore_mutex_that_times_out_waiting_for_room_reports_queued_then_timed_o
     assert_eq!(seen.kinds(), ["queued", "timed_out"], "{events:?}");
     assert!(events[0].starts_with("queued lease /locks/sm /locks/sm/leases/"));
 }
+
+/// On a real server, through our own client's options: the client's observer sees a waiter
+/// queue, acquire and release, with the session ids the server gave.
+#[test]
+fn the_native_client_reports_to_the_observer_of_its_options() {
+    use zk_locks::client::native::{NativeClient, NativeOptions};
+    let Some(server) = zk_locks::testing::shared_server() else {
+        return;
+    };
+    let root = zk_locks::testing::harness::unique_root("lock-observer-native");
+    let seen = Arc::new(Recorder::default());
+    let options = || {
+        NativeOptions::new(server.connect_string())
+            .session_timeout(Duration::from_secs(10))
+            .lock_observer(seen.clone())
+    };
+    let a: SharedClient = NativeClient::connect_with(options()).unwrap();
+    let b: SharedClient = NativeClient::connect_with(options()).unwrap();
+    let first = InterProcessMutex::new(a.clone(), &root).unwrap();
+    let second = Arc::new(InterProcessMutex::new(b.clone(), &root).unwrap());
+    let guard = first.lock().unwrap();
+    let held = guard.node_path().unwrap().to_string();
+    let waiter = {
+        let second = second.clone();
+        thread::spawn(move || {
+            let guard = second.lock().unwrap();
+            let node = guard.node_path().unwrap().to_string();
+            drop(guard);
+            node
+        })
+    };
+    eventually("the second contender queued", || seen.kinds().len() == 2);
+    drop(guard);
+    let waited = waiter.join().unwrap();
+    let (sa, sb) = (hex(&a), hex(&b));
+    assert_eq!(
+        seen.events(),
+        [
+            format!("acquired mutex {root} {held} {sa}"),
+            format!("queued mutex {root} {waited} {sb}"),
+            format!("released mutex {root} {held} {sa}"),
+            format!("acquired mutex {root} {waited} {sb}"),
+            format!("released mutex {root} {waited} {sb}"),
+        ]
+    );
+    a.close();
+    b.close();
+}

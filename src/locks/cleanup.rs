@@ -127,12 +127,12 @@ pub(crate) fn delete_guaranteed(
 /// its release makes one try when connected (a gone node answers at once), never waits for
 /// the link, and returns `Ok`: nothing of the hold is left that the caller could act on.
 pub(crate) fn release_held(held: &HeldNode, retry: &dyn RetryPolicy, wait: Wait) -> Result<()> {
-    let released = delete_node(held.client(), held.path(), retry, wait, &|| {
-        known_lost(held)
-    });
-    // Every release of a hold ends here: the one place its `released` event is reported.
+    // Every release of a hold ends here: the one place its `released` event is reported,
+    // before the delete, so no successor's `acquired` can come before it.
     held.note_released();
-    released
+    delete_node(held.client(), held.path(), retry, wait, &|| {
+        known_lost(held)
+    })
 }
 
 /// Whether `held` is `Lost` as far as the client knows, without a request (a release with

@@ -99,8 +99,9 @@ pub trait LockObserver: Send + Sync {
         let _ = (lock, kind, error);
     }
 
-    /// The hold was given back (its node deleted, or its delete left to the background);
-    /// `held` is the time since it was acquired. Once per hold, lost or not.
+    /// The hold is being given back (reported as the release starts, before the delete of
+    /// its node: a successor's `acquired` never comes before it); `held` is the time since
+    /// it was acquired. Once per hold, lost or not.
     fn released(&self, event: &LockEvent<'_>, held: Duration) {
         let _ = (event, held);
     }
