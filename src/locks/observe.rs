@@ -14,8 +14,8 @@
 //!   a grant is an `Option` check and a log-level check: the hold keeps no reporter and
 //!   records no time, so its later events cost one `Option` check each; nothing is
 //!   allocated or formatted. A hold granted while nobody listened reports nothing later.
-//! - **Per hold, each event once, in order**: `queued` (at most once per acquisition) before
-//!   `acquired`; `suspect`/`held_again` as seen; `lost` at most once (also reported on
+//! - **Per hold, each event once, in order**: `queued` (once per node that waits; a
+//!   semaphore's admission wait and its wait for room count as one) before `acquired`; `suspect`/`held_again` as seen; `lost` at most once (also reported on
 //!   release when the hold was lost and nobody looked); `released` once.
 
 use std::cell::Cell;
@@ -74,10 +74,11 @@ use super::participants::ParticipantKind;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub trait LockObserver: Send + Sync {
-    /// The acquisition had to wait: its node is in the queue behind a holder. At most once
-    /// per acquisition, before its `acquired`, `timed_out` or `failed`. (A semaphore reports
-    /// it for its admission node when it waits to be admitted, else for its lease node when
-    /// it waits for room.)
+    /// The acquisition had to wait: its node is in the queue behind a holder. Once per
+    /// node that waits, before the acquisition's `acquired`, `timed_out` or `failed` (an
+    /// acquisition that queues anew because its session was lost reports it again). A
+    /// semaphore reports it for its admission node when it waits to be admitted, else for
+    /// its lease node when it waits for room, never both.
     fn queued(&self, event: &LockEvent<'_>) {
         let _ = event;
     }
@@ -170,7 +171,7 @@ pub(crate) fn session_hex(id: Option<i64>) -> String {
 
 thread_local! {
     /// How many `queued` events this thread reported: a semaphore whose admission waited
-    /// does not report its lease's wait for room again (one `queued` per acquisition).
+    /// does not report its lease's wait for room again (one `queued` per queue entry).
     static QUEUED: Cell<u64> = const { Cell::new(0) };
 }
 
