@@ -314,6 +314,10 @@ impl<C: ZkClient> ZkClient for CountingClient<C> {
         self.inner.own_digest_ids()
     }
 
+    fn lock_observer(&self) -> Option<std::sync::Arc<dyn crate::locks::LockObserver>> {
+        self.inner.lock_observer()
+    }
+
     fn session(&self) -> &Session {
         self.inner.session()
     }

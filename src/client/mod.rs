@@ -476,6 +476,12 @@ pub trait ZkClient: Send + Sync {
         Vec::new()
     }
 
+    /// The observer every lock recipe made on this client reports to, unless the recipe
+    /// sets its own (see [`crate::locks::LockObserver`]; default: none).
+    fn lock_observer(&self) -> Option<Arc<dyn crate::locks::LockObserver>> {
+        None
+    }
+
     /// The connection-state machine of this client: state, epoch, session id, listeners.
     fn session(&self) -> &Session;
 
@@ -560,6 +566,10 @@ impl<T: ZkClient + ?Sized> ZkClient for Arc<T> {
 
     fn own_digest_ids(&self) -> Vec<String> {
         (**self).own_digest_ids()
+    }
+
+    fn lock_observer(&self) -> Option<Arc<dyn crate::locks::LockObserver>> {
+        (**self).lock_observer()
     }
 
     fn session(&self) -> &Session {

@@ -127,6 +127,9 @@ pub(crate) fn delete_guaranteed(
 /// its release makes one try when connected (a gone node answers at once), never waits for
 /// the link, and returns `Ok`: nothing of the hold is left that the caller could act on.
 pub(crate) fn release_held(held: &HeldNode, retry: &dyn RetryPolicy, wait: Wait) -> Result<()> {
+    // Every release of a hold ends here: the one place its `released` event is reported,
+    // before the delete, so no successor's `acquired` can come before it.
+    held.note_released();
     delete_node(held.client(), held.path(), retry, wait, &|| {
         known_lost(held)
     })

@@ -19,14 +19,15 @@
 //! The fencing token is the node's `czxid`: globally increasing across the ensemble, unlike
 //! the sequence number, which restarts when the lock's parent is deleted and recreated.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, OnceLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::client::{SharedClient, ZkError};
 use crate::error::{Error, Result};
 use crate::session::{ConnectionState, SessionSnapshot};
 
+use super::observe::Observe;
 use super::watching::{wait_on, NodeWatch};
 
 /// Whether a holder can still rely on its lock.
@@ -58,7 +59,19 @@ pub struct HeldNode {
     czxid: OnceLock<i64>,
     /// The watch on the node, armed by the first wait (none while nobody waits).
     watch: Arc<NodeWatch>,
+    /// Who reports this hold's events, and when the hold was granted (the hold time reported
+    /// on release). Set by the engine when it grants and someone listens (an observer, or
+    /// the debug log); none for a hold the user did not take (a semaphore's admission).
+    observe: Option<(Arc<Observe>, Instant)>,
+    /// The last state reported (`HELD`, `SUSPECT`, `LOST`, or `RELEASED`).
+    reported: AtomicU8,
 }
+
+/// The states [`HeldNode`] reports, in `reported`.
+const HELD: u8 = 0;
+const SUSPECT: u8 = 1;
+const LOST: u8 = 2;
+const RELEASED: u8 = 3;
 
 impl HeldNode {
     /// Records a node acquired while the session looked like `before` (taken *before* the node
@@ -75,6 +88,56 @@ impl HeldNode {
             lost: AtomicBool::new(lost),
             czxid: OnceLock::new(),
             watch: Arc::default(),
+            observe: None,
+            reported: AtomicU8::new(HELD),
+        }
+    }
+
+    /// Reports this hold's events through `observe` from now on (see `locks/observe.rs`).
+    pub(crate) fn observed(mut self, observe: Arc<Observe>, granted: Instant) -> HeldNode {
+        self.observe = Some((observe, granted));
+        self
+    }
+
+    /// Reports `state` when it differs from the last one reported: `suspect`, `held_again`,
+    /// `lost` (once; nothing after it). Without an observer this is one `Option` check.
+    fn note(&self, state: LockState) -> LockState {
+        let Some((observe, _)) = &self.observe else {
+            return state;
+        };
+        let code = match state {
+            LockState::Held => HELD,
+            LockState::Suspect => SUSPECT,
+            LockState::Lost => LOST,
+        };
+        let before = self
+            .reported
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |last| {
+                (last != code && last < LOST).then_some(code)
+            });
+        if let Ok(last) = before {
+            match state {
+                LockState::Suspect => observe.suspect(&self.path, self.session_id),
+                LockState::Held if last == SUSPECT => {
+                    observe.held_again(&self.path, self.session_id)
+                }
+                LockState::Held => {}
+                LockState::Lost => observe.lost(&self.path, self.session_id),
+            }
+        }
+        state
+    }
+
+    /// Reports the release of this hold, once: `lost` first when the client knows it was
+    /// lost and that was not reported yet, then `released` with the hold time.
+    pub(crate) fn note_released(&self) {
+        let Some((observe, granted)) = &self.observe else {
+            return;
+        };
+        // Reports a loss the client knows of (no request) that nobody looked at yet.
+        let _ = self.believed();
+        if self.reported.swap(RELEASED, Ordering::SeqCst) != RELEASED {
+            observe.released(&self.path, self.session_id, granted.elapsed());
         }
     }
 
@@ -137,6 +200,12 @@ impl HeldNode {
     /// The state as far as the client knows without a request, and the epoch it was read at;
     /// `None` after a reconnect that no read of the node has followed yet.
     fn believed(&self) -> (u64, Option<LockState>) {
+        let (epoch, state) = self.believed_unreported();
+        (epoch, state.map(|state| self.note(state)))
+    }
+
+    /// [`Self::believed`] without reporting a change of state.
+    fn believed_unreported(&self) -> (u64, Option<LockState>) {
         let s = self.client.session().snapshot();
         if self.lost.load(Ordering::SeqCst) || self.watch.saw_deletion() {
             return (s.epoch, Some(LockState::Lost));
@@ -175,6 +244,12 @@ impl HeldNode {
 
     /// Re-reads the node after a reconnect: gone or owned by another session means lost.
     fn verify(&self, epoch: u64) -> LockState {
+        let state = self.verify_unreported(epoch);
+        self.note(state)
+    }
+
+    /// [`Self::verify`] without reporting a change of state.
+    fn verify_unreported(&self, epoch: u64) -> LockState {
         match self.client.exists(&self.path) {
             Ok(Some(stat)) if self.owned_by_us(stat.ephemeral_owner) => {
                 self.verified_in(epoch);

@@ -23,6 +23,7 @@ pub(crate) mod internals;
 mod layout;
 mod multi;
 mod mutex;
+mod observe;
 mod participants;
 mod read_write;
 mod rearm;
@@ -43,6 +44,8 @@ pub use layout::{
 };
 pub use multi::InterProcessMultiLock;
 pub use mutex::InterProcessMutex;
+pub(crate) use observe::ObserverSlot;
+pub use observe::{LockEvent, LockObserver};
 pub use participants::{Participant, ParticipantKind};
 pub use read_write::{InterProcessReadWriteLock, ReadLock, WriteLock};
 pub use revocation::{Revoker, REVOKE_MESSAGE};

@@ -97,8 +97,27 @@ impl InterProcessMutex {
             i.base_path().to_string(),
             i.driver().clone(),
             retry,
-        );
+        )
+        .with_observe(i.observe().clone());
         self
+    }
+
+    /// Reports this mutex's events to `observer` instead of the client's (see
+    /// [`LockObserver`](super::LockObserver)).
+    pub fn with_observer(self, observer: Arc<dyn super::LockObserver>) -> Self {
+        let observe = self.internals.observe_with(Some(observer));
+        self.observed_as(observe)
+    }
+
+    /// Reports this mutex's events through `observe`.
+    pub(crate) fn observed_as(mut self, observe: super::observe::Observe) -> Self {
+        self.internals = self.internals.with_observe(observe);
+        self
+    }
+
+    /// The observer this mutex reports to, if any.
+    pub(crate) fn observer(&self) -> Option<Arc<dyn super::LockObserver>> {
+        self.internals.observe().observer().cloned()
     }
 
     /// The lock's path.

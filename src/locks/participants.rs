@@ -87,6 +87,9 @@ pub struct Participant {
     pub data: Vec<u8>,
     /// True when the recipe's rule grants this node the lock (or a lease) in this listing.
     pub is_holder: bool,
+    /// The session that owns the node (its `ephemeralOwner`; 0 for a node that is not
+    /// ephemeral). ZooKeeper prints it in hex: `format!("0x{:x}", p.session_id)`.
+    pub session_id: i64,
 }
 
 /// The queue of the lock directory `dir`: its children sorted by `order`, each with its data
@@ -118,9 +121,9 @@ pub(crate) fn list(
     let mut data = Vec::with_capacity(children.len());
     for (name, reply) in children.into_iter().zip(client.pipeline(&reads)) {
         match reply {
-            Ok(Response::GetData(bytes, _)) => {
+            Ok(Response::GetData(bytes, stat)) => {
                 present.push(name);
-                data.push(bytes);
+                data.push((bytes, stat.ephemeral_owner));
             }
             Ok(other) => {
                 let path = paths::join(dir, &name);
@@ -134,7 +137,7 @@ pub(crate) fn list(
     let participants = data
         .into_iter()
         .enumerate()
-        .map(|(index, data)| {
+        .map(|(index, (data, session_id))| {
             let (kind, is_holder) = rule(&present, index);
             let name = present[index].clone();
             Participant {
@@ -143,6 +146,7 @@ pub(crate) fn list(
                 kind,
                 data,
                 is_holder,
+                session_id,
             }
         })
         .collect();

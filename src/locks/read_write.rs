@@ -20,6 +20,7 @@ use super::held::{HeldNode, LockState};
 use super::internals::{past, NodeKind, Wait};
 use super::layout::{READ_LOCK_NAME, WRITE_LOCK_NAME};
 use super::mutex::InterProcessMutex;
+use super::observe::LockObserver;
 use super::participants::{self as queue, Participant, ParticipantKind};
 use super::InterProcessLock;
 
@@ -176,29 +177,52 @@ pub struct WriteLock {
 impl InterProcessReadWriteLock {
     /// A read/write lock at `path`.
     pub fn new(client: SharedClient, path: &str) -> Result<Self> {
-        Self::build(client, path, None, None)
+        Self::build(client, path, None, None, None)
     }
 
     /// Stores `data` in the lock's nodes (of both kinds) instead of the default
     /// (`<host> <pid>`), as [`InterProcessMutex::with_data`] does.
     pub fn with_data(self, data: impl Into<Vec<u8>>) -> Self {
         let retry = self.write.write.retry_policy().clone();
-        self.rebuild(Some(data.into()), retry)
+        let observer = self.write.write.observer();
+        self.rebuild(Some(data.into()), retry, observer)
+    }
+
+    /// Reports both sides' events to `observer` instead of the client's (see
+    /// [`LockObserver`]; read and write holds are told apart by [`LockEvent::kind`]).
+    ///
+    /// [`LockEvent::kind`]: crate::locks::LockEvent::kind
+    pub fn with_observer(self, observer: Arc<dyn LockObserver>) -> Self {
+        let data = self.write.write.data().map(<[u8]>::to_vec);
+        let retry = self.write.write.retry_policy().clone();
+        self.rebuild(data, retry, Some(observer))
     }
 
     /// Replaces the retry policy of both sides (default: exponential backoff, 50 ms base, 10
     /// retries), as [`InterProcessMutex::with_retry_policy`] does.
     pub fn with_retry_policy(self, retry: Arc<dyn RetryPolicy>) -> Self {
         let data = self.write.write.data().map(<[u8]>::to_vec);
-        self.rebuild(data, retry)
+        let observer = self.write.write.observer();
+        self.rebuild(data, retry, observer)
     }
 
     /// The same lock with other settings: nothing is held yet (the builders take `self` before
     /// any acquire), so both sides are made anew.
-    fn rebuild(self, data: Option<Vec<u8>>, retry: Arc<dyn RetryPolicy>) -> Self {
+    fn rebuild(
+        self,
+        data: Option<Vec<u8>>,
+        retry: Arc<dyn RetryPolicy>,
+        observer: Option<Arc<dyn LockObserver>>,
+    ) -> Self {
         let write = &self.write.write;
-        Self::build(write.client().clone(), write.path(), data, Some(retry))
-            .expect("the path was validated when the lock was made")
+        Self::build(
+            write.client().clone(),
+            write.path(),
+            data,
+            Some(retry),
+            observer,
+        )
+        .expect("the path was validated when the lock was made")
     }
 
     fn build(
@@ -206,6 +230,7 @@ impl InterProcessReadWriteLock {
         path: &str,
         data: Option<Vec<u8>>,
         retry: Option<Arc<dyn RetryPolicy>>,
+        observer: Option<Arc<dyn LockObserver>>,
     ) -> Result<Self> {
         let configure = |mut side: InterProcessMutex| {
             if let Some(d) = &data {
@@ -213,6 +238,9 @@ impl InterProcessReadWriteLock {
             }
             if let Some(r) = &retry {
                 side = side.with_retry_policy(r.clone());
+            }
+            if let Some(o) = &observer {
+                side = side.with_observer(o.clone());
             }
             side
         };

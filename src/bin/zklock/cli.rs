@@ -16,7 +16,8 @@ zklock - run a command while holding a ZooKeeper lock (Curator-compatible)
 
 USAGE:
     zklock [OPTIONS] PATH -- COMMAND [ARGS...]
-    zklock holders [--connect HOSTS] [--session-timeout DUR] [--auth-file FILE] [--semaphore N] PATH
+    zklock holders [--connect HOSTS] [--session-timeout DUR] [--auth-file FILE] [--semaphore N]
+                   [--json] PATH
 
 Acquires the lock at PATH (an InterProcessMutex by default), runs COMMAND, releases the lock
 and exits with COMMAND's status. JVM processes using Curator 5.4's recipes on the same PATH
@@ -43,6 +44,9 @@ OPTIONS:
         --tls-ca FILE          connect with TLS (HOSTS name secureClientPorts), verifying the
                                servers against the PEM CA certificates in FILE (feature `tls`)
         --tls-cert FILE        with --tls-key FILE: present this PEM client certificate
+    -v, --verbose              debug logging of zk_locks and zklock (as RUST_LOG=zk_locks=debug,
+                               on top of RUST_LOG); -vv: trace
+        --json                 (holders) one JSON object per line, see below
     -h, --help                 this text
     -V, --version              the version
 
@@ -67,6 +71,17 @@ stops it (SIGTTIN).
 name and node data (zklock and zk-locks store `<host> <pid>`, Curator its IP address). For a
 semaphore, --semaphore N tells the holders from the one lease waiting for room; without it
 every lease is listed as a holder.
+
+`holders --json` prints one JSON object per participant and line, in queue order, with the
+keys position (0 first), node (the node's name), path, kind (mutex, read, write, lease),
+is_holder, session_id (the node's owner in hex, as ZooKeeper prints it: 0x...), data and
+data_encoding: the node's data as text when it is UTF-8 (data_encoding utf-8), else as
+lower-case hex (data_encoding hex).
+
+Log lines go to stderr with their target: zk_locks::locks (queued, acquired with the wait,
+released with the hold time, suspect, lost: each with node and session id),
+zk_locks::client::native (connections, the session), zk_locks::session (state changes),
+zklock (the command's life). RUST_LOG=zk_locks::locks=debug selects one layer.
 
 EXIT STATUS:
     0-255  the command's own status
@@ -146,6 +161,8 @@ pub(crate) struct RunArgs {
     pub(crate) kind: Kind,
     pub(crate) path: String,
     pub(crate) command: Vec<OsString>,
+    /// `-v` given this many times.
+    pub(crate) verbose: u8,
 }
 
 #[derive(Debug)]
@@ -155,6 +172,10 @@ pub(crate) struct HoldersArgs {
     pub(crate) session_timeout: Duration,
     pub(crate) semaphore: Option<usize>,
     pub(crate) path: String,
+    /// `--json`: one JSON object per participant.
+    pub(crate) json: bool,
+    /// `-v` given this many times.
+    pub(crate) verbose: u8,
 }
 
 #[derive(Debug)]
@@ -186,6 +207,8 @@ pub(crate) fn parse_cli(args: Vec<OsString>, env_connect: Option<String>) -> Res
     let mut command = Vec::new();
     let mut first = true;
     let mut security = Security::default();
+    let mut verbose = 0u8;
+    let mut json = false;
     loop {
         // A `--` where an option or the PATH may stand starts the command (lexopt would take
         // the rest as plain values, which we could not tell from a misplaced command).
@@ -230,6 +253,8 @@ pub(crate) fn parse_cli(args: Vec<OsString>, env_connect: Option<String>) -> Res
                 grace = durations::wait("--grace", &text).map_err(Usage)?;
             }
             Long("foreground") => foreground = true,
+            Short('v') | Long("verbose") => verbose = verbose.saturating_add(1),
+            Long("json") => json = true,
             Long("auth-file") => security.auth_file = Some(value(&mut parser)?),
             Long("tls-ca") => security.tls_ca = Some(value(&mut parser)?),
             Long("tls-cert") => security.tls_cert = Some(value(&mut parser)?),
@@ -290,7 +315,7 @@ pub(crate) fn parse_cli(args: Vec<OsString>, env_connect: Option<String>) -> Res
         }
         if matches!(kind, Some(Kind::Read | Kind::Write)) || timeout.is_some() || foreground {
             return Err(Usage(
-                "holders takes only --connect, --session-timeout, --auth-file, --acl, --tls-* and --semaphore".into(),
+                "holders takes only --connect, --session-timeout, --auth-file, --acl, --tls-*, --semaphore, --json and -v".into(),
             ));
         }
         return Ok(Cli::Holders(HoldersArgs {
@@ -299,10 +324,15 @@ pub(crate) fn parse_cli(args: Vec<OsString>, env_connect: Option<String>) -> Res
             session_timeout,
             semaphore,
             path,
+            json,
+            verbose,
         }));
     }
     if command.is_empty() {
         return Err(Usage("missing the COMMAND (after --)".into()));
+    }
+    if json {
+        return Err(Usage("--json is an option of holders".into()));
     }
     Ok(Cli::Run(RunArgs {
         security,
@@ -314,6 +344,7 @@ pub(crate) fn parse_cli(args: Vec<OsString>, env_connect: Option<String>) -> Res
         kind: kind.unwrap_or(Kind::Mutex),
         path,
         command,
+        verbose,
     }))
 }
 

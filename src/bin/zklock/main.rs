@@ -51,10 +51,6 @@ pub(crate) mod exit {
 }
 
 fn main() {
-    // Warnings (a lost session, a dead link) reach the operator unless RUST_LOG says otherwise.
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn"))
-        .format_timestamp_millis()
-        .init();
     let args: Vec<OsString> = std::env::args_os().skip(1).collect();
     let cli = parse_cli(args, std::env::var("ZK_CONNECT").ok())
         .and_then(|cli| load_credentials(cli, std::env::var("ZK_AUTH").ok()));
@@ -65,6 +61,11 @@ fn main() {
             std::process::exit(exit::USAGE);
         }
     };
+    init_logging(match &cli {
+        Cli::Run(args) => args.verbose,
+        Cli::Holders(args) => args.verbose,
+        Cli::Help | Cli::Version => 0,
+    });
     let code = match cli {
         Cli::Help => {
             print!("{HELP}");
@@ -78,4 +79,25 @@ fn main() {
         Cli::Run(args) => supervising::run(args),
     };
     std::process::exit(code);
+}
+
+/// Warnings (a lost session, a dead link) reach the operator unless RUST_LOG says otherwise;
+/// `-v` adds debug (`-vv` trace) for the library's targets (`zk_locks::…`) and zklock's own,
+/// over whatever RUST_LOG says for them (RUST_LOG still rules every other target). Each line
+/// names its target, so `RUST_LOG=zk_locks::locks=debug` picks one layer.
+fn init_logging(verbose: u8) {
+    let mut logger =
+        env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn"));
+    logger.format_timestamp_millis().format_target(true);
+    let level = match verbose {
+        0 => None,
+        1 => Some(log::LevelFilter::Debug),
+        _ => Some(log::LevelFilter::Trace),
+    };
+    if let Some(level) = level {
+        logger
+            .filter_module("zk_locks", level)
+            .filter_module("zklock", level);
+    }
+    logger.init();
 }

@@ -40,6 +40,9 @@ pub struct MemoryOptions {
     pub(crate) auth: Vec<(String, Vec<u8>)>,
     /// The ACL of every node the client creates (default [`AclProvider::open`]).
     pub(crate) acl: AclProvider,
+    /// The observer every lock recipe made on this client reports to (set with
+    /// [`MemoryOptions::lock_observer()`]; default: none).
+    pub(crate) lock_observer: crate::locks::ObserverSlot,
 }
 
 impl std::fmt::Debug for MemoryOptions {
@@ -50,6 +53,7 @@ impl std::fmt::Debug for MemoryOptions {
                 &self.auth.iter().map(|a| &a.0).collect::<Vec<_>>(),
             )
             .field("acl", &self.acl)
+            .field("lock_observer", &self.lock_observer)
             .finish()
     }
 }
@@ -78,6 +82,16 @@ impl MemoryOptions {
     /// [`ZkError::InvalidAcl`] before the request reaches the model.
     pub fn acl_provider(mut self, provider: AclProvider) -> MemoryOptions {
         self.acl = provider;
+        self
+    }
+
+    /// Sets the observer every lock recipe made on this client reports its events to (a
+    /// recipe's own `with_observer` replaces it for that recipe).
+    pub fn lock_observer(
+        mut self,
+        observer: std::sync::Arc<dyn crate::locks::LockObserver>,
+    ) -> MemoryOptions {
+        self.lock_observer = crate::locks::ObserverSlot(Some(observer));
         self
     }
 

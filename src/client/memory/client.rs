@@ -34,6 +34,8 @@ pub struct MemoryClient {
     pub(super) acl: AclProvider,
     /// Its credentials, for the client-side lock-out check.
     pub(super) auth: Vec<(String, Vec<u8>)>,
+    /// The observer of the locks made on this client (`MemoryOptions::lock_observer`).
+    pub(super) lock_observer: Option<Arc<dyn crate::locks::LockObserver>>,
 }
 
 impl fmt::Debug for MemoryClient {
@@ -232,6 +234,10 @@ impl ZkClient for MemoryClient {
 
     fn own_digest_ids(&self) -> Vec<String> {
         crate::client::acl::own_digest_ids(&self.auth)
+    }
+
+    fn lock_observer(&self) -> Option<Arc<dyn crate::locks::LockObserver>> {
+        self.lock_observer.clone()
     }
 
     /// Create2 is one request here, as on ZooKeeper.

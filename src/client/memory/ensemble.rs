@@ -105,6 +105,7 @@ impl MemoryEnsemble {
                 transitions: ReentrantMutex::new(()),
                 acl: options.acl,
                 auth: options.auth,
+                lock_observer: options.lock_observer.0,
             }
         })
     }

@@ -271,7 +271,7 @@ impl Connection {
             .name("zk-locks-native-reader".into())
             .spawn(move || {
                 let why = conn.read_loop(stream, &watches, &last_zxid);
-                log::debug!("zk-locks native: connection closed: {why}");
+                log::debug!("connection closed: {why}");
                 conn.close();
                 *conn.reader_stopped.lock() = true;
                 conn.reader_stopped_cv.notify_all();
@@ -361,7 +361,7 @@ impl Connection {
             Ok(true) => self.last_send.store(self.now(), Ordering::SeqCst),
             Ok(false) => {}
             Err(e) => {
-                log::debug!("zk-locks native: write failed: {e}");
+                log::debug!("write failed: {e}");
                 self.close();
             }
         }
@@ -382,7 +382,7 @@ impl Connection {
                 .wait_until(&mut stopped, deadline)
                 .timed_out()
             {
-                log::warn!("zk-locks native: the reader thread did not stop in {timeout:?}");
+                log::warn!("the reader thread did not stop in {timeout:?}");
                 return;
             }
         }

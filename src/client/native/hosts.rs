@@ -30,7 +30,7 @@ pub fn try_addresses<T>(
     attempt: impl FnMut(SocketAddr, Duration) -> Result<T, String>,
 ) -> Result<T, String> {
     let addrs = crate::client::connect_string::resolve_all(host).map_err(|e| {
-        log::warn!("zk-locks native: {e}: host skipped");
+        log::warn!("{e}: host skipped");
         e
     })?;
     let start = super::session::random_index(addrs.len());
@@ -102,7 +102,7 @@ fn closed_without_answer(last_zxid: i64, e: &std::io::Error) -> String {
              zxid 0x{last_zxid:x} (it is behind what this client has seen, as after an \
              ensemble was rebuilt), expect TLS on this port, or not serve yet"
         );
-        log::warn!("zk-locks native: {why}; trying the next host");
+        log::warn!("{why}; trying the next host");
         why
     } else {
         format!(

@@ -89,6 +89,8 @@ pub struct NativeClient {
     connect_string: String,
     acl: AclProvider,
     auth: Vec<(String, Vec<u8>)>,
+    /// The observer of the locks made on this client (`NativeOptions::lock_observer`).
+    lock_observer: Option<Arc<dyn crate::locks::LockObserver>>,
 }
 
 impl std::fmt::Debug for NativeClient {
@@ -177,6 +179,7 @@ impl NativeClient {
             connect_string: options.connect_string.clone(),
             acl: options.acl.clone(),
             auth: options.auth.clone(),
+            lock_observer: options.lock_observer.0.clone(),
         });
         if let Some(chroot) = client.chroot.clone() {
             client.create_chroot(&chroot).map_err(|e| {
@@ -274,7 +277,7 @@ impl NativeClient {
             .ok_or(ZkError::ConnectionLoss)?;
         let reply = slot.wait(deadline)?;
         decode_all(&reply.body, decode).map_err(|e| {
-            log::warn!("zk-locks native: undecodable reply ({e}); reconnecting");
+            log::warn!("undecodable reply ({e}); reconnecting");
             conn.close();
             ZkError::MarshallingError
         })
@@ -363,6 +366,10 @@ impl ZkClient for NativeClient {
         crate::client::acl::own_digest_ids(&self.auth)
     }
 
+    fn lock_observer(&self) -> Option<Arc<dyn crate::locks::LockObserver>> {
+        self.lock_observer.clone()
+    }
+
     fn get_children(&self, path: &str, watcher: Option<Watcher>) -> ZkResult<Vec<String>> {
         check_path(path)?;
         let server_path = self.server_path(path);
@@ -417,9 +424,7 @@ impl ZkClient for NativeClient {
                         let request = &requests[i];
                         results[i] = Some(match slot.wait(deadline) {
                             Ok(reply) => self.decode_response(request, &reply.body).map_err(|e| {
-                                log::warn!(
-                                    "zk-locks native: undecodable reply ({e}); reconnecting"
-                                );
+                                log::warn!("undecodable reply ({e}); reconnecting");
                                 conn.close();
                                 ZkError::MarshallingError
                             }),

@@ -42,6 +42,9 @@ pub struct NativeOptions {
     /// TLS on every connection (feature `tls`); `None`: plain TCP.
     #[cfg(feature = "tls")]
     pub(crate) tls: Option<super::TlsOptions>,
+    /// The observer every lock recipe made on this client reports to (set with
+    /// [`NativeOptions::lock_observer()`]; default: none).
+    pub(crate) lock_observer: crate::locks::ObserverSlot,
 }
 
 impl std::fmt::Debug for NativeOptions {
@@ -56,7 +59,8 @@ impl std::fmt::Debug for NativeOptions {
                 "auth_schemes",
                 &self.auth.iter().map(|a| &a.0).collect::<Vec<_>>(),
             )
-            .field("acl", &self.acl);
+            .field("acl", &self.acl)
+            .field("lock_observer", &self.lock_observer);
         #[cfg(feature = "tls")]
         f.field("tls", &self.tls);
         f.finish()
@@ -76,7 +80,18 @@ impl NativeOptions {
             acl: AclProvider::open(),
             #[cfg(feature = "tls")]
             tls: None,
+            lock_observer: crate::locks::ObserverSlot::default(),
         }
+    }
+
+    /// Sets the observer every lock recipe made on this client reports its events to (a
+    /// recipe's own `with_observer` replaces it for that recipe).
+    pub fn lock_observer(
+        mut self,
+        observer: std::sync::Arc<dyn crate::locks::LockObserver>,
+    ) -> NativeOptions {
+        self.lock_observer = crate::locks::ObserverSlot(Some(observer));
+        self
     }
 
     /// Sets the requested session timeout.

@@ -268,7 +268,7 @@ impl SessionCore {
             let ping_after = negotiated / 3;
             let silent = conn.since_recv();
             if silent >= read_timeout {
-                log::info!("zk-locks native: nothing received for {silent:?}: link dead");
+                log::info!("nothing received for {silent:?}: link dead");
                 self.note(format!("link dead: nothing received for {silent:?}"));
                 // Shuts the socket down: a caller's write blocked on it fails now.
                 conn.close();
@@ -295,7 +295,7 @@ impl SessionCore {
 
     /// Reports the session lost: watches dropped without firing, next connect is a new session.
     fn lose(&self, why: &str) {
-        log::warn!("zk-locks native: session lost: {why}");
+        log::warn!("session lost: {why}");
         self.note(format!("session lost: {why}"));
         {
             let mut link = self.link.lock();
@@ -318,7 +318,7 @@ impl SessionCore {
                 Ok(conn) => return Some(conn),
                 Err(_) if self.is_closed() => return None,
                 Err(e) => {
-                    log::debug!("zk-locks native: reconnect: {e}");
+                    log::debug!("reconnect: {e}");
                     self.lose("no server accepted the session within 4/3 of its timeout");
                 }
             }
@@ -381,7 +381,7 @@ impl SessionCore {
                     Ok(done) => done,
                     Err(e) => {
                         self.link.lock().connecting = None;
-                        log::debug!("zk-locks native: {host}: {e}");
+                        log::debug!("{host}: {e}");
                         self.note(format!("{host}: {e}"));
                         // A certificate that does not verify explains the failure better than
                         // the time-out of a later attempt cut short by the deadline.
@@ -572,7 +572,7 @@ impl SessionCore {
             match slot.wait(deadline) {
                 Ok(_) => {}
                 Err(ZkError::AuthFailed) => {
-                    log::error!("zk-locks native: authentication failed; closing the client");
+                    log::error!("authentication failed; closing the client");
                     let mut link = self.link.lock();
                     link.closed = true;
                     link.auth_failed = true;

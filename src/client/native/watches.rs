@@ -111,7 +111,7 @@ impl Watches {
             .spawn(move || {
                 for delivery in rx {
                     if catch_unwind(AssertUnwindSafe(delivery)).is_err() {
-                        log::error!("zk-locks native: a watcher panicked; ignored");
+                        log::error!("a watcher panicked; ignored");
                     }
                 }
             })?;

@@ -107,7 +107,7 @@ pub(super) fn crate_watcher(
             watcher(WatchedEvent { event_type, path })
         }));
         if delivered.is_err() {
-            log::error!("zk-locks: a watcher panicked; ignored");
+            log::error!("a watcher panicked; ignored");
         }
     };
     (fire, slot)

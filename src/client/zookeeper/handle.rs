@@ -161,7 +161,7 @@ pub(super) fn open_crate_handle(
     // Names are resolved again for every handle (as the Java client resolves on every
     // connection attempt).
     let crate_hosts = target.crate_hosts().map_err(|e| {
-        log::warn!("zk-locks: no host of the connect string resolves: {e}");
+        log::warn!("no host of the connect string resolves: {e}");
         ZkError::ConnectionLoss
     })?;
     let (connected, socket) = socket::open(|| {
@@ -171,7 +171,7 @@ pub(super) fn open_crate_handle(
         Ok(Ok(zk)) => zk,
         Ok(Err(e)) => return Err(map_error(e)),
         Err(_) => {
-            log::warn!("zk-locks: the zookeeper crate panicked while connecting");
+            log::warn!("the zookeeper crate panicked while connecting");
             return Err(ZkError::ConnectionLoss);
         }
     };
@@ -262,7 +262,7 @@ pub(super) fn retire(conn: Arc<Conn>, patience: Duration) -> Retiring {
             let _ = done_tx.send(());
         });
     if let Err(e) = spawned {
-        log::error!("zk-locks: could not spawn a thread to close a dead handle ({e}); leaking it");
+        log::error!("could not spawn a thread to close a dead handle ({e}); leaking it");
     }
     retiring
 }
@@ -293,7 +293,7 @@ impl Retiring {
         }
         if now || Instant::now() >= self.next_shutdown {
             if self.conn.socket.shutdown() {
-                log::info!("zk-locks: a retired handle's link stayed silent; socket shut down");
+                log::info!("a retired handle's link stayed silent; socket shut down");
             }
             self.next_shutdown = Instant::now() + self.patience;
         }

@@ -133,7 +133,7 @@ impl Target {
             match crate::client::connect_string::resolve_all(host) {
                 Ok(resolved) => addrs.extend(resolved.iter().map(|a| a.to_string())),
                 Err(e) => {
-                    log::warn!("zk-locks: {e}: host skipped");
+                    log::warn!("{e}: host skipped");
                     failures.push(e);
                 }
             }

@@ -78,7 +78,7 @@ impl CallPool {
             // A panicking call answers `None` at once rather than leaving the caller waiting.
             let value = catch_unwind(AssertUnwindSafe(f)).ok();
             if value.is_none() {
-                log::error!("zk-locks: a ZooKeeper call panicked");
+                log::error!("a ZooKeeper call panicked");
             }
             *worker_slot.value.lock() = Some(value);
             worker_slot.filled.notify_one();
@@ -110,7 +110,7 @@ impl CallPool {
                 .spawn(move || worker(inner));
             if spawned.is_err() {
                 state.threads -= 1;
-                log::error!("zk-locks: could not spawn a call thread");
+                log::error!("could not spawn a call thread");
             }
         } else {
             self.inner.work.notify_one();

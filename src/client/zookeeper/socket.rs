@@ -41,7 +41,7 @@ pub(super) fn open<T>(connect: impl FnOnce() -> T) -> (T, CrateSocket) {
         let handle = connect();
         let epoll = before.and_then(|before| linux::new_epoll(&before));
         if epoll.is_none() {
-            log::debug!("zk-locks: the crate's socket was not found; it cannot be shut down");
+            log::debug!("the crate's socket was not found; it cannot be shut down");
         }
         (handle, CrateSocket { epoll })
     }

@@ -137,7 +137,7 @@ impl Supervisor {
             | ConnectionState::Reconnected
             | ConnectionState::ReadOnly => {
                 if silent > session_timeout / 2 {
-                    log::info!("zk-locks: no reply for {silent:?}: Suspended");
+                    log::info!("no reply for {silent:?}: Suspended");
                     shared.session.transition(ConnectionState::Suspended, None);
                 } else if self.needs_check && link_up {
                     self.check_session(state);
@@ -189,7 +189,7 @@ impl Supervisor {
             Err(ZkError::AuthFailed) => {
                 // The server no longer accepts our credentials' scheme: terminal, as on the
                 // native client (no reconnect storm).
-                log::error!("zk-locks: authentication failed after a reconnect: closing");
+                log::error!("authentication failed after a reconnect: closing");
                 shared.shut_down();
                 return;
             }
@@ -216,9 +216,7 @@ impl Supervisor {
             _ => {
                 // The crate silently opened a new session: the old one (and its ephemerals) is
                 // gone.
-                log::warn!(
-                    "zk-locks: session changed from {known:x?} to 0x{id:x} behind the client's back"
-                );
+                log::warn!("session changed from {known:x?} to 0x{id:x} behind the client's back");
                 shared.session.transition(ConnectionState::Lost, None);
                 shared
                     .session
@@ -231,7 +229,7 @@ impl Supervisor {
     fn lose_and_replace(&mut self, reason: &str) {
         let shared = self.shared.clone();
         if shared.session.state() != ConnectionState::Lost {
-            log::warn!("zk-locks: session lost: {reason}");
+            log::warn!("session lost: {reason}");
             shared.session.transition(ConnectionState::Lost, None);
         }
         // Retired first: from here on the old handle cannot move the session.
@@ -252,7 +250,7 @@ impl Supervisor {
                 shared.generation.store(generation, Ordering::SeqCst);
                 self.installed = Instant::now();
             }
-            Err(e) => log::warn!("zk-locks: could not open a new handle ({e}); retrying"),
+            Err(e) => log::warn!("could not open a new handle ({e}); retrying"),
         }
     }
 }

@@ -40,6 +40,7 @@ use crate::retry::{Retries, RetryPolicy, RetryStep};
 use crate::session::{ConnectionState, ListenerId, SessionSnapshot};
 
 mod create;
+mod observing;
 mod protection;
 mod waiter;
 
@@ -50,6 +51,7 @@ pub(crate) use waiter::Waiter;
 pub(crate) use super::cleanup::{delete_guaranteed, NodeCleanup, Wait};
 use super::driver::{sort_children, Decision, LockDriver};
 use super::held::HeldNode;
+use super::observe::Observe;
 
 /// How a pause before a retry ended.
 pub(crate) enum Resume {
@@ -84,6 +86,8 @@ pub struct LockInternals {
     retry: Arc<dyn RetryPolicy>,
     /// The directory's ACL guard, passed once per lock object (see `protection`).
     protection: Arc<protection::Protection>,
+    /// Who reports this lock's events (the client's observer unless the recipe set one).
+    observe: Arc<Observe>,
 }
 
 impl LockInternals {
@@ -94,12 +98,14 @@ impl LockInternals {
         driver: Arc<dyn LockDriver>,
         retry: Arc<dyn RetryPolicy>,
     ) -> LockInternals {
+        let observe = observing::observe_for(&client, &base_path, driver.as_ref());
         LockInternals {
             client,
             base_path,
             driver,
             retry,
             protection: Arc::default(),
+            observe,
         }
     }
 
@@ -133,6 +139,18 @@ impl LockInternals {
         kind: NodeKind,
     ) -> Result<Option<HeldNode>> {
         let start = Instant::now();
+        let result = self.attempt_from(start, deadline, data, kind);
+        self.report(result, start)
+    }
+
+    /// [`Self::attempt`], started at `start`, unreported.
+    fn attempt_from(
+        &self,
+        start: Instant,
+        deadline: Option<Instant>,
+        data: &[u8],
+        kind: NodeKind,
+    ) -> Result<Option<HeldNode>> {
         let mut retries = Retries::new(self.retry.as_ref(), start, deadline);
         loop {
             if self.client.session().state() == ConnectionState::Closed {
@@ -226,6 +244,7 @@ impl LockInternals {
         let mut listener = None;
         let mut retries = Retries::new(self.retry.as_ref(), Instant::now(), deadline);
         let mut first_round = true;
+        let mut queued = false;
         let result = loop {
             // Past the deadline, no new round: it would start a request. (The first round's
             // listing belongs to the create: a call with no time left still looks once.)
@@ -280,6 +299,9 @@ impl LockInternals {
                     last_ahead,
                 } => (predecessor, last_ahead),
             };
+            if !std::mem::replace(&mut queued, true) {
+                self.observe.queued(our_path, before.session_id);
+            }
             // The listing holds the whole queue (~90 bytes a child): kept through the wait, it
             // made each waiter's memory grow with the queue length (1,000 waiters: ~90 MB).
             drop(children);

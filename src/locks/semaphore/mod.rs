@@ -39,6 +39,7 @@ use super::internals::{
 };
 use super::layout::{LEASE_BASE_NAME, LEASE_PARENT, LOCK_PARENT};
 use super::mutex::InterProcessMutex;
+use super::observe::{queued_mark, LockObserver, Observe};
 use super::participants::{self as queue, Participant, ParticipantKind};
 use super::shared_count::SharedCount;
 use super::{deadline_after, default_node_data, validate_lock_path, InterProcessLock};
@@ -93,13 +94,17 @@ impl InterProcessSemaphoreV2 {
 
     fn build(client: SharedClient, path: &str, max: MaxLeases) -> Result<Self> {
         validate_lock_path(path)?;
-        let admission = InterProcessMutex::new(client.clone(), &paths::join(path, LOCK_PARENT))?;
+        // Events name the semaphore: its lease's, and its admission's wait (`queued` only).
+        let observe = Observe::new(client.lock_observer(), path, ParticipantKind::Lease);
+        let admission = InterProcessMutex::new(client.clone(), &paths::join(path, LOCK_PARENT))?
+            .observed_as(observe.clone().queue_only());
         let leases = LockInternals::new(
             client,
             paths::join(path, LEASE_PARENT),
             Arc::new(StandardDriver::new(LEASE_BASE_NAME, 1)),
             Arc::new(ExponentialBackoffRetry::default()),
-        );
+        )
+        .with_observe(observe);
         Ok(InterProcessSemaphoreV2 {
             path: path.to_string(),
             admission,
@@ -123,8 +128,18 @@ impl InterProcessSemaphoreV2 {
             l.base_path().to_string(),
             l.driver().clone(),
             retry.clone(),
-        );
+        )
+        .with_observe(l.observe().clone());
         self.admission = self.admission.with_retry_policy(retry);
+        self
+    }
+
+    /// Reports this semaphore's events to `observer` instead of the client's (see
+    /// [`LockObserver`]): each lease's, and the wait for admission as its `queued`.
+    pub fn with_observer(mut self, observer: Arc<dyn LockObserver>) -> Self {
+        let observe = Observe::new(Some(observer), &self.path, ParticipantKind::Lease);
+        self.admission = self.admission.observed_as(observe.clone().queue_only());
+        self.leases = self.leases.with_observe(observe);
         self
     }
 
@@ -196,7 +211,14 @@ impl InterProcessSemaphoreV2 {
         // Leases taken so far are returned on any failure or timeout, within the deadline.
         let mut taken = Vec::with_capacity(qty);
         for _ in 0..qty {
+            let started = Instant::now();
             let outcome = self.acquire_one(deadline);
+            // The semaphore's own engine reports its outcomes here (the grant in the loop).
+            match &outcome {
+                Ok(Some(_)) => {}
+                Ok(None) => self.leases.observe().timed_out(started.elapsed()),
+                Err(e) => self.leases.observe().failed(e),
+            }
             let Ok(Some(lease)) = outcome else {
                 let give = give_back(taken, deadline, mark, |lease: Lease, wait| {
                     lease.close_within(wait)
@@ -219,6 +241,8 @@ impl InterProcessSemaphoreV2 {
         let start = Instant::now();
         let mut retries = Retries::new(self.leases.retry_policy().as_ref(), start, deadline);
         let data = self.data.clone().unwrap_or_else(default_node_data);
+        // One `queued` per acquisition: the admission's, else the lease's wait for room.
+        let queued = queued_mark();
         loop {
             let remaining = deadline.map(|d| d.saturating_duration_since(Instant::now()));
             if !self
@@ -228,7 +252,7 @@ impl InterProcessSemaphoreV2 {
                 return Ok(None);
             }
             let mark = BackgroundMark::now();
-            let outcome = self.lease_while_admitted(deadline, &data, start);
+            let outcome = self.lease_while_admitted(deadline, &data, start, queued);
             // With the lease granted, the caller does not wait for the admission delete:
             // holding admission a little longer keeps others out a little longer, nothing
             // more, and it is sent after the leases listing was answered (see the module
@@ -269,6 +293,7 @@ impl InterProcessSemaphoreV2 {
         deadline: Option<Instant>,
         data: &[u8],
         start: Instant,
+        queued: u64,
     ) -> Result<Granted> {
         let client = self.leases.client();
         let Some(Created {
@@ -352,7 +377,7 @@ impl InterProcessSemaphoreV2 {
                 let node =
                     HeldNode::new(client.clone(), our_path.clone(), before).with_czxid(czxid);
                 break Ok(Granted::Yes(Lease {
-                    node: Arc::new(node),
+                    node: Arc::new(self.leases.granted(node, start)),
                     retry: self.leases.retry_policy().clone(),
                     closed: false,
                 }));
@@ -384,6 +409,9 @@ impl InterProcessSemaphoreV2 {
                         }
                         Resume::Closed => break Err(Error::Closed),
                     },
+                }
+                if queued_mark() == queued {
+                    self.leases.observe().queued(&our_path, before.session_id);
                 }
                 watch = true;
                 listeners = Some(self.wake_on_changes(&waiter));

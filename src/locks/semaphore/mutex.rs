@@ -52,6 +52,13 @@ impl InterProcessSemaphoreMutex {
         self
     }
 
+    /// Reports this lock's events to `observer` instead of the client's, as
+    /// [`InterProcessSemaphoreV2::with_observer`] does.
+    pub fn with_observer(mut self, observer: Arc<dyn crate::locks::LockObserver>) -> Self {
+        self.semaphore = self.semaphore.with_observer(observer);
+        self
+    }
+
     /// Replaces the retry policy, as [`InterProcessSemaphoreV2::with_retry_policy`] does.
     pub fn with_retry_policy(mut self, retry: Arc<dyn RetryPolicy>) -> Self {
         self.semaphore = self.semaphore.with_retry_policy(retry);

@@ -1,0 +1,358 @@
+//! Seeing locks from outside: [`LockObserver`] (the counterpart of Curator's `TracerDriver`)
+//! and `Observe`, the one place the engine reports a lock's life from.
+//!
+//! Rules kept here:
+//! - **One reporter.** Every event goes through `Observe`: the engine's attempt (queued,
+//!   acquired, timed out, failed), the semaphore's lease loop (its grant and its wait for
+//!   room), the release of a hold (`cleanup::release_held`, which every recipe's release and
+//!   every guard's drop ends in) and the state of a held node (`HeldNode`: suspect, held
+//!   again, lost, as the library observes them). Recipes report nothing themselves.
+//! - **Each event is a debug log line** under the module path (`zk_locks::locks::observe`,
+//!   so `RUST_LOG=zk_locks::locks=debug` shows them) naming the lock, the node and the
+//!   session id in hex (as ZooKeeper prints it), observer or not.
+//! - **No observer, no cost.** Without an observer (and with this module's debug log off)
+//!   a grant is an `Option` check and a log-level check: the hold keeps no reporter and
+//!   records no time, so its later events cost one `Option` check each; nothing is
+//!   allocated or formatted. A hold granted while nobody listened reports nothing later.
+//! - **Per hold, each event once, in order**: `queued` (once per node that waits; a
+//!   semaphore's admission wait and its wait for room count as one) before `acquired`; `suspect`/`held_again` as seen; `lost` at most once (also reported on
+//!   release when the hold was lost and nobody looked); `released` once.
+
+use std::cell::Cell;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::error::Error;
+
+use super::participants::ParticipantKind;
+
+/// Told of every lock event of the recipes it is set on: a place to export wait and hold
+/// times, lost locks and timeouts to a service's own metrics. Every method has a default
+/// that does nothing, so an observer implements only what it exports.
+///
+/// Set it on a client ([`crate::client::native::NativeOptions::lock_observer()`],
+/// [`crate::client::memory::MemoryOptions::lock_observer()`]: every recipe made on that client
+/// reports to it) or on one recipe (`with_observer` on [`super::InterProcessMutex`],
+/// [`super::InterProcessReadWriteLock`], [`super::InterProcessSemaphoreV2`],
+/// [`super::InterProcessSemaphoreMutex`]; it replaces the client's for that recipe). A
+/// multi-lock reports through the locks it is made of.
+///
+/// The methods run on the thread that acquires, releases or looks at the state (a guard's
+/// drop, a wait), or on a background thread for a release left to the background: keep them
+/// short and never block on a lock of this crate there. A panic in an observer is not caught.
+///
+/// ```
+/// use std::sync::atomic::{AtomicU64, Ordering};
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// use zk_locks::client::memory::{MemoryEnsemble, MemoryOptions};
+/// use zk_locks::locks::{LockEvent, LockObserver};
+/// use zk_locks::{InterProcessLock, InterProcessMutex};
+///
+/// #[derive(Default)]
+/// struct Metrics {
+///     acquisitions: AtomicU64,
+///     held_micros: AtomicU64,
+/// }
+///
+/// impl LockObserver for Metrics {
+///     fn acquired(&self, _event: &LockEvent<'_>, _wait: Duration) {
+///         self.acquisitions.fetch_add(1, Ordering::Relaxed); // or a wait histogram
+///     }
+///     fn released(&self, _event: &LockEvent<'_>, held: Duration) {
+///         self.held_micros.fetch_add(held.as_micros() as u64, Ordering::Relaxed);
+///     }
+/// }
+///
+/// let metrics = Arc::new(Metrics::default());
+/// let ensemble = MemoryEnsemble::new();
+/// // For every recipe of this client:
+/// let client = ensemble.connect_with(MemoryOptions::new().lock_observer(metrics.clone()))?;
+/// let mutex = InterProcessMutex::new(client, "/locks/report")?;
+/// drop(mutex.lock()?);
+/// assert_eq!(metrics.acquisitions.load(Ordering::Relaxed), 1);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub trait LockObserver: Send + Sync {
+    /// The acquisition had to wait: its node is in the queue behind a holder. Once per
+    /// node that waits, before the acquisition's `acquired`, `timed_out` or `failed` (an
+    /// acquisition that queues anew because its session was lost reports it again). A
+    /// semaphore reports it for its admission node when it waits to be admitted, else for
+    /// its lease node when it waits for room, never both.
+    fn queued(&self, event: &LockEvent<'_>) {
+        let _ = event;
+    }
+
+    /// The lock (or lease) is held; `wait` is the time since the acquire started (for a
+    /// semaphore, admission included). A reentrant acquire of a mutex hold the thread has
+    /// already is no new hold: it reports nothing (nor does its release).
+    fn acquired(&self, event: &LockEvent<'_>, wait: Duration) {
+        let _ = (event, wait);
+    }
+
+    /// A timed acquire gave up after `wait`; nothing of it is left in the queue.
+    fn timed_out(&self, lock: &str, kind: ParticipantKind, wait: Duration) {
+        let _ = (lock, kind, wait);
+    }
+
+    /// An acquire failed with `error` (see [`Error`]).
+    fn failed(&self, lock: &str, kind: ParticipantKind, error: &Error) {
+        let _ = (lock, kind, error);
+    }
+
+    /// The hold is being given back (reported as the release starts, before the delete of
+    /// its node: a successor's `acquired` never comes before it); `held` is the time since
+    /// it was acquired. Once per hold, lost or not.
+    fn released(&self, event: &LockEvent<'_>, held: Duration) {
+        let _ = (event, held);
+    }
+
+    /// The hold became `Suspect` (the connection is suspended: the session may expire), as
+    /// observed by a state query or a wait on it.
+    fn suspect(&self, event: &LockEvent<'_>) {
+        let _ = event;
+    }
+
+    /// A `Suspect` hold is `Held` again (the session came back with the node).
+    fn held_again(&self, event: &LockEvent<'_>) {
+        let _ = event;
+    }
+
+    /// The hold is `Lost` (session lost, client closed, or node deleted), as observed by a
+    /// state query, a wait, or at the latest by its release. Once per hold.
+    fn lost(&self, event: &LockEvent<'_>) {
+        let _ = event;
+    }
+}
+
+/// What an event is about: one node of one lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LockEvent<'a> {
+    /// The recipe's path (the mutex's, the read/write lock's, the semaphore's).
+    pub lock: &'a str,
+    /// The kind of node (a semaphore's are `Lease`, its admission node included).
+    pub kind: ParticipantKind,
+    /// The node's full path.
+    pub node: &'a str,
+    /// The session the node was created in, when the backend knows it (ZooKeeper prints it
+    /// in hex: `format!("0x{id:x}")`).
+    pub session_id: Option<i64>,
+}
+
+/// A client option's observer: compared by identity, so the options stay comparable.
+#[derive(Clone, Default)]
+pub(crate) struct ObserverSlot(pub(crate) Option<Arc<dyn LockObserver>>);
+
+impl PartialEq for ObserverSlot {
+    fn eq(&self, other: &Self) -> bool {
+        match (&self.0, &other.0) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            (a, b) => a.is_none() && b.is_none(),
+        }
+    }
+}
+
+impl Eq for ObserverSlot {}
+
+impl std::fmt::Debug for ObserverSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() { "Some(..)" } else { "None" })
+    }
+}
+
+/// A session id as ZooKeeper prints it (`0x` and lower-case hex), or `none`.
+pub(crate) fn session_hex(id: Option<i64>) -> String {
+    match id {
+        Some(id) => format!("0x{id:x}"),
+        None => "none".into(),
+    }
+}
+
+thread_local! {
+    /// How many `queued` events this thread reported: a semaphore whose admission waited
+    /// does not report its lease's wait for room again (one `queued` per queue entry).
+    static QUEUED: Cell<u64> = const { Cell::new(0) };
+}
+
+/// The number of `queued` events this thread has reported so far.
+pub(crate) fn queued_mark() -> u64 {
+    QUEUED.get()
+}
+
+/// What reports the events of one recipe's nodes: its observer (or none) and its name.
+#[derive(Clone)]
+pub(crate) struct Observe {
+    observer: Option<Arc<dyn LockObserver>>,
+    lock: Arc<str>,
+    kind: ParticipantKind,
+    /// False for a semaphore's admission mutex: its wait is the semaphore's (`queued`), its
+    /// hold is not a lock the user took (nothing else is reported).
+    grants: bool,
+}
+
+impl std::fmt::Debug for Observe {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Observe")
+            .field("lock", &self.lock)
+            .field("kind", &self.kind)
+            .field("observer", &self.observer.is_some())
+            .field("grants", &self.grants)
+            .finish()
+    }
+}
+
+impl Observe {
+    pub(crate) fn new(
+        observer: Option<Arc<dyn LockObserver>>,
+        lock: &str,
+        kind: ParticipantKind,
+    ) -> Observe {
+        Observe {
+            observer,
+            lock: lock.into(),
+            kind,
+            grants: true,
+        }
+    }
+
+    /// The same, reporting only `queued` (a semaphore's admission).
+    pub(crate) fn queue_only(mut self) -> Observe {
+        self.grants = false;
+        self
+    }
+
+    /// Whether anyone listens: an observer, or a logger that takes this module's debug
+    /// lines. A hold granted while nobody listens reports nothing later either.
+    pub(crate) fn listened(&self) -> bool {
+        self.observer.is_some() || log::log_enabled!(log::Level::Debug)
+    }
+
+    pub(crate) fn observer(&self) -> Option<&Arc<dyn LockObserver>> {
+        self.observer.as_ref()
+    }
+
+    /// Whether holds are reported (false: only `queued`).
+    pub(crate) fn grants(&self) -> bool {
+        self.grants
+    }
+
+    pub(crate) fn kind(&self) -> ParticipantKind {
+        self.kind
+    }
+
+    pub(crate) fn lock(&self) -> &str {
+        &self.lock
+    }
+
+    fn event<'a>(&'a self, node: &'a str, session_id: Option<i64>) -> LockEvent<'a> {
+        LockEvent {
+            lock: &self.lock,
+            kind: self.kind,
+            node,
+            session_id,
+        }
+    }
+
+    pub(crate) fn queued(&self, node: &str, session_id: Option<i64>) {
+        QUEUED.set(QUEUED.get().wrapping_add(1));
+        log::debug!(
+            "{} {}: queued as {node} (session {})",
+            self.kind,
+            self.lock,
+            session_hex(session_id)
+        );
+        if let Some(o) = &self.observer {
+            o.queued(&self.event(node, session_id));
+        }
+    }
+
+    pub(crate) fn acquired(&self, node: &str, session_id: Option<i64>, wait: Duration) {
+        log::debug!(
+            "{} {}: acquired as {node} (session {}) after {wait:?}",
+            self.kind,
+            self.lock,
+            session_hex(session_id)
+        );
+        if let Some(o) = &self.observer {
+            o.acquired(&self.event(node, session_id), wait);
+        }
+    }
+
+    pub(crate) fn timed_out(&self, wait: Duration) {
+        log::debug!("{} {}: timed out after {wait:?}", self.kind, self.lock);
+        if let Some(o) = &self.observer {
+            o.timed_out(&self.lock, self.kind, wait);
+        }
+    }
+
+    pub(crate) fn failed(&self, error: &Error) {
+        log::debug!("{} {}: acquire failed: {error}", self.kind, self.lock);
+        if let Some(o) = &self.observer {
+            o.failed(&self.lock, self.kind, error);
+        }
+    }
+
+    pub(crate) fn released(&self, node: &str, session_id: Option<i64>, held: Duration) {
+        log::debug!(
+            "{} {}: released {node} (session {}) after {held:?}",
+            self.kind,
+            self.lock,
+            session_hex(session_id)
+        );
+        if let Some(o) = &self.observer {
+            o.released(&self.event(node, session_id), held);
+        }
+    }
+
+    pub(crate) fn suspect(&self, node: &str, session_id: Option<i64>) {
+        log::debug!(
+            "{} {}: {node} (session {}) suspect",
+            self.kind,
+            self.lock,
+            session_hex(session_id)
+        );
+        if let Some(o) = &self.observer {
+            o.suspect(&self.event(node, session_id));
+        }
+    }
+
+    pub(crate) fn held_again(&self, node: &str, session_id: Option<i64>) {
+        log::debug!(
+            "{} {}: {node} (session {}) held again",
+            self.kind,
+            self.lock,
+            session_hex(session_id)
+        );
+        if let Some(o) = &self.observer {
+            o.held_again(&self.event(node, session_id));
+        }
+    }
+
+    pub(crate) fn lost(&self, node: &str, session_id: Option<i64>) {
+        log::debug!(
+            "{} {}: {node} (session {}) lost",
+            self.kind,
+            self.lock,
+            session_hex(session_id)
+        );
+        if let Some(o) = &self.observer {
+            o.lost(&self.event(node, session_id));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn session_ids_print_as_zookeeper_prints_them() {
+        assert_eq!(
+            session_hex(Some(0x1000_23a8_b2c0_0000)),
+            "0x100023a8b2c00000"
+        );
+        assert_eq!(session_hex(Some(-1)), "0xffffffffffffffff");
+        assert_eq!(session_hex(None), "none");
+    }
+}
