@@ -231,3 +231,144 @@ suite!([
     through_a_connection_blip,
     through_a_lost_session,
 ]);
+
+/// Exact link-down cases on the in-memory ensemble: the guard seen `Suspect` and waited on
+/// from another thread, a lost guard released from another thread while the link is still
+/// down, revocation answered by dropping the owned guard from the listener's thread, and a
+/// lock of another crate refused.
+mod memory_only {
+    use std::sync::Mutex;
+    use std::time::Duration;
+
+    use zk_locks::client::memory::MemoryEnsemble;
+    use zk_locks::locks::{HeldNode, Revoker};
+    use zk_locks::retry::RetryNTimes;
+    use zk_locks::testing::harness::eventually;
+    use zk_locks::ZkClient;
+
+    use super::*;
+
+    const PATIENCE: Duration = Duration::from_secs(30);
+
+    #[test]
+    fn suspect_while_the_link_is_down_and_waited_on_from_another_thread() {
+        let ensemble = MemoryEnsemble::new();
+        let client = ensemble.connect();
+        let mutex = Arc::new(InterProcessMutex::new(client.clone(), "/owned/lock").unwrap());
+        let guard = Arc::new(mutex.lock_owned().unwrap());
+
+        let (tx, rx) = mpsc::channel();
+        let watcher = {
+            let guard = guard.clone();
+            thread::spawn(move || {
+                tx.send(guard.wait_while_held(None)).unwrap();
+                guard.wait_until_lost(None)
+            })
+        };
+        client.suspend();
+        assert_eq!(guard.state(), LockState::Suspect);
+        assert_eq!(rx.recv_timeout(PATIENCE), Ok(LockState::Suspect));
+        client.resume();
+        assert_eq!(guard.state(), LockState::Held);
+
+        client.expire();
+        assert_eq!(watcher.join().unwrap(), LockState::Lost);
+        let guard = Arc::into_inner(guard).expect("the watcher let go of the guard");
+        assert!(guard.unlock().is_ok());
+        assert!(!mutex.is_acquired_in_this_process());
+    }
+
+    #[test]
+    fn a_lost_guard_releases_from_another_thread_without_waiting_for_the_link() {
+        let ensemble = MemoryEnsemble::new();
+        let (client, theirs) = (ensemble.connect(), ensemble.connect());
+        // Minutes of retries: a release that waited for the link could not answer in time.
+        let retries = Arc::new(RetryNTimes::new(1000, Duration::from_millis(100)));
+        let mutex = Arc::new(
+            InterProcessMutex::new(client.clone(), "/owned/lock")
+                .unwrap()
+                .with_retry_policy(retries),
+        );
+        let rival = InterProcessMutex::new(theirs.clone(), "/owned/lock").unwrap();
+        let guard = mutex.lock_owned().unwrap();
+
+        client.suspend();
+        client.expire();
+        client.give_up_session();
+        assert_eq!(guard.state(), LockState::Lost);
+        let rival_guard = rival.try_lock_for(PATIENCE).unwrap().expect("rival in");
+
+        let (tx, rx) = mpsc::channel();
+        thread::spawn(move || tx.send(guard.unlock()).unwrap());
+        let released = rx.recv_timeout(PATIENCE).expect("the release answered");
+        assert!(released.is_ok(), "{released:?}");
+        assert!(!mutex.is_acquired_in_this_process());
+
+        client.resume();
+        drop(rival_guard);
+        let again = mutex.try_lock_owned_for(PATIENCE).unwrap().unwrap();
+        assert_eq!(again.state(), LockState::Held);
+    }
+
+    #[test]
+    fn a_revoked_owned_guard_is_dropped_by_the_listener() {
+        let ensemble = MemoryEnsemble::new();
+        let (client, theirs) = (ensemble.connect(), ensemble.connect());
+        let mutex = Arc::new(InterProcessMutex::new(client.clone(), "/owned/lock").unwrap());
+        let rival = InterProcessMutex::new(theirs.clone(), "/owned/lock").unwrap();
+        let held: Arc<Mutex<Option<OwnedLockGuard<InterProcessMutex>>>> = Arc::default();
+        let slot = held.clone();
+        // The listener runs on a thread of its own: an owned guard can be released there.
+        mutex.make_revocable(move || drop(slot.lock().unwrap().take()));
+        let guard = mutex.lock_owned().unwrap();
+        let node = guard.node_path().unwrap().to_string();
+        *held.lock().unwrap() = Some(guard);
+
+        let revoker: zk_locks::SharedClient = theirs.clone();
+        Revoker::attempt_revoke(&revoker, &node).unwrap();
+        assert!(rival.try_lock_for(PATIENCE).unwrap().is_some());
+        eventually(PATIENCE, "the revoked hold is forgotten", || {
+            !mutex.is_acquired_in_this_process()
+        });
+        assert_eq!(client.exists(&node).unwrap(), None);
+    }
+
+    /// A lock of another crate that does not implement owned holds.
+    struct Foreign;
+
+    impl InterProcessLock for Foreign {
+        fn acquire(&self) -> zk_locks::Result<()> {
+            Ok(())
+        }
+        fn acquire_timeout(&self, _: Duration) -> zk_locks::Result<bool> {
+            Ok(true)
+        }
+        fn release(&self) -> zk_locks::Result<()> {
+            Ok(())
+        }
+        fn is_acquired_in_this_process(&self) -> bool {
+            false
+        }
+        fn held_nodes(&self) -> Vec<Arc<HeldNode>> {
+            Vec::new()
+        }
+    }
+
+    #[test]
+    fn a_lock_without_owned_holds_is_refused_and_a_multi_lock_gives_back_the_rest() {
+        assert!(matches!(
+            Arc::new(Foreign).lock_owned(),
+            Err(Error::InvalidArgument { .. })
+        ));
+        let ensemble = MemoryEnsemble::new();
+        let client = ensemble.connect();
+        let mutex = InterProcessMutex::new(client.clone(), "/owned/a").unwrap();
+        let both =
+            Arc::new(InterProcessMultiLock::new(vec![Box::new(mutex), Box::new(Foreign)]).unwrap());
+        assert!(matches!(
+            both.try_lock_owned_for(PATIENCE),
+            Err(Error::InvalidArgument { .. })
+        ));
+        assert!(children(client.as_ref(), "/owned/a").is_empty());
+    }
+}
