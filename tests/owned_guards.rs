@@ -237,8 +237,11 @@ suite!([
 /// down, revocation answered by dropping the owned guard from the listener's thread, and a
 /// lock of another crate refused.
 mod memory_only {
+    use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Mutex;
     use std::time::Duration;
+
+    use zk_locks::client::CountingClient;
 
     use zk_locks::client::memory::MemoryEnsemble;
     use zk_locks::locks::{HeldNode, Revoker};
@@ -331,6 +334,59 @@ mod memory_only {
             !mutex.is_acquired_in_this_process()
         });
         assert_eq!(client.exists(&node).unwrap(), None);
+    }
+
+    /// An owned guard costs what a borrowed one does: the uncontended cycle is two round
+    /// trips (create + listing pipelined, the delete), and the token comes with the create.
+    #[test]
+    fn the_uncontended_owned_cycle_is_two_round_trips() {
+        let ensemble = MemoryEnsemble::new();
+        let counting = Arc::new(CountingClient::new(ensemble.connect()));
+        let mutex = Arc::new(InterProcessMutex::new(counting.clone(), "/owned/rt").unwrap());
+        drop(mutex.lock_owned().unwrap()); // the directory exists from here on
+        counting.reset_counters();
+        for _ in 0..10 {
+            let guard = mutex.lock_owned().unwrap();
+            guard.fencing_token().unwrap();
+            assert_eq!(guard.state(), LockState::Held);
+            drop(guard);
+        }
+        let c = counting.counters();
+        assert_eq!(c.round_trips, 2 * 10, "{c:?}");
+        assert_eq!((c.create, c.get_children, c.delete), (10, 10, 10), "{c:?}");
+    }
+
+    /// Threads sharing one lock object through owned guards, moved between threads while
+    /// held: never two inside.
+    #[test]
+    fn threads_sharing_one_object_exclude_each_other() {
+        let ensemble = MemoryEnsemble::new();
+        let mutex = Arc::new(InterProcessMutex::new(ensemble.connect(), "/owned/lock").unwrap());
+        let inside = Arc::new(AtomicUsize::new(0));
+        let workers: Vec<_> = (0..6)
+            .map(|_| {
+                let (mutex, inside) = (mutex.clone(), inside.clone());
+                thread::spawn(move || {
+                    for _ in 0..5 {
+                        let guard = mutex.lock_owned().unwrap();
+                        assert_eq!(inside.fetch_add(1, Ordering::SeqCst), 0, "two inside");
+                        // Handed to another thread, which leaves and releases.
+                        let inside = inside.clone();
+                        thread::spawn(move || {
+                            inside.fetch_sub(1, Ordering::SeqCst);
+                            drop(guard);
+                        })
+                        .join()
+                        .unwrap();
+                    }
+                })
+            })
+            .collect();
+        for w in workers {
+            w.join().unwrap();
+        }
+        assert!(!mutex.is_acquired_in_this_process());
+        assert!(children(ensemble.connect().as_ref(), "/owned/lock").is_empty());
     }
 
     /// A lock of another crate that does not implement owned holds.
