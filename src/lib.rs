@@ -96,6 +96,17 @@
 //! # Ok::<(), zk_locks::Error>(())
 //! ```
 //!
+//! ## Owned guards
+//!
+//! A [`LockGuard`] borrows its lock and stays on its thread (a reentrant hold belongs to a
+//! thread). To store a hold in a struct, move it to another thread, or keep it across an
+//! `.await`, take an [`OwnedLockGuard`] on an `Arc` of the lock with
+//! [`InterProcessLock::lock_owned`] / [`InterProcessLock::try_lock_owned_for`]: `Send`,
+//! `Sync`, `'static`, the same `state()`, waits and fencing token, released on drop by
+//! whichever thread drops it. An owned hold belongs to its guard: each is a contender of its
+//! own, not reentrant (see [`OwnedLockGuard`]). `recipes/async_service.rs` uses them from
+//! tokio through `spawn_blocking`; the library itself has no async runtime.
+//!
 //! ## Fencing
 //!
 //! Checking the state is not enough when the holder can stall (a GC pause) between the check and
@@ -187,7 +198,7 @@ pub mod testing;
 
 pub use client::{CreateMode, SharedClient, Stat, WatchedEvent, ZkClient, ZkError};
 pub use error::{Error, Result};
-pub use locks::{InterProcessLock, InterProcessMutex, LockGuard, LockState};
+pub use locks::{InterProcessLock, InterProcessMutex, LockGuard, LockState, OwnedLockGuard};
 pub use session::{ConnectionState, Session, SessionSnapshot};
 
 // The README's example compiles (`cargo test --doc`), so it cannot drift from the API.

@@ -316,3 +316,26 @@ fn a_backend_without_transactions_refuses_without_a_request() {
     assert_eq!(memory.counters().requests(), 0);
     assert_eq!(value(&*memory, &config), "v0");
 }
+
+/// An owned guard fences as the borrowed one does: committed while held (here from another
+/// thread than the one that took it), refused once its node is gone.
+#[test]
+fn an_owned_guard_fences_its_writes() {
+    let b = Memory::new();
+    let c = b.connect();
+    let (config, lock) = setup(&b, &*c);
+    let m = std::sync::Arc::new(InterProcessMutex::new(c.client.clone(), &lock).unwrap());
+    let g = m.lock_owned().unwrap();
+    let ops = write(&config, "owned");
+    let g = std::thread::spawn(move || {
+        g.fenced_multi(&ops).unwrap();
+        g
+    })
+    .join()
+    .unwrap();
+    assert_eq!(value(&*c.client, &config), "owned");
+    let node = g.node_path().unwrap().to_string();
+    c.client.delete(&node, None).unwrap();
+    assert_lost(g.fenced_multi(&write(&config, "stale")), &node);
+    assert_eq!(value(&*c.client, &config), "owned");
+}

@@ -74,14 +74,7 @@ impl<'a, L: InterProcessLock + ?Sized> LockGuard<'a, L> {
     /// after each reconnect; a deletion of a node by someone else is seen once a wait armed a
     /// watch on it.
     pub fn state(&self) -> LockState {
-        let mut states = Vec::with_capacity(self.nodes.len());
-        for n in &self.nodes {
-            match n.state() {
-                LockState::Lost => return LockState::Lost,
-                state => states.push(state),
-            }
-        }
-        worst(&states)
+        state_of(&self.nodes)
     }
 
     /// `state() == Held`.
@@ -110,17 +103,12 @@ impl<'a, L: InterProcessLock + ?Sized> LockGuard<'a, L> {
         timeout: Option<Duration>,
         waiting: impl Fn(LockState) -> bool,
     ) -> LockState {
-        let nodes: Vec<&HeldNode> = self.nodes.iter().map(|n| n.as_ref()).collect();
-        wait_on(&nodes, timeout, waiting)
+        wait_while_on(&self.nodes, timeout, waiting)
     }
 
     /// The fencing token (the lock node's czxid; the largest one for a multi-lock).
     pub fn fencing_token(&self) -> Result<i64> {
-        let mut token = i64::MIN;
-        for n in &self.nodes {
-            token = token.max(n.fencing_token()?);
-        }
-        Ok(token)
+        fencing_token_of(&self.nodes)
     }
 
     /// Applies `ops` as one ZooKeeper transaction that commits only while this guard's lock is
@@ -182,4 +170,40 @@ impl<L: InterProcessLock + ?Sized> std::fmt::Debug for LockGuard<'_, L> {
             .field("nodes", &self.nodes)
             .finish()
     }
+}
+
+// What a guard answers from the nodes it holds through, whoever holds the lock object: the
+// borrowed `LockGuard` and the `OwnedLockGuard` (`owned.rs`) answer with these, so both keep
+// one rule for each.
+
+/// The worst state over `nodes` (`Lost` when there are none), stopping at the first `Lost`.
+pub(crate) fn state_of(nodes: &[Arc<HeldNode>]) -> LockState {
+    let mut states = Vec::with_capacity(nodes.len());
+    for n in nodes {
+        match n.state() {
+            LockState::Lost => return LockState::Lost,
+            state => states.push(state),
+        }
+    }
+    worst(&states)
+}
+
+/// Blocks while `waiting(state)` over every node (a multi-lock's nodes may belong to
+/// different clients: each of those sessions wakes the wait).
+pub(crate) fn wait_while_on(
+    nodes: &[Arc<HeldNode>],
+    timeout: Option<Duration>,
+    waiting: impl Fn(LockState) -> bool,
+) -> LockState {
+    let nodes: Vec<&HeldNode> = nodes.iter().map(|n| n.as_ref()).collect();
+    wait_on(&nodes, timeout, waiting)
+}
+
+/// The largest czxid over `nodes` (the lock node's, for a single lock).
+pub(crate) fn fencing_token_of(nodes: &[Arc<HeldNode>]) -> Result<i64> {
+    let mut token = i64::MIN;
+    for n in nodes {
+        token = token.max(n.fencing_token()?);
+    }
+    Ok(token)
 }

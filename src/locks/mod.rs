@@ -12,7 +12,10 @@
 //!
 //! Every recipe implements [`InterProcessLock`]; [`InterProcessLock::lock`] returns a
 //! [`LockGuard`] that releases on drop and tells the holder whether it may have lost the lock
-//! ([`LockState`]) and which fencing token guards its writes.
+//! ([`LockState`]) and which fencing token guards its writes. On an `Arc` of any recipe,
+//! [`InterProcessLock::lock_owned`] returns an [`OwnedLockGuard`] instead: `Send`, `Sync` and
+//! `'static`, for a hold that outlives a scope or crosses threads (async code through
+//! `spawn_blocking`); an owned hold belongs to its guard and is not reentrant.
 
 mod cleanup;
 mod driver;
@@ -24,6 +27,7 @@ mod layout;
 mod multi;
 mod mutex;
 mod observe;
+mod owned;
 mod participants;
 mod read_write;
 mod rearm;
@@ -46,6 +50,7 @@ pub use multi::InterProcessMultiLock;
 pub use mutex::InterProcessMutex;
 pub(crate) use observe::ObserverSlot;
 pub use observe::{LockEvent, LockObserver};
+pub use owned::OwnedLockGuard;
 pub use participants::{Participant, ParticipantKind};
 pub use read_write::{InterProcessReadWriteLock, ReadLock, WriteLock};
 pub use revocation::{Revoker, REVOKE_MESSAGE};
@@ -144,6 +149,85 @@ pub trait InterProcessLock: Send + Sync {
         Self: Sized,
     {
         Ok(self.acquire_timeout(timeout)?.then(|| LockGuard::new(self)))
+    }
+
+    /// Acquires a hold that belongs to no thread (what an [`OwnedLockGuard`] is made of) and
+    /// returns the nodes it holds through; `Ok(None)` when `timeout` passed (`None` waits
+    /// without limit), nothing left behind. Each call is a contender of its own: it queues a
+    /// node even when this object is held already (by a thread or another owned hold). Every
+    /// recipe of this crate implements it; the default (a lock of another crate) refuses with
+    /// [`crate::Error::InvalidArgument`].
+    fn acquire_owned_hold(&self, timeout: Option<Duration>) -> Result<Option<Vec<Arc<HeldNode>>>> {
+        let _ = timeout;
+        Err(owned_holds_unsupported())
+    }
+
+    /// Releases the owned hold that `nodes` stand for (from [`Self::acquire_owned_hold`]),
+    /// from any thread, and nothing else; a lost hold releases without waiting for the link,
+    /// as [`Self::release`]. What an [`OwnedLockGuard`] calls.
+    fn release_owned_hold(&self, nodes: &[Arc<HeldNode>]) -> Result<()> {
+        let _ = nodes;
+        Err(owned_holds_unsupported())
+    }
+
+    /// [`Self::release_owned_hold`], keeping the caller only as long as `wait` allows (as
+    /// [`Self::release_within`]): what a multi-lock gives back after a failed owned acquire.
+    #[doc(hidden)]
+    fn release_owned_hold_within(&self, nodes: &[Arc<HeldNode>], wait: Wait) -> Result<()> {
+        let _ = wait;
+        self.release_owned_hold(nodes)
+    }
+
+    /// Acquires (blocking) and returns an [`OwnedLockGuard`]: it owns an `Arc` of this lock,
+    /// is `Send + Sync + 'static`, can be stored and moved, and releases on drop from any
+    /// thread. Not reentrant: each call queues as a contender of its own (see
+    /// [`OwnedLockGuard`]).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use zk_locks::client::memory::MemoryEnsemble;
+    /// use zk_locks::locks::{InterProcessLock, InterProcessReadWriteLock};
+    ///
+    /// let ensemble = MemoryEnsemble::new();
+    /// let rw = InterProcessReadWriteLock::new(ensemble.connect(), "/locks/catalog")?;
+    /// let reads = rw.read_lock_arc();
+    /// let a = reads.lock_owned()?;
+    /// let b = std::thread::spawn(move || reads.lock_owned()).join().unwrap()?; // readers share
+    /// assert!(rw.write_lock_arc().try_lock_owned_for(std::time::Duration::ZERO)?.is_none());
+    /// drop((a, b));
+    /// # Ok::<(), zk_locks::Error>(())
+    /// ```
+    fn lock_owned(self: &Arc<Self>) -> Result<OwnedLockGuard<Self>>
+    where
+        Self: Sized,
+    {
+        match self.acquire_owned_hold(None)? {
+            Some(nodes) => Ok(OwnedLockGuard::new(self.clone(), nodes)),
+            // Only a closed client ends an untimed wait without the lock.
+            None => Err(crate::Error::Closed),
+        }
+    }
+
+    /// Acquires within `timeout` and returns an [`OwnedLockGuard`], or `None` when the time
+    /// passed (nothing left behind).
+    fn try_lock_owned_for(
+        self: &Arc<Self>,
+        timeout: Duration,
+    ) -> Result<Option<OwnedLockGuard<Self>>>
+    where
+        Self: Sized,
+    {
+        Ok(self
+            .acquire_owned_hold(Some(timeout))?
+            .map(|nodes| OwnedLockGuard::new(self.clone(), nodes)))
+    }
+}
+
+/// What a lock that does not implement owned holds answers.
+fn owned_holds_unsupported() -> crate::Error {
+    crate::Error::InvalidArgument {
+        name: "lock",
+        reason: "this lock type does not implement owned holds (acquire_owned_hold)".into(),
     }
 }
 

@@ -3,6 +3,10 @@
 //! - a timed acquire shares **one deadline** across all locks (Curator gives each lock the full
 //!   timeout, so its worst case is N × timeout);
 //! - a release reports **every** failure (Curator keeps the first and a wrap count).
+//!
+//! An owned multi-lock guard ([`InterProcessLock::lock_owned`] on an `Arc` of it) takes an
+//! owned hold of each lock, all or nothing under the same rules, and releases each lock's own
+//! part in reverse order.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -136,6 +140,41 @@ impl InterProcessMultiLock {
 }
 
 impl InterProcessMultiLock {
+    /// [`Self::acquire_all`] with owned holds: each lock's owned hold before `deadline`
+    /// (`None`: no limit), or none, what this call took given back in reverse order within the
+    /// deadline; the nodes of every hold, in acquisition order.
+    fn acquire_all_owned(&self, deadline: Option<Instant>) -> Result<Option<Vec<Arc<HeldNode>>>> {
+        let mark = BackgroundMark::now();
+        let mut taken: Vec<(&dyn InterProcessLock, Vec<Arc<HeldNode>>)> = Vec::new();
+        let mut outcome = Ok(true);
+        for (_, lock) in &self.locks {
+            let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+            match lock.acquire_owned_hold(left) {
+                Ok(Some(nodes)) => taken.push((lock.as_ref(), nodes)),
+                Ok(None) => {
+                    outcome = Ok(false);
+                    break;
+                }
+                Err(e) => {
+                    outcome = Err(e);
+                    break;
+                }
+            }
+        }
+        match outcome {
+            Ok(true) => Ok(Some(taken.into_iter().flat_map(|(_, n)| n).collect())),
+            outcome => {
+                let failures = give_back(taken.iter().rev(), deadline, mark, |(lock, n), wait| {
+                    lock.release_owned_hold_within(n, wait)
+                });
+                for e in failures {
+                    log::info!("multi-lock: giving back a lock after a failed acquire: {e}");
+                }
+                outcome.map(|_| None)
+            }
+        }
+    }
+
     /// Releases every lock in reverse order with `release`, going on after failures.
     fn release_each(&self, release: impl Fn(&dyn InterProcessLock) -> Result<()>) -> Result<()> {
         let mut failures = Vec::new();
@@ -172,6 +211,19 @@ impl InterProcessLock for InterProcessMultiLock {
     /// Like [`Self::release`], each lock releasing only its part of the guard's hold.
     fn release_hold(&self, nodes: &[Arc<HeldNode>]) -> Result<()> {
         self.release_each(|lock| lock.release_hold(nodes))
+    }
+
+    fn acquire_owned_hold(&self, timeout: Option<Duration>) -> Result<Option<Vec<Arc<HeldNode>>>> {
+        self.acquire_all_owned(timeout.and_then(deadline_after))
+    }
+
+    /// Each lock releases its own part of the guard's nodes, in reverse order.
+    fn release_owned_hold(&self, nodes: &[Arc<HeldNode>]) -> Result<()> {
+        self.release_each(|lock| lock.release_owned_hold(nodes))
+    }
+
+    fn release_owned_hold_within(&self, nodes: &[Arc<HeldNode>], wait: Wait) -> Result<()> {
+        self.release_each(|lock| lock.release_owned_hold_within(nodes, wait))
     }
 
     fn is_acquired_in_this_process(&self) -> bool {

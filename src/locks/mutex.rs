@@ -20,6 +20,9 @@ use super::participants::{self as queue, Participant, ParticipantKind};
 use super::revocation::{RevocationListener, RevocationWatch};
 use super::{deadline_after, default_node_data, validate_lock_path, InterProcessLock};
 
+mod owned_holds;
+use owned_holds::OwnedHold;
+
 /// One thread's hold on the mutex.
 struct Owner {
     count: usize,
@@ -33,7 +36,8 @@ struct Owner {
 /// Reentrancy is per (object, thread): a thread that holds it may acquire it again (a count,
 /// no ZooKeeper traffic but one read after a reconnect) and must release as often. Re-entering a hold that was lost with its
 /// session is [`Error::SessionLost`]. Two objects on the same path are two contenders, even in
-/// one thread.
+/// one thread. An owned hold ([`InterProcessLock::lock_owned`] on an `Arc` of the mutex)
+/// belongs to its guard, not to a thread: each is a contender of its own, not reentrant.
 ///
 /// ```
 /// use std::sync::Arc;
@@ -54,6 +58,8 @@ pub struct InterProcessMutex {
     internals: LockInternals,
     data: Option<Vec<u8>>,
     owners: Mutex<HashMap<ThreadId, Owner>>,
+    /// Holds of owned guards, known by their node (see `mutex/owned_holds.rs`).
+    owned: Mutex<Vec<OwnedHold>>,
     revocation: Mutex<Option<RevocationListener>>,
 }
 
@@ -79,6 +85,7 @@ impl InterProcessMutex {
             ),
             data: None,
             owners: Mutex::new(HashMap::new()),
+            owned: Mutex::new(Vec::new()),
             revocation: Mutex::new(None),
         })
     }
@@ -145,12 +152,7 @@ impl InterProcessMutex {
         }
         let deadline = timeout.and_then(deadline_after);
         let revocation = self.revocation.lock().clone();
-        // A revocable lock's node starts empty, so that only `__REVOKE__` means revoke.
-        let data = match (&revocation, &self.data) {
-            (Some(_), _) => Vec::new(),
-            (None, Some(d)) => d.clone(),
-            (None, None) => default_node_data(),
-        };
+        let data = self.node_data(revocation.is_some());
         let Some(node) = self.internals.attempt(deadline, &data, kind)? else {
             return Ok(false);
         };
@@ -175,6 +177,16 @@ impl InterProcessMutex {
             }
         }
         Ok(true)
+    }
+
+    /// The data of a new node: a revocable lock's node starts empty, so that only
+    /// `__REVOKE__` means revoke.
+    fn node_data(&self, revocable: bool) -> Vec<u8> {
+        match (revocable, &self.data) {
+            (true, _) => Vec::new(),
+            (false, Some(d)) => d.clone(),
+            (false, None) => default_node_data(),
+        }
     }
 
     /// True when the calling thread holds the lock through this object.
@@ -276,8 +288,21 @@ impl InterProcessLock for InterProcessMutex {
         }
     }
 
+    /// True when a thread or an owned guard holds the lock through this object.
     fn is_acquired_in_this_process(&self) -> bool {
-        !self.owners.lock().is_empty()
+        !self.owners.lock().is_empty() || !self.owned.lock().is_empty()
+    }
+
+    fn acquire_owned_hold(&self, timeout: Option<Duration>) -> Result<Option<Vec<Arc<HeldNode>>>> {
+        Ok(self.acquire_owned(timeout)?.map(|node| vec![node]))
+    }
+
+    fn release_owned_hold(&self, nodes: &[Arc<HeldNode>]) -> Result<()> {
+        self.release_owned(nodes, Wait::Until(None))
+    }
+
+    fn release_owned_hold_within(&self, nodes: &[Arc<HeldNode>], wait: Wait) -> Result<()> {
+        self.release_owned(nodes, wait)
     }
 
     fn lock_paths(&self) -> Vec<String> {

@@ -9,6 +9,7 @@ use crate::client::SharedClient;
 use crate::error::{Error, Result};
 use crate::locks::cleanup::Wait;
 use crate::locks::held::{HeldNode, LockState};
+use crate::locks::owned::take_held_by;
 use crate::locks::{InterProcessLock, LockGuard, Participant};
 use crate::retry::RetryPolicy;
 
@@ -22,11 +23,15 @@ use crate::retry::RetryPolicy;
 /// [`InterProcessLock::try_lock_for`] belongs to its guard: the guard returns that lease and
 /// no other (after a session loss, this object may hold a newer lease by then), and
 /// [`InterProcessLock::release`] from another thread is [`Error::NotOwner`] and leaves it
-/// alone.
+/// alone. A lease taken with [`InterProcessLock::lock_owned`] (on an `Arc` of the lock) belongs
+/// to its [`crate::OwnedLockGuard`], which returns it from any thread; `release` never
+/// touches it.
 #[derive(Debug)]
 pub struct InterProcessSemaphoreMutex {
     semaphore: InterProcessSemaphoreV2,
     lease: parking_lot::Mutex<Option<StoredLease>>,
+    /// The leases of owned guards, each returned by its own guard (known by its node).
+    owned: parking_lot::Mutex<Vec<Lease>>,
 }
 
 /// The lease this object holds, and the thread whose guard owns it (if a guard does).
@@ -42,6 +47,7 @@ impl InterProcessSemaphoreMutex {
         Ok(InterProcessSemaphoreMutex {
             semaphore: InterProcessSemaphoreV2::new(client, path, 1)?,
             lease: parking_lot::Mutex::new(None),
+            owned: parking_lot::Mutex::new(Vec::new()),
         })
     }
 
@@ -156,8 +162,44 @@ impl InterProcessLock for InterProcessSemaphoreMutex {
         }
     }
 
+    /// True when a lease is held through this object (by [`Self::acquire`], a guard or an
+    /// owned guard).
     fn is_acquired_in_this_process(&self) -> bool {
-        self.lease.lock().is_some()
+        self.lease.lock().is_some() || !self.owned.lock().is_empty()
+    }
+
+    fn acquire_owned_hold(&self, timeout: Option<Duration>) -> Result<Option<Vec<Arc<HeldNode>>>> {
+        let lease = match timeout {
+            None => Some(self.semaphore.acquire()?),
+            Some(timeout) => self.semaphore.acquire_timeout(timeout)?,
+        };
+        Ok(lease.map(|lease| {
+            let node = lease.node.clone();
+            self.owned.lock().push(lease);
+            vec![node]
+        }))
+    }
+
+    fn release_owned_hold(&self, nodes: &[Arc<HeldNode>]) -> Result<()> {
+        self.release_owned_hold_within(nodes, Wait::Until(None))
+    }
+
+    /// Returns the owned leases among `nodes` (a multi-lock's other nodes are left alone),
+    /// taken out before closing as [`Self::release`] does; [`Error::NotAcquired`] when none is.
+    fn release_owned_hold_within(&self, nodes: &[Arc<HeldNode>], wait: Wait) -> Result<()> {
+        let mine = take_held_by(&mut self.owned.lock(), nodes, |l| &l.node);
+        if mine.is_empty() {
+            return Err(Error::NotAcquired {
+                path: self.path().to_string(),
+            });
+        }
+        let mut outcome = Ok(());
+        for lease in mine {
+            if let Err(e) = lease.close_within(wait) {
+                outcome = Err(e);
+            }
+        }
+        outcome
     }
 
     fn held_nodes(&self) -> Vec<Arc<HeldNode>> {
