@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
-use super::process::{free_port, Node, NodeConfig};
+use super::process::{free_port, lost_a_port_race, Node, NodeConfig};
 use crate::error::{Error, Result};
 
 const STARTUP_TIMEOUT: Duration = Duration::from_secs(90);
@@ -33,6 +33,8 @@ impl std::fmt::Debug for TestingCluster {
 
 impl TestingCluster {
     /// Starts `n` members and waits until they form a quorum (a leader and n-1 followers).
+    /// A start that lost one of its ports to another socket before a member bound it is made
+    /// again on new ports (three times at most).
     pub fn start(n: usize) -> Result<TestingCluster> {
         if n == 0 {
             return Err(Error::InvalidArgument {
@@ -40,6 +42,17 @@ impl TestingCluster {
                 reason: "a cluster needs at least one member".into(),
             });
         }
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            match Self::start_once(n) {
+                Err(e) if tries < 3 && lost_a_port_race(&e) => continue,
+                done => return done,
+            }
+        }
+    }
+
+    fn start_once(n: usize) -> Result<TestingCluster> {
         let mut ports = Vec::new();
         for _ in 0..n {
             ports.push((free_port()?, free_port()?, free_port()?));

@@ -83,13 +83,41 @@ pub(crate) fn missing_requirements() -> Option<String> {
     }
 }
 
-/// A free TCP port on 127.0.0.1 (bound, then released; fine for tests).
+/// A free TCP port on 127.0.0.1 for a server to bind later (a JVM binds it seconds after).
+/// Taken below the kernel's ephemeral range, which every outgoing connection of the machine
+/// (clients, proxies, other tests) draws its source port from: a port of that range can be
+/// taken by a connection before the server binds it ("Address already in use"). Never the
+/// same port twice in one process; checked free by binding it.
 pub(crate) fn free_port() -> Result<u16> {
+    static HANDED_OUT: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    let ephemeral_low = fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|r| r.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32768);
+    const LOWEST: u16 = 10_000;
+    let mut handed_out = HANDED_OUT.lock().unwrap_or_else(|p| p.into_inner());
+    if ephemeral_low > LOWEST + 1_000 {
+        for _ in 0..200 {
+            let port = fastrand::u16(LOWEST..ephemeral_low);
+            if !handed_out.contains(&port) && TcpListener::bind(("127.0.0.1", port)).is_ok() {
+                handed_out.push(port);
+                return Ok(port);
+            }
+        }
+    }
     let listener = TcpListener::bind("127.0.0.1:0").map_err(io_err("binding a free port"))?;
-    Ok(listener
+    let port = listener
         .local_addr()
         .map_err(io_err("reading a bound port"))?
-        .port())
+        .port();
+    handed_out.push(port);
+    Ok(port)
+}
+
+/// True when a start failed because a port was taken between choosing it and the server
+/// binding it (another process's socket): worth starting again on new ports.
+pub(crate) fn lost_a_port_race(e: &Error) -> bool {
+    e.to_string().contains("Address already in use")
 }
 
 /// A fresh temp dir `zk-locks-test-<pid>-<n>-<nanos>`; first removes dirs left by dead processes.

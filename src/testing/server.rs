@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 
-use super::process::{free_port, Node, NodeConfig};
+use super::process::{free_port, lost_a_port_race, Node, NodeConfig};
 use crate::error::Result;
 
 /// How long a (re)started server may take to answer `ruok` (a JVM on a loaded 2-core box).
@@ -38,7 +38,7 @@ impl TestingServer {
     /// Fails with [`crate::Error::Connect`] (carrying the log tail) when Java or the jars are
     /// missing or the server does not come up in time.
     pub fn start() -> Result<TestingServer> {
-        Self::start_with(None)
+        Self::start_with(false)
     }
 
     /// Starts a server that also listens with TLS on a second port ([`secure_port`]), with
@@ -48,10 +48,24 @@ impl TestingServer {
     /// [`secure_port`]: TestingServer::secure_port
     /// [`tls_files`]: TestingServer::tls_files
     pub fn start_tls() -> Result<TestingServer> {
-        Self::start_with(Some(free_port()?))
+        Self::start_with(true)
     }
 
-    fn start_with(secure_port: Option<u16>) -> Result<TestingServer> {
+    /// A start that lost one of its ports to another socket before the server bound it is
+    /// made again on new ports (three times at most).
+    fn start_with(secure: bool) -> Result<TestingServer> {
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            let secure_port = if secure { Some(free_port()?) } else { None };
+            match Self::start_once(secure_port) {
+                Err(e) if tries < 3 && lost_a_port_race(&e) => continue,
+                done => return done,
+            }
+        }
+    }
+
+    fn start_once(secure_port: Option<u16>) -> Result<TestingServer> {
         let port = free_port()?;
         let node = Node::create(NodeConfig {
             client_port: port,
