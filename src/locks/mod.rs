@@ -13,7 +13,12 @@
 //! Every recipe implements [`InterProcessLock`]; [`InterProcessLock::lock`] returns a
 //! [`LockGuard`] that releases on drop and tells the holder whether it may have lost the lock
 //! ([`LockState`]) and which fencing token guards its writes.
+//!
+//! Every blocking acquire can also be cancelled from another thread: give it a
+//! [`CancelToken`] through [`Acquire`] ([`InterProcessLock::try_lock_with`],
+//! [`InterProcessSemaphoreV2::acquire_with`]) and call [`CancelToken::cancel`].
 
+pub(crate) mod cancel;
 mod cleanup;
 mod driver;
 mod guard;
@@ -33,6 +38,7 @@ mod watching;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+pub use cancel::{Acquire, CancelToken};
 pub use driver::standard_sort_key;
 pub use guard::LockGuard;
 pub use held::{HeldNode, LockState};
@@ -140,6 +146,45 @@ pub trait InterProcessLock: Send + Sync {
         Self: Sized,
     {
         Ok(self.acquire_timeout(timeout)?.then(|| LockGuard::new(self)))
+    }
+
+    /// Acquires as `how` says: until held, or its timeout passed (`Ok(false)`, nothing left
+    /// behind), or its [`CancelToken`] cancelled ([`Error::Cancelled`](crate::Error::Cancelled):
+    /// the wait ends within about one round trip, its node is deleted so the queue behind it
+    /// moves on, and the session and the client's other locks are untouched). A token
+    /// cancelled before the call makes no request. A cancel that comes after the lock was
+    /// granted is too late: the lock is held (release it).
+    ///
+    /// Every recipe of this crate waits cancellably. The default, for a lock of another crate,
+    /// checks the token before the call only, then waits as [`Self::acquire_timeout`] or
+    /// [`Self::acquire`] does.
+    fn try_acquire_with(&self, how: &Acquire) -> Result<bool> {
+        let path = self.lock_paths().join(", ");
+        how.check(&path)?;
+        match how.timeout_value() {
+            Some(t) => self.acquire_timeout(t),
+            None => self.acquire().map(|()| true),
+        }
+    }
+
+    /// [`Self::try_acquire_with`] returning a guard (`None`: the timeout passed).
+    ///
+    /// ```
+    /// use zk_locks::client::memory::MemoryEnsemble;
+    /// use zk_locks::locks::{Acquire, CancelToken, InterProcessLock, InterProcessMutex};
+    ///
+    /// let mutex = InterProcessMutex::new(MemoryEnsemble::new().connect(), "/locks/report")?;
+    /// let shutdown = CancelToken::new(); // cancelled by the service's shutdown handler
+    /// if let Some(guard) = mutex.try_lock_with(&Acquire::new().cancel(&shutdown))? {
+    ///     assert!(guard.is_valid());
+    /// }
+    /// # Ok::<(), zk_locks::Error>(())
+    /// ```
+    fn try_lock_with(&self, how: &Acquire) -> Result<Option<LockGuard<'_, Self>>>
+    where
+        Self: Sized,
+    {
+        Ok(self.try_acquire_with(how)?.then(|| LockGuard::new(self)))
     }
 }
 

@@ -221,6 +221,7 @@ impl LockInternals {
     ) -> Result<LoopEnd> {
         let our_name = paths::node_name(our_path);
         let waiter = Arc::new(Waiter::default());
+        let _cancel = super::cancel::wake_on_cancel(&waiter);
         // Session transitions wake this waiter (watches do not survive a reconnect). The
         // listener is registered lazily, the first time we have to wait.
         let mut listener = None;
@@ -471,8 +472,10 @@ pub(crate) fn wake_on_session_change(client: &SharedClient, waiter: &Arc<Waiter>
     })
 }
 
+/// Whether a call with `deadline` is past it at `t`: so is every call of a thread whose
+/// cancellable acquire was cancelled (`locks::cancel`: a cancel is a deadline that passed).
 pub(crate) fn past(deadline: Option<Instant>, t: Instant) -> bool {
-    deadline.is_some_and(|d| t >= d)
+    deadline.is_some_and(|d| t >= d) || super::cancel::requested()
 }
 
 #[cfg(test)]
