@@ -17,6 +17,7 @@ use zk_locks::locks::{
     Acquire, CancelToken, HeldNode, InterProcessLock, InterProcessMultiLock, InterProcessMutex,
     InterProcessReadWriteLock, InterProcessSemaphoreMutex, InterProcessSemaphoreV2, LockState,
 };
+use zk_locks::retry::RetryNTimes;
 use zk_locks::{ConnectionState, Error, Result, SharedClient};
 
 /// One side of a read/write lock as a lock of its own (a test owns it on a thread).
@@ -232,7 +233,8 @@ impl Contender {
 impl Drop for Contender {
     fn drop(&mut self) {
         let _ = self.release.send(());
-        if let Some(done) = self.done.take() {
+        // A failed test does not wait for a thread that may never end (a wait not cancelled).
+        if let Some(done) = self.done.take().filter(|_| !thread::panicking()) {
             let _ = done.join();
         }
     }
@@ -388,7 +390,13 @@ fn a_cancel_while_the_link_is_down_returns_at_once() {
         });
 
         let memory = cw.memory().unwrap();
+        memory.reset_counters();
         memory.suspend();
+        // The waiter saw the link go and failed a listing: it is in its retry pause or waiting
+        // for the link when the cancel comes.
+        eventually(patience, "the waiter lists again and fails", || {
+            memory.counters().get_children > 0
+        });
         token.cancel();
         let outcome = waiter.outcome(patience, "the waiter cancelled with its link down");
         assert!(
@@ -415,6 +423,44 @@ fn a_cancel_while_the_link_is_down_returns_at_once() {
         );
         assert_eq!(cw.client.session().snapshot().losses, 0, "{}", r.name);
     }
+}
+
+/// A waiter whose listing failed with the link down waits for the link (no pause between
+/// retries here): the cancel wakes that wait, and the node goes once the link is back.
+#[test]
+fn a_cancel_wakes_a_wait_for_the_link() {
+    let b = memory();
+    let patience = b.patience();
+    let (ch, cw) = (b.connect(), b.connect());
+    let root = b.root();
+    let holder = mutex(&ch.client, &root);
+    holder.acquire().unwrap();
+    let waiter = InterProcessMutex::new(cw.client.clone(), &root)
+        .unwrap()
+        .with_retry_policy(std::sync::Arc::new(RetryNTimes::new(1000, Duration::ZERO)));
+    let token = CancelToken::new();
+    let w = Contender::start(Box::new(waiter), Acquire::new().cancel(&token));
+    eventually(patience, "the waiter queues", || {
+        children(ch.client.as_ref(), &root).len() == 2
+    });
+    let memory = cw.memory().unwrap();
+    memory.reset_counters();
+    memory.suspend();
+    eventually(patience, "the waiter lists again and fails", || {
+        memory.counters().get_children > 0
+    });
+    token.cancel();
+    let outcome = w.outcome(patience, "the waiter cancelled while waiting for the link");
+    assert!(
+        matches!(outcome, Err(Error::Cancelled { .. })),
+        "{outcome:?}"
+    );
+    assert_eq!(cw.client.session().state(), ConnectionState::Suspended);
+    memory.resume();
+    eventually(patience, "its node is deleted", || {
+        children(ch.client.as_ref(), &root).len() == 1
+    });
+    holder.release().unwrap();
 }
 
 /// A timeout and a token together: whichever comes first ends the wait, and they say apart
