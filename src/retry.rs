@@ -71,7 +71,7 @@ impl RetryPolicy for ExponentialBackoffRetry {
             return None;
         }
         let span = 1u64 << attempt.min(29);
-        let factor = 1 + jitter() % span;
+        let factor = fastrand::u64(1..=span);
         let sleep = self
             .base_sleep
             .saturating_mul(factor.min(u32::MAX as u64) as u32);
@@ -207,28 +207,6 @@ impl<'a> Retries<'a> {
         crate::locks::cancel::sleep(sleep);
         RetryStep::Again { slept: sleep }
     }
-}
-
-/// A cheap, thread-local xorshift source for jitter (quality does not matter, spreading does).
-fn jitter() -> u64 {
-    use std::cell::Cell;
-    thread_local! {
-        static STATE: Cell<u64> = Cell::new({
-            let t = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_nanos() as u64)
-                .unwrap_or(0x9e37_79b9_7f4a_7c15);
-            (t ^ (&t as *const u64 as u64)) | 1
-        });
-    }
-    STATE.with(|s| {
-        let mut x = s.get();
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        s.set(x);
-        x
-    })
 }
 
 #[cfg(test)]

@@ -61,9 +61,10 @@ pub struct SessionSnapshot {
     pub losses: u64,
 }
 
-/// Identifies a listener registered with [`Session::subscribe`].
+/// Identifies a listener registered with [`Session::subscribe`] or
+/// [`SharedCount::subscribe`](crate::locks::SharedCount::subscribe).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct ListenerId(u64);
+pub struct ListenerId(pub(crate) u64);
 
 type Listener = Arc<dyn Fn(&SessionSnapshot) + Send + Sync>;
 

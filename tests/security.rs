@@ -128,13 +128,17 @@ impl Real {
             let mut options = NativeOptions::new(connect_string)
                 .session_timeout(SESSION)
                 .acl_provider(acl);
-            options.auth = auth;
+            for (scheme, credentials) in &auth {
+                options = options.auth(scheme, credentials);
+            }
             NativeClient::connect_with(options).map(|c| c as SharedClient)
         } else {
             let mut options = ZkOptions::new(connect_string)
                 .session_timeout(SESSION)
                 .acl_provider(acl);
-            options.auth = auth;
+            for (scheme, credentials) in &auth {
+                options = options.auth(scheme, credentials);
+            }
             ZookeeperClient::connect_with(options).map(|c| c as SharedClient)
         }
     }

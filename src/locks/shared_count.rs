@@ -10,7 +10,7 @@ use parking_lot::Mutex;
 use crate::client::{CreateMode, SharedClient, ZkError};
 use crate::error::{Error, Result};
 use crate::paths;
-use crate::session::ConnectionState;
+use crate::session::{ConnectionState, ListenerId};
 
 use super::rearm::{spawn, OnReconnect};
 
@@ -142,19 +142,19 @@ impl SharedCount {
     /// `set_count`; keep it short). Calls do not overlap; a change made while the listeners
     /// are being told is told next, so they always end on the current value. A listener that
     /// panics is logged and does not stop the others.
-    pub fn subscribe(&self, listener: impl Fn(i32) + Send + Sync + 'static) -> u64 {
+    pub fn subscribe(&self, listener: impl Fn(i32) + Send + Sync + 'static) -> ListenerId {
         let mut next = self.shared.next_listener.lock();
         *next += 1;
         self.shared
             .listeners
             .lock()
             .push((*next, Arc::new(listener)));
-        *next
+        ListenerId(*next)
     }
 
     /// Removes a listener.
-    pub fn unsubscribe(&self, id: u64) {
-        self.shared.listeners.lock().retain(|(i, _)| *i != id);
+    pub fn unsubscribe(&self, id: ListenerId) {
+        self.shared.listeners.lock().retain(|(i, _)| *i != id.0);
     }
 }
 

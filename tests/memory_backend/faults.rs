@@ -120,15 +120,47 @@ fn fault_blip_keeps_watches_when_asked() {
     client.set_watches_survive_reconnect(true);
     let other = ensemble.connect();
     let events = Events::new();
-    // The watch set by the faulting request itself survives too (applied after the fault).
-    client.inject(Fault::after(Op::GetChildren));
-    assert_eq!(
-        client.get_children("/d", Some(events.watcher())),
-        Err(ZkError::ConnectionLoss)
-    );
+    client.get_children("/d", Some(events.watcher())).unwrap();
+    client.inject(Fault::before_any());
+    assert_eq!(client.exists("/d"), Err(ZkError::ConnectionLoss));
     assert_eq!(ensemble.watch_count(), 1);
     other.create("/d/k", b"", CreateMode::Persistent).unwrap();
     assert_eq!(events.next(), ev(EventType::NodeChildrenChanged, "/d"));
+}
+
+/// A read that failed for its caller leaves no watch (issue 24, item 6), even when the server
+/// applied it before the link broke: the server's watch dies with that connection, and a
+/// client re-registers only the watches whose replies it got (the native client's
+/// SetWatches), so the caller, told the read failed, never hears from it.
+#[test]
+fn a_watched_read_whose_reply_is_lost_leaves_no_watch() {
+    for op in [Op::GetData, Op::GetChildren] {
+        let (ensemble, client) = setup();
+        client.set_watches_survive_reconnect(true);
+        let other = ensemble.connect();
+        let kept = Events::new();
+        client.get_data("/d", Some(kept.watcher())).unwrap();
+        let (tx, rx) = mpsc::channel::<WatchedEvent>();
+        let watcher: Watcher = Box::new(move |e| {
+            let _ = tx.send(e);
+        });
+        client.inject(Fault::after(op));
+        let failed = match op {
+            Op::GetData => client.get_data("/d", Some(watcher)).map(drop),
+            _ => client.get_children("/d", Some(watcher)).map(drop),
+        };
+        assert_eq!(failed, Err(ZkError::ConnectionLoss));
+        assert_eq!(ensemble.watch_count(), 1, "{op:?}: only the earlier watch");
+        other.create("/d/k", b"", CreateMode::Persistent).unwrap();
+        other.set_data("/d", b"1", None).unwrap();
+        assert_eq!(kept.next(), ev(EventType::NodeDataChanged, "/d"));
+        // The failed read's watcher was dropped uncalled: its sender is gone.
+        assert_eq!(
+            rx.recv_timeout(TIMEOUT),
+            Err(mpsc::RecvTimeoutError::Disconnected),
+            "{op:?}"
+        );
+    }
 }
 
 #[test]

@@ -1,15 +1,18 @@
 //! Requests and callbacks on a healthy session: create (sequential, ephemeral, container),
-//! exists, data and versions, error codes, watches (one-shot, disarmed on a failed read),
-//! callbacks that panic, close.
+//! exists, data and versions, error codes, watches (one-shot, disarmed on a failed read, none
+//! left by a read that timed out), callbacks that panic, close.
 
 use std::sync::mpsc;
+use std::time::Duration;
 
 use zk_locks::client::EventType;
 use zk_locks::session::ConnectionState;
 use zk_locks::testing::shared_server;
 use zk_locks::{CreateMode, ZkError};
 
-use crate::backend::{connect, unique_root, ClientKind, SESSION};
+use crate::backend::{
+    behind_a_proxy, connect, try_connect, unique_root, until_ok, ClientKind, Connect, SESSION,
+};
 
 fn basic_operations_and_ephemeral_owner(kind: ClientKind) {
     let Some(server) = shared_server() else {
@@ -143,9 +146,52 @@ fn a_panicking_watcher_does_not_kill_the_client(kind: ClientKind) {
     assert_eq!(client.session().state(), ConnectionState::Connected);
 }
 
+/// A watched read that timed out (its request held by a frozen link past the call timeout)
+/// leaves no watch when its reply arrives after the thaw (issue 24, item 6): a later change
+/// fires only the watch of a read that succeeded.
+fn a_watched_read_that_timed_out_leaves_no_watch(kind: ClientKind) {
+    let Some((proxy, client)) = behind_a_proxy(|hosts| {
+        let options = Connect::new(hosts)
+            .session_timeout(Duration::from_secs(10))
+            .call_timeout(Duration::from_millis(500));
+        try_connect(kind, options).expect("connect")
+    }) else {
+        return;
+    };
+    let root = unique_root("late-watch");
+    client.create(&root, b"", CreateMode::Persistent).unwrap();
+    let (late_tx, late_rx) = mpsc::channel();
+    proxy.freeze();
+    let late = client.get_data(
+        &root,
+        Some(Box::new(move |e| {
+            let _ = late_tx.send(e);
+        })),
+    );
+    proxy.thaw();
+    assert_eq!(late.unwrap_err(), ZkError::OperationTimeout);
+    // Replies come in order: once this is answered, the late reply has been handled.
+    until_ok(Duration::from_secs(20), || client.exists(&root));
+    let (tx, rx) = mpsc::channel();
+    client
+        .get_data(&root, Some(Box::new(move |e| tx.send(e).unwrap())))
+        .unwrap();
+    client.set_data(&root, b"1", None).unwrap();
+    rx.recv_timeout(SESSION * 5)
+        .expect("the watch of the read that succeeded");
+    assert!(
+        late_rx.try_recv().is_err(),
+        "the read that timed out set a watch"
+    );
+    if let Some(native) = client.native() {
+        assert_eq!(native.watch_count(), 0);
+    }
+}
+
 on_both_backends!([
     basic_operations_and_ephemeral_owner,
     close_ends_the_session_and_later_calls_fail_closed,
     watches_fire_and_a_panicking_watcher_does_not_kill_the_client,
     a_panicking_watcher_does_not_kill_the_client,
+    a_watched_read_that_timed_out_leaves_no_watch,
 ]);

@@ -37,9 +37,9 @@ use crate::client::{ZkError, ZkResult};
 #[derive(Clone, Default, PartialEq, Eq)]
 pub struct MemoryOptions {
     /// `(scheme, credentials)` pairs the client authenticates with.
-    pub auth: Vec<(String, Vec<u8>)>,
+    pub(crate) auth: Vec<(String, Vec<u8>)>,
     /// The ACL of every node the client creates (default [`AclProvider::open`]).
-    pub acl: AclProvider,
+    pub(crate) acl: AclProvider,
 }
 
 impl std::fmt::Debug for MemoryOptions {

@@ -10,7 +10,7 @@ use parking_lot::{ReentrantMutex, RwLock};
 use super::ensemble::MemoryEnsemble;
 use super::faults::{FaultTiming, Hook};
 use super::tree::ServerState;
-use super::watches::EventThreadShared;
+use super::watches::{EventThreadShared, WatchKind};
 use crate::client::acl::AclProvider;
 use crate::client::counting::{Counters, Op};
 use crate::client::{CreateMode, Stat, Watcher, ZkClient, ZkError, ZkResult};
@@ -109,8 +109,15 @@ impl MemoryClient {
                 Some(fault) => {
                     cs.blipping = true;
                     if fault.timing == FaultTiming::AfterApply {
-                        // Applied, but the reply is lost.
+                        // Applied, but the reply is lost. A watch the read set dies with the
+                        // connection it was set on: a client re-registers only the watches
+                        // whose replies it got, so a read that failed leaves none.
+                        let kind = watch_kind(op);
+                        let before = kind.map_or(0, |k| inner.watches_on(k, path));
                         let _ = apply(inner, session);
+                        if let Some(kind) = kind {
+                            inner.drop_watches_past(kind, path, before);
+                        }
                         (Err(ZkError::ConnectionLoss), None, true)
                     } else {
                         (Err(ZkError::ConnectionLoss), Some(apply), true)
@@ -124,6 +131,15 @@ impl MemoryClient {
             self.blip();
         }
         result
+    }
+}
+
+/// The kind of watch a request of `op` may set.
+fn watch_kind(op: Op) -> Option<WatchKind> {
+    match op {
+        Op::GetData => Some(WatchKind::Data),
+        Op::GetChildren => Some(WatchKind::Child),
+        _ => None,
     }
 }
 

@@ -19,7 +19,8 @@ pub enum FaultTiming {
     /// The request never reaches the server: it is not applied.
     BeforeApply,
     /// The server applies the request but the reply is lost (e.g. the sequential node exists
-    /// and the caller does not know its name).
+    /// and the caller does not know its name). A watch the read set goes with the connection
+    /// (a client re-registers only watches whose replies it got).
     AfterApply,
     /// The client's session expires (its ephemerals go), the link comes back at once with a
     /// new session, and the request is applied and answered in that new session. The client

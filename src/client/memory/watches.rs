@@ -190,6 +190,33 @@ impl ServerState {
         }
     }
 
+    /// How many watches of `kind` are set on `path` (by every session).
+    pub(super) fn watches_on(&self, kind: WatchKind, path: &str) -> usize {
+        let map = match kind {
+            WatchKind::Data => &self.data_watches,
+            WatchKind::Child => &self.child_watches,
+        };
+        map.get(path).map_or(0, Vec::len)
+    }
+
+    /// Drops, uncalled, the watches of `kind` on `path` past the first `keep`: those a
+    /// request just set (a new watch goes last), when its reply is lost.
+    pub(super) fn drop_watches_past(&mut self, kind: WatchKind, path: &str, keep: usize) {
+        let map = match kind {
+            WatchKind::Data => &mut self.data_watches,
+            WatchKind::Child => &mut self.child_watches,
+        };
+        if let Some(entries) = map.get_mut(path) {
+            if entries.len() > keep {
+                self.trash
+                    .extend(entries.drain(keep..).map(|entry| entry.watcher));
+            }
+            if entries.is_empty() {
+                map.remove(path);
+            }
+        }
+    }
+
     pub(super) fn watch_count(&self) -> usize {
         [&self.data_watches, &self.child_watches]
             .iter()

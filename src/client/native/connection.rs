@@ -9,7 +9,13 @@
 //!   pending xid; anything else (an unknown xid, a frame over the limit, a negative length, a
 //!   truncated header) breaks the connection, never panics, never allocates past the limit;
 //! - a watch is registered by the reader thread when its reply arrives, before the reader
-//!   reads the next frame, so no notification can overtake its registration;
+//!   reads the next frame, so no notification can overtake its registration; it is
+//!   registered only if its caller gets the read's success: the registration and the result
+//!   go into the slot under one lock, and a caller that gives up (its deadline passed) takes
+//!   the watch out of the slot under that lock first;
+//! - a ping never waits: it is written only when no caller is writing and the socket has
+//!   room now (the session's dead-link clock must keep running whatever callers' writes do);
+//!   closeSession waits for the write lock only until the close's deadline;
 //! - once broken, a connection stays broken: every pending and later slot gets ConnectionLoss;
 //! - xids come from one counter per client, shared by all its connections (see [`XidCounter`]).
 
@@ -19,7 +25,7 @@ use std::sync::atomic::{AtomicI32, AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use parking_lot::{Condvar, Mutex};
+use parking_lot::{Condvar, Mutex, MutexGuard};
 
 use super::jute::{frame_length, DecodeError, Reader};
 use super::records::{self, ReplyHeader, WireRequest};
@@ -42,17 +48,28 @@ pub struct WatchRegistration {
     pub path: String,
     /// The callback.
     pub watcher: Watcher,
+    /// Whether a successful reply's body decodes as the caller will decode it: a reply that
+    /// does not is a `MarshallingError` for the caller, so it must not register the watch.
+    pub decodes: fn(&[u8]) -> bool,
 }
 
 /// What is done with the reply of a request nobody waits for. Runs on the reader thread (or
 /// the thread that breaks the connection): it must not call the client.
 pub type Completion = Box<dyn FnOnce(ZkResult<Reply>) + Send>;
 
+/// What a slot holds: the result once it arrived, and the watch while it may still be set.
+/// One lock for both: the reader registers the watch and stores the result in one step, and
+/// a caller that gives up takes the watch out in one step, so a watch is registered exactly
+/// when its caller gets the success.
+struct SlotState {
+    result: Option<ZkResult<Reply>>,
+    watch: Option<WatchRegistration>,
+}
+
 /// Where one request's reply lands.
 pub struct Slot {
-    result: Mutex<Option<ZkResult<Reply>>>,
+    state: Mutex<SlotState>,
     ready: Condvar,
-    watch: Mutex<Option<WatchRegistration>>,
     /// Set for a request nobody waits for: the reply goes to it instead of `result`.
     completion: Mutex<Option<Completion>>,
 }
@@ -60,35 +77,61 @@ pub struct Slot {
 impl Slot {
     fn new(watch: Option<WatchRegistration>) -> Arc<Slot> {
         Arc::new(Slot {
-            result: Mutex::new(None),
+            state: Mutex::new(SlotState {
+                result: None,
+                watch,
+            }),
             ready: Condvar::new(),
-            watch: Mutex::new(watch),
             completion: Mutex::new(None),
         })
     }
 
+    /// Fails the slot (no watch is registered).
     fn fill(&self, result: ZkResult<Reply>) {
+        self.answer(result, None);
+    }
+
+    /// Hands the reply over; with `watches`, registers the slot's watch first if the reply
+    /// sets one and the caller is still waiting.
+    fn answer(&self, result: ZkResult<Reply>, watches: Option<&Watches>) {
         let completion = self.completion.lock().take();
         if let Some(done) = completion {
             done(result);
             return;
         }
-        let mut slot = self.result.lock();
-        if slot.is_none() {
-            *slot = Some(result);
+        let mut state = self.state.lock();
+        let watch = state.watch.take();
+        if let (Some(w), Some(watches)) = (watch, watches) {
+            // An exists watch is set on a missing node too; data and child watches only
+            // when the read succeeded (and its reply decodes).
+            let set = match &result {
+                Ok(reply) => (w.decodes)(&reply.body),
+                Err(e) => w.kind == WatchKind::Exist && *e == ZkError::NoNode,
+            };
+            if set {
+                watches.add(w.kind, w.path, w.watcher);
+            }
+        }
+        if state.result.is_none() {
+            state.result = Some(result);
             self.ready.notify_all();
         }
     }
 
     /// Blocks until the reply arrives or the deadline passes ([`ZkError::OperationTimeout`];
-    /// the outcome is then unknown).
+    /// the outcome is then unknown, and a watch the request carried will not be set by a
+    /// reply arriving later).
     pub fn wait(&self, deadline: Instant) -> ZkResult<Reply> {
-        let mut slot = self.result.lock();
+        let mut state = self.state.lock();
         loop {
-            if let Some(result) = slot.take() {
+            if let Some(result) = state.result.take() {
                 return result;
             }
-            if self.ready.wait_until(&mut slot, deadline).timed_out() && slot.is_none() {
+            if self.ready.wait_until(&mut state, deadline).timed_out() && state.result.is_none() {
+                let abandoned = state.watch.take();
+                drop(state);
+                // The caller's callback is dropped outside the lock.
+                drop(abandoned);
                 return Err(ZkError::OperationTimeout);
             }
         }
@@ -256,8 +299,35 @@ impl Connection {
         self.send_slots(vec![(request, slot)]);
     }
 
+    /// Sends a ping if that cannot block: no caller is writing (the write lock is free) and
+    /// the socket has room now. Returns whether it was sent; when it was not, the session's
+    /// clocks judge the link as they would without it.
+    pub fn try_ping(&self) -> bool {
+        self.send_if_free(WireRequest::Ping, Instant::now())
+            .is_some()
+    }
+
+    /// Sends `request` only if that cannot block past `deadline`: the write lock is free by
+    /// then (a caller's write may be blocked on a full socket) and the socket has room by
+    /// then. `None` when it was not sent.
+    pub fn send_if_free(&self, request: WireRequest, deadline: Instant) -> Option<Arc<Slot>> {
+        let out = self.out.try_lock_until(deadline)?;
+        if !out.stream.writable_by(deadline) {
+            return None;
+        }
+        self.send_locked(out, vec![(request, Slot::new(None))])
+            .pop()
+    }
+
     fn send_slots(&self, requests: Vec<(WireRequest, Arc<Slot>)>) -> Vec<Arc<Slot>> {
-        let mut out = self.out.lock();
+        self.send_locked(self.out.lock(), requests)
+    }
+
+    fn send_locked(
+        &self,
+        mut out: MutexGuard<'_, Outgoing>,
+        requests: Vec<(WireRequest, Arc<Slot>)>,
+    ) -> Vec<Arc<Slot>> {
         let mut bytes = Vec::new();
         let mut slots = Vec::with_capacity(requests.len());
         // Filled after the locks are released: a completion runs no code under them.
@@ -376,18 +446,7 @@ impl Connection {
             } else {
                 Err(records::error_from_code(header.err))
             };
-            let watch = slot.watch.lock().take();
-            if let Some(w) = watch {
-                // An exists watch is set on a missing node too; data and child watches only
-                // when the read succeeded.
-                let set = result.is_ok()
-                    || (w.kind == WatchKind::Exist
-                        && result.as_ref().err() == Some(&ZkError::NoNode));
-                if set {
-                    watches.add(w.kind, w.path, w.watcher);
-                }
-            }
-            slot.fill(result);
+            slot.answer(result, Some(watches));
         }
     }
 }

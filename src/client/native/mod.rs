@@ -14,6 +14,7 @@
 //!   error codes);
 //! - `connection`: one socket, one reader thread, callers' slots matched by xid;
 //! - `session`: connect, ping, dead-link and expiry clocks, reconnect, auth and SetWatches;
+//!   `session/closing`: a close that leaves no connection behind;
 //! - `watches`: the one-shot callback registry and the thread callbacks run on;
 //! - `options`: [`NativeOptions`] and the connect string; `hosts`: one host reached
 //!   (resolved at every attempt, every address tried, a refusal explained);
@@ -401,6 +402,7 @@ impl ZkClient for NativeClient {
             kind: WatchKind::Data,
             path: server_path.clone(),
             watcher,
+            decodes: |body| decode_all(body, read_data).is_ok(),
         });
         let request = WireRequest::GetData {
             path: server_path,
@@ -432,6 +434,7 @@ impl ZkClient for NativeClient {
             kind: WatchKind::Child,
             path: server_path.clone(),
             watcher,
+            decodes: |body| decode_all(body, |r| r.strings()).is_ok(),
         });
         let request = WireRequest::GetChildren {
             path: server_path,
@@ -530,15 +533,21 @@ impl ZkClient for NativeClient {
     }
 
     /// Sends closeSession (waiting at most the call timeout for the answer on a frozen link),
-    /// then stops every thread of this client.
+    /// then stops every thread of this client. closeSession is skipped when it cannot be
+    /// written within that time (a caller's write blocked on a full socket holds the link):
+    /// the server then expires the session.
     fn close(&self) {
         let Some(conn) = self.core.mark_closed() else {
             self.core.shut_down();
             return;
         };
         let deadline = deadline_after(self.call_timeout);
-        if let Some(slot) = conn.send(vec![(WireRequest::CloseSession, None)]).pop() {
-            let _ = slot.wait(deadline);
+        match conn.send_if_free(WireRequest::CloseSession, deadline) {
+            Some(slot) => drop(slot.wait(deadline)),
+            None => log::warn!(
+                "zk-locks native: closeSession could not be sent within the call timeout; \
+                 the server will expire the session"
+            ),
         }
         self.core.shut_down();
     }

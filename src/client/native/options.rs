@@ -22,26 +22,26 @@ pub const DEFAULT_PACKET_LIMIT: usize = 0xfffff;
 #[derive(Clone, PartialEq, Eq)]
 pub struct NativeOptions {
     /// Comma-separated `host:port` list (port 2181 when omitted), optional `/chroot` suffix.
-    pub connect_string: String,
+    pub(crate) connect_string: String,
     /// Requested session timeout (default 10 s); the server clamps it to `[2, 20] × tickTime`.
-    pub session_timeout: Duration,
+    pub(crate) session_timeout: Duration,
     /// How long [`NativeClient::connect_with`](super::NativeClient::connect_with) waits for the first session (default: the
     /// session timeout).
-    pub connect_timeout: Option<Duration>,
+    pub(crate) connect_timeout: Option<Duration>,
     /// The longest a call may block, waiting for a connection and then for its reply, before
     /// it fails with [`ZkError::OperationTimeout`](crate::ZkError::OperationTimeout) or [`ZkError::ConnectionLoss`](crate::ZkError::ConnectionLoss) (default: the
     /// session timeout).
-    pub call_timeout: Option<Duration>,
+    pub(crate) call_timeout: Option<Duration>,
     /// Frames at or over this many bytes break the connection (default
     /// [`DEFAULT_PACKET_LIMIT`], the server's own default).
-    pub packet_limit: usize,
+    pub(crate) packet_limit: usize,
     /// `(scheme, credentials)` pairs sent after every connect.
-    pub auth: Vec<(String, Vec<u8>)>,
+    pub(crate) auth: Vec<(String, Vec<u8>)>,
     /// The ACL of every node the client creates (default [`AclProvider::open`]).
-    pub acl: AclProvider,
+    pub(crate) acl: AclProvider,
     /// TLS on every connection (feature `tls`); `None`: plain TCP.
     #[cfg(feature = "tls")]
-    pub tls: Option<super::TlsOptions>,
+    pub(crate) tls: Option<super::TlsOptions>,
 }
 
 impl std::fmt::Debug for NativeOptions {
@@ -128,6 +128,13 @@ impl NativeOptions {
         self
     }
 
+    /// Breaks the connection on any frame of `bytes` or more (default [`DEFAULT_PACKET_LIMIT`],
+    /// the server's own `jute.maxbuffer`); set it to the servers' value when they raise theirs.
+    pub fn packet_limit(mut self, bytes: usize) -> NativeOptions {
+        self.packet_limit = bytes;
+        self
+    }
+
     /// The call timeout in effect.
     pub fn effective_call_timeout(&self) -> Duration {
         self.call_timeout.unwrap_or(self.session_timeout)
@@ -137,10 +144,7 @@ impl NativeOptions {
 /// Hosts (shuffled) and the chroot of a connect string.
 pub(super) fn parse_connect_string(connect_string: &str) -> Result<(Vec<String>, Option<String>)> {
     let (mut out, chroot) = crate::client::connect_string::parse(connect_string)?;
-    // Fisher-Yates, so that clients spread over the ensemble.
-    for i in (1..out.len()).rev() {
-        let j = (uuid::Uuid::new_v4().as_u64_pair().0 % (i as u64 + 1)) as usize;
-        out.swap(i, j);
-    }
+    // So that clients spread over the ensemble.
+    fastrand::shuffle(&mut out);
     Ok((out, chroot))
 }

@@ -18,8 +18,19 @@
 //! change (`Connected`, `Reconnected`, or `Lost` then `Connected`) is reported *before* the
 //! reader thread reads anything from the new connection; then auth packets, then SetWatches
 //! (last zxid seen, in batches under the packet limit); only then do callers' requests flow.
+//!
+//! The clocks run on the session thread, which never waits on a socket write: a ping is
+//! skipped while a caller writes or the socket is full ([`Connection::try_ping`]), and a link
+//! declared dead is shut down, which fails a caller's write blocked on it. A socket write
+//! that makes no progress for `2T/3` fails too (negotiated `T`, never the requested one).
+//!
+//! Closing (`closing.rs`): once the session is marked closed no connection is installed any
+//! more, and `close()` leaves no socket of the client open.
 
 use std::net::{SocketAddr, TcpStream};
+use std::thread::ThreadId;
+
+mod closing;
 
 use super::hosts;
 use super::transport::Transport;
@@ -38,6 +49,9 @@ use crate::session::{ConnectionState, Session};
 /// Path text per SetWatches packet, well under the default packet limit (the Java client
 /// uses the same budget).
 const SET_WATCHES_BUDGET: usize = 128 * 1024;
+
+/// The smallest socket timeout set (a zero timeout is refused by the socket).
+const MIN_TIMEOUT: Duration = Duration::from_millis(1);
 
 /// How many recent link events the journal keeps (oldest dropped first).
 const JOURNAL_LEN: usize = 64;
@@ -70,6 +84,14 @@ struct Link {
     next_host: usize,
     /// The last time a server spoke for the current session: the expiry clock starts here.
     heard: Instant,
+    /// The socket of the connect attempt in progress, until its connection is installed or
+    /// the attempt fails: closing shuts it down.
+    connecting: Option<TcpStream>,
+    /// The session thread runs (set before it is spawned, cleared when it ends).
+    supervising: bool,
+    /// The session thread's id, so that a close from one of its own callbacks (a session
+    /// listener) does not wait for itself.
+    supervisor: Option<ThreadId>,
 }
 
 /// The session shared by the client handle, the supervisor thread and the reader threads.
@@ -118,6 +140,9 @@ impl SessionCore {
                 auth_failed: false,
                 next_host: 0,
                 heard: Instant::now(),
+                connecting: None,
+                supervising: false,
+                supervisor: None,
             }),
             changed: Condvar::new(),
             journal: Mutex::new(std::collections::VecDeque::new()),
@@ -179,30 +204,22 @@ impl SessionCore {
     pub fn start(self: &Arc<Self>, deadline: Instant) -> Result<(), String> {
         let conn = self.connect_until(Some(deadline))?;
         let core = self.clone();
-        std::thread::Builder::new()
+        self.link.lock().supervising = true;
+        let spawned = std::thread::Builder::new()
             .name("zk-locks-native-session".into())
-            .spawn(move || core.supervise(conn))
-            .map_err(|e| format!("spawning the session thread: {e}"))?;
-        Ok(())
-    }
-
-    /// Marks the session closed: callers get [`ZkError::Closed`], the supervisor stops.
-    /// Returns the connection to send closeSession on, if one is ready.
-    pub fn mark_closed(&self) -> Option<Arc<Connection>> {
-        let mut link = self.link.lock();
-        link.closed = true;
-        self.changed.notify_all();
-        link.conn.clone().filter(|_| link.ready)
-    }
-
-    /// Breaks the current connection and stops everything (after closeSession).
-    pub fn shut_down(&self) {
-        let conn = self.link.lock().conn.take();
-        if let Some(conn) = conn {
-            conn.close();
+            .spawn(move || {
+                core.link.lock().supervisor = Some(std::thread::current().id());
+                core.supervise(conn);
+                let mut link = core.link.lock();
+                link.supervising = false;
+                link.supervisor = None;
+                core.changed.notify_all();
+            });
+        if let Err(e) = spawned {
+            self.link.lock().supervising = false;
+            return Err(format!("spawning the session thread: {e}"));
         }
-        self.watches.shutdown();
-        self.session.transition(ConnectionState::Closed, None);
+        Ok(())
     }
 
     fn is_closed(&self) -> bool {
@@ -253,14 +270,20 @@ impl SessionCore {
             if silent >= read_timeout {
                 log::info!("zk-locks native: nothing received for {silent:?}: link dead");
                 self.note(format!("link dead: nothing received for {silent:?}"));
+                // Shuts the socket down: a caller's write blocked on it fails now.
                 conn.close();
                 return;
             }
-            if conn.since_send() >= ping_after {
-                drop(conn.send(vec![(WireRequest::Ping, None)]));
+            let mut next_ping = ping_after.saturating_sub(conn.since_send());
+            if next_ping.is_zero() && !conn.try_ping() {
+                // A caller is writing (perhaps blocked on a full socket) or the socket is
+                // full: try again soon, never wait for it; the clock above judges the link.
+                next_ping = (ping_after / 10).max(Duration::from_millis(10));
+            } else if next_ping.is_zero() {
+                next_ping = ping_after;
             }
             let wait = (read_timeout - silent)
-                .min(ping_after.saturating_sub(conn.since_send()))
+                .min(next_ping)
                 .max(Duration::from_millis(5));
             let mut link = self.link.lock();
             if link.closed || conn.is_broken() {
@@ -357,6 +380,7 @@ impl SessionCore {
                 match self.handshake(&host, connect_timeout, session_id, password) {
                     Ok(done) => done,
                     Err(e) => {
+                        self.link.lock().connecting = None;
                         log::debug!("zk-locks native: {host}: {e}");
                         self.note(format!("{host}: {e}"));
                         // A certificate that does not verify explains the failure better than
@@ -372,13 +396,16 @@ impl SessionCore {
                 response.session_id, response.timeout_ms
             ));
             if response.timeout_ms <= 0 {
+                self.link.lock().connecting = None;
                 self.lose("the server says the session expired");
                 drop(stream);
                 attempt = 0;
                 continue;
             }
             self.link.lock().heard = Instant::now();
-            match self.establish(stream, response, session_id) {
+            let established = self.establish(stream, response, session_id);
+            self.link.lock().connecting = None;
+            match established {
                 Ok(conn) => return Ok(conn),
                 Err(e) => {
                     self.note(format!("{host}: {e}"));
@@ -416,6 +443,7 @@ impl SessionCore {
         let timeout = timeout.max(Duration::from_millis(1));
         let tcp =
             TcpStream::connect_timeout(&addr, timeout).map_err(|e| format!("connect: {e}"))?;
+        self.track_attempt(&tcp)?;
         let _ = tcp.set_nodelay(true);
         tcp.set_read_timeout(Some(timeout))
             .and_then(|()| tcp.set_write_timeout(Some(timeout)))
@@ -451,9 +479,12 @@ impl SessionCore {
         )?;
         let response =
             ConnectResponse::decode(&body).map_err(|e| format!("ConnectResponse: {e}"))?;
+        // A write that makes no progress for 2/3 of the *negotiated* timeout fails, as the
+        // link is dead by then anyway (the dead-link clock shuts it down at that point).
+        let negotiated = Duration::from_millis(response.timeout_ms.max(1) as u64);
         stream
             .set_read_timeout(None)
-            .and_then(|()| stream.set_write_timeout(Some(self.config.session_timeout)))
+            .and_then(|()| stream.set_write_timeout(Some((negotiated * 2 / 3).max(MIN_TIMEOUT))))
             .map_err(|e| format!("socket options: {e}"))?;
         Ok((stream, response))
     }
@@ -475,6 +506,14 @@ impl SessionCore {
         let negotiated = Duration::from_millis(response.timeout_ms as u64);
         {
             let mut link = self.link.lock();
+            // Installed only while the client is open: a handshake that completes after
+            // close() leaves nothing behind (no reader, no auth, the socket closed).
+            link.connecting = None;
+            if link.closed {
+                drop(link);
+                conn.close();
+                return Err(closed_reason(&self.link.lock()));
+            }
             link.session_id = response.session_id;
             link.password = response.password.clone();
             link.negotiated = negotiated;
@@ -564,16 +603,15 @@ fn closed_reason(link: &Link) -> String {
 
 /// A random index in `[0, n)` (0 when `n` is 0).
 pub fn random_index(n: usize) -> usize {
-    let r = uuid::Uuid::new_v4().as_u64_pair().0;
-    (r % n.max(1) as u64) as usize
+    fastrand::usize(..n.max(1))
 }
 
-/// A random duration in `[0, cap)` (from the OS random source behind UUIDs).
+/// A random duration in `[0, cap)`.
 pub fn random_below(cap: Duration) -> Duration {
-    let nanos = cap.as_nanos() as u64;
-    if nanos == 0 {
-        return Duration::ZERO;
-    }
-    let r = uuid::Uuid::new_v4().as_u64_pair().0;
-    Duration::from_nanos(r % nanos)
+    let nanos = u64::try_from(cap.as_nanos()).unwrap_or(u64::MAX);
+    Duration::from_nanos(if nanos == 0 {
+        0
+    } else {
+        fastrand::u64(..nanos)
+    })
 }

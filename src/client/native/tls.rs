@@ -23,9 +23,9 @@ use crate::error::{Error, Result};
 #[derive(Clone, PartialEq, Eq)]
 pub struct TlsOptions {
     /// PEM certificates of the CAs that may sign the server's certificate.
-    pub ca_pem: Vec<u8>,
+    pub(crate) ca_pem: Vec<u8>,
     /// PEM certificate chain and PEM private key (PKCS#8, PKCS#1 or SEC1) of the client.
-    pub client_cert: Option<(Vec<u8>, Vec<u8>)>,
+    pub(crate) client_cert: Option<(Vec<u8>, Vec<u8>)>,
 }
 
 impl std::fmt::Debug for TlsOptions {

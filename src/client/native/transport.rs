@@ -18,7 +18,7 @@ use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpStream};
 #[cfg(feature = "tls")]
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// One connection's stream; clones share the socket (and the TLS session).
 pub struct Transport {
@@ -129,6 +129,42 @@ impl Transport {
     pub fn set_write_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
         self.tcp.set_write_timeout(timeout)
     }
+
+    /// Whether a small write would not block: the socket reports room to write by
+    /// `deadline` (now: no wait). Pings and closeSession use it, as they must never wait on
+    /// a full socket past their deadline.
+    pub fn writable_by(&self, deadline: Instant) -> bool {
+        writable_by(&self.tcp, deadline)
+    }
+}
+
+#[cfg(unix)]
+fn writable_by(tcp: &TcpStream, deadline: Instant) -> bool {
+    use std::os::fd::AsRawFd;
+    let mut poll = libc::pollfd {
+        fd: tcp.as_raw_fd(),
+        events: libc::POLLOUT,
+        revents: 0,
+    };
+    loop {
+        let wait = deadline.saturating_duration_since(Instant::now());
+        // Rounded up, so a wait shorter than a millisecond is not a busy loop.
+        let millis = i32::try_from(wait.as_micros().div_ceil(1000)).unwrap_or(i32::MAX);
+        // SAFETY: one valid pollfd, a count of one.
+        let ready = unsafe { libc::poll(&mut poll, 1, millis) };
+        if ready < 0 && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
+            continue;
+        }
+        return ready == 1
+            && poll.revents & libc::POLLOUT != 0
+            && poll.revents & libc::POLLERR == 0;
+    }
+}
+
+/// Elsewhere the room cannot be asked for: the write may then wait on a full socket.
+#[cfg(not(unix))]
+fn writable_by(_tcp: &TcpStream, _deadline: Instant) -> bool {
+    true
 }
 
 impl Read for Transport {

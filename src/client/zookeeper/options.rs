@@ -18,19 +18,19 @@ use crate::error::{Error, Result};
 #[derive(Clone, PartialEq, Eq)]
 pub struct ZkOptions {
     /// Comma-separated `host:port` list (port 2181 when omitted), optional `/chroot` suffix.
-    pub connect_string: String,
+    pub(crate) connect_string: String,
     /// Requested session timeout (default 10 s). Also the watchdog's `Lost` deadline.
-    pub session_timeout: Duration,
+    pub(crate) session_timeout: Duration,
     /// How long [`ZookeeperClient::connect_with`](super::ZookeeperClient::connect_with) waits for the first session (default: the
     /// session timeout).
-    pub connect_timeout: Option<Duration>,
+    pub(crate) connect_timeout: Option<Duration>,
     /// The longest any single call may block before it fails with
     /// [`ZkError::OperationTimeout`](crate::ZkError::OperationTimeout) (default: the session timeout).
-    pub call_timeout: Option<Duration>,
+    pub(crate) call_timeout: Option<Duration>,
     /// `(scheme, credentials)` pairs sent after every connect and reconnect.
-    pub auth: Vec<(String, Vec<u8>)>,
+    pub(crate) auth: Vec<(String, Vec<u8>)>,
     /// The ACL of every node the client creates (default [`AclProvider::open`]).
-    pub acl: AclProvider,
+    pub(crate) acl: AclProvider,
 }
 
 impl std::fmt::Debug for ZkOptions {

@@ -476,7 +476,7 @@ impl InterProcessSemaphoreV2 {
     }
 
     /// Subscribes `waiter` to session changes and to the shared maximum's changes.
-    fn wake_on_changes(&self, waiter: &Arc<Waiter>) -> (ListenerId, Option<u64>) {
+    fn wake_on_changes(&self, waiter: &Arc<Waiter>) -> (ListenerId, Option<ListenerId>) {
         let session_listener = wake_on_session_change(self.leases.client(), waiter);
         let count_listener = match &self.max {
             MaxLeases::Shared(c) => {
