@@ -94,7 +94,7 @@ pub(crate) fn acquire(args: &RunArgs) -> Result<Held, i32> {
                     args.path
                 );
                 // Cancelling the wait deletes our node, so the queue moves on at once.
-                withdraw(&cancel, &events, args);
+                withdraw(&cancel, &events, &mut client, args);
                 close(&client);
                 return Err(exit::SIGNAL_BASE + signo);
             }
@@ -139,7 +139,12 @@ pub(crate) fn acquire(args: &RunArgs) -> Result<Held, i32> {
 /// Cancels the worker's wait and waits for it to end (its node deleted), at most a session
 /// timeout, or until another stop signal: zklock then exits anyway, and closing its session
 /// deletes whatever is left (also a lock granted just before the cancel).
-fn withdraw(cancel: &CancelToken, events: &Receiver<Event>, args: &RunArgs) {
+fn withdraw(
+    cancel: &CancelToken,
+    events: &Receiver<Event>,
+    client: &mut Option<Arc<NativeClient>>,
+    args: &RunArgs,
+) {
     cancel.cancel();
     let until = Instant::now().checked_add(args.session_timeout);
     loop {
@@ -153,6 +158,8 @@ fn withdraw(cancel: &CancelToken, events: &Receiver<Event>, args: &RunArgs) {
             }
             Ok(Event::Acquired(_) | Event::TimedOut | Event::Failed(_)) => return,
             Ok(Event::Signal(signo)) if signals::is_stop(signo) => return,
+            // Connected just now: main closes this client on its way out.
+            Ok(Event::Connected(c)) => *client = Some(c),
             Ok(_) => {}
             Err(_) => {
                 log::warn!("the wait for {} did not end in time", args.path);
