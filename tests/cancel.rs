@@ -425,6 +425,59 @@ fn a_cancel_while_the_link_is_down_returns_at_once() {
     }
 }
 
+/// A waiter whose session was lost (the server expired it) queues again in its new session;
+/// a cancel then ends that wait too: `Cancelled`, no node of either session left, the next
+/// waiter gets in, and the client stays connected.
+#[test]
+fn a_cancel_after_a_lost_session_leaves_nothing() {
+    let b = memory();
+    let patience = b.patience();
+    for r in recipes() {
+        let root = format!("{}/{}", b.root(), r.name.replace(' ', "-"));
+        let dirs = (r.dirs)(&root);
+        let (ch, cw, cn) = (b.connect(), b.connect(), b.connect());
+        let first_session = session_of(&cw);
+        let holder = Contender::start((r.holder)(&ch.client, &root), Acquire::new());
+        assert!(holder.outcome(patience, r.name).unwrap());
+        let token = CancelToken::new();
+        let waiter = Contender::start((r.waiter)(&cw.client, &root), Acquire::new().cancel(&token));
+        eventually(patience, "the waiter queues", || {
+            nodes(&ch, &dirs).iter().any(|(_, o)| *o == first_session)
+        });
+        cw.memory().unwrap().expire();
+        eventually(
+            patience,
+            "the waiter queues again in its new session",
+            || {
+                let now = cw.client.session().session_id();
+                now.is_some_and(|s| s != first_session)
+                    && nodes(&ch, &dirs).iter().any(|(_, o)| Some(*o) == now)
+            },
+        );
+        let second_session = session_of(&cw);
+        let next = Contender::start((r.next)(&cn.client, &root), Acquire::new());
+        token.cancel();
+        let outcome = waiter.outcome(patience, "the waiter cancelled after a lost session");
+        assert!(
+            matches!(outcome, Err(Error::Cancelled { .. })),
+            "{}: {outcome:?}",
+            r.name
+        );
+        eventually(patience, "no node of the waiter's sessions is left", || {
+            nodes(&ch, &dirs)
+                .iter()
+                .all(|(_, o)| *o != first_session && *o != second_session)
+        });
+        drop(holder);
+        assert!(
+            next.outcome(patience, "the next waiter").unwrap(),
+            "{}",
+            r.name
+        );
+        assert!(cw.client.session().state().is_connected(), "{}", r.name);
+    }
+}
+
 /// A waiter whose listing failed with the link down waits for the link (no pause between
 /// retries here): the cancel wakes that wait, and the node goes once the link is back.
 #[test]
