@@ -581,3 +581,42 @@ fn try_lock_with_returns_a_guard() {
     drop(guard);
     assert!(children(c.client.as_ref(), &root).is_empty());
 }
+
+/// A token costs no request: an uncontended cycle through `try_lock_with` and a token makes
+/// the requests and round trips of a plain `lock()` (2 round trips for a mutex, 3 for a
+/// semaphore mutex, on a pipelining backend).
+#[test]
+fn a_token_costs_no_request() {
+    let b = memory();
+    let c = b.connect();
+    let memory = c.memory().unwrap();
+    let token = CancelToken::new();
+    let how = Acquire::new().cancel(&token);
+    let cases: [(&str, Box<dyn Fn() -> Box<dyn InterProcessLock>>); 2] = [
+        (
+            "mutex",
+            Box::new(|| mutex(&c.client, &format!("{}/m", b.root()))),
+        ),
+        (
+            "semaphore mutex",
+            Box::new(|| semaphore_mutex(&c.client, &format!("{}/s", b.root()))),
+        ),
+    ];
+    for (name, make) in cases {
+        let cost = |cancellable: bool| {
+            let lock = make();
+            lock.acquire().unwrap(); // the directories exist from here on
+            lock.release().unwrap();
+            memory.reset_counters();
+            match cancellable {
+                true => assert!(lock.try_acquire_with(&how).unwrap()),
+                false => lock.acquire().unwrap(),
+            }
+            lock.release().unwrap();
+            memory.counters()
+        };
+        let (plain, with_token) = (cost(false), cost(true));
+        assert_eq!(with_token.requests(), plain.requests(), "{name}");
+        assert_eq!(with_token.round_trips, plain.round_trips, "{name}");
+    }
+}
