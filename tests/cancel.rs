@@ -592,19 +592,17 @@ fn a_token_costs_no_request() {
     let memory = c.memory().unwrap();
     let token = CancelToken::new();
     let how = Acquire::new().cancel(&token);
-    let cases: [(&str, Box<dyn Fn() -> Box<dyn InterProcessLock>>); 2] = [
-        (
-            "mutex",
-            Box::new(|| mutex(&c.client, &format!("{}/m", b.root()))),
-        ),
+    let cases: [(&str, Make, String); 2] = [
+        ("mutex", mutex, format!("{}/m", b.root())),
         (
             "semaphore mutex",
-            Box::new(|| semaphore_mutex(&c.client, &format!("{}/s", b.root()))),
+            semaphore_mutex,
+            format!("{}/s", b.root()),
         ),
     ];
-    for (name, make) in cases {
+    for (name, make, root) in cases {
         let cost = |cancellable: bool| {
-            let lock = make();
+            let lock = make(&c.client, &root);
             lock.acquire().unwrap(); // the directories exist from here on
             lock.release().unwrap();
             memory.reset_counters();
