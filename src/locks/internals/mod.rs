@@ -17,7 +17,8 @@
 //!   listing that still shows our node does not grant: the node is deleted and we queue again.
 //! - **Deadlines hold.** Every retry goes through one `Retries` value, which never sleeps past
 //!   the deadline. Past it, a timed call starts no request but one delete of its node, and none
-//!   when its link is in trouble: the rest goes to the background.
+//!   when its link is in trouble: the rest goes to the background. A cancelled call
+//!   (`locks::cancel`) is past its deadline: `past()` says so, and its waits wake.
 //! - **No herd.** A waiter watches only the node that keeps it out, with `get_data` (an `exists`
 //!   watch on a node deleted in between would never fire and would leak, CURATOR-107), and
 //!   only its own `Condvar` is notified.
