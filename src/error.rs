@@ -160,6 +160,16 @@ pub enum Error {
     #[error("the ZooKeeper client is closed")]
     Closed,
 
+    /// An acquire was cancelled through its [`CancelToken`](crate::locks::CancelToken)
+    /// before the lock was granted: nothing of it is left in the queue (its node was deleted,
+    /// or goes in the background while the link is down); the session and the client's other
+    /// locks are untouched.
+    #[error("acquiring {path:?} was cancelled")]
+    Cancelled {
+        /// The lock's path.
+        path: String,
+    },
+
     /// Several locks failed to release (multi-lock): every failure, in release order.
     #[error("{} lock(s) failed to release: {}", .0.len(), .0.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("; "))]
     Multiple(Vec<Error>),

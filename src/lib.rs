@@ -198,7 +198,9 @@ pub mod testing;
 
 pub use client::{CreateMode, SharedClient, Stat, WatchedEvent, ZkClient, ZkError};
 pub use error::{Error, Result};
-pub use locks::{InterProcessLock, InterProcessMutex, LockGuard, LockState, OwnedLockGuard};
+pub use locks::{
+    Acquire, CancelToken, InterProcessLock, InterProcessMutex, LockGuard, LockState, OwnedLockGuard,
+};
 pub use session::{ConnectionState, Session, SessionSnapshot};
 
 // The README's example compiles (`cargo test --doc`), so it cannot drift from the API.

@@ -176,7 +176,8 @@ impl Session {
         blocked: impl Fn(&SessionSnapshot) -> bool,
     ) -> SessionSnapshot {
         let mut inner = self.inner.lock();
-        while blocked(&inner.snapshot) {
+        // A cancelled acquire on this thread is past every deadline (`locks::cancel`).
+        while blocked(&inner.snapshot) && !crate::locks::cancel::requested() {
             match deadline {
                 Some(d) => {
                     if self.changed.wait_until(&mut inner, d).timed_out() {
@@ -187,6 +188,14 @@ impl Session {
             }
         }
         inner.snapshot
+    }
+
+    /// Wakes every thread waiting in [`Self::wait_for_change`] or [`Self::wait_until_connected`]
+    /// without a transition: a cancelled acquire's wait (`locks::cancel`) then returns, the
+    /// others wait on. Under the lock, so a waiter between its check and its wait is reached.
+    pub(crate) fn wake(&self) {
+        let _inner = self.inner.lock();
+        self.changed.notify_all();
     }
 
     /// Reports a transition (backends only). `Lost` and `Closed` count as losses; a new

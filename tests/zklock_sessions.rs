@@ -14,39 +14,71 @@ use std::process::{Child, Stdio};
 use std::time::Duration;
 
 use common::{children, eventually, unique_root};
-use zk_locks::locks::{InterProcessLock, InterProcessMutex};
+use zk_locks::locks::{InterProcessLock, InterProcessMutex, InterProcessSemaphoreMutex};
 use zk_locks::testing::{shared_server, FaultProxy};
 use zk_locks::{SharedClient, ZkClient};
 use zklock_support::{client, run, temp_dir, wait_exit, zklock, PATIENCE};
 
 #[test]
 fn interrupt_while_waiting_withdraws_from_the_queue() {
+    interrupted_while_waiting(libc::SIGINT, &[]);
+}
+
+/// SIGTERM withdraws as Ctrl-C does, from a semaphore's queue too.
+#[test]
+fn sigterm_while_waiting_for_a_lease_withdraws_from_the_queue() {
+    interrupted_while_waiting(libc::SIGTERM, &["--semaphore", "1"]);
+}
+
+/// zklock waits behind a holder; `signo` makes it cancel its wait (its node deleted, said in
+/// its log), exit with 128 + `signo` and its usual message, and the holder keeps the lock.
+fn interrupted_while_waiting(signo: i32, kind: &[&str]) {
     let Some(server) = shared_server() else {
         return;
     };
     let connect = server.connect_string();
-    let root = unique_root("zklock-sigint");
+    let root = unique_root("zklock-interrupted");
     let c = client(&connect);
     let shared: SharedClient = c.clone();
-    let mutex = InterProcessMutex::new(shared, &root).unwrap();
-    let guard = mutex.lock().unwrap();
+    let holder: Box<dyn InterProcessLock> = match kind {
+        [] => Box::new(InterProcessMutex::new(shared, &root).unwrap()),
+        _ => Box::new(InterProcessSemaphoreMutex::new(shared, &root).unwrap()),
+    };
+    holder.acquire().unwrap();
+    // Where the waiter's node lives: the mutex's directory, or the semaphore's leases (the
+    // waiter is admitted, and its lease waits for room beside the holder's).
+    let queue = match kind {
+        [] => root.clone(),
+        _ => format!("{root}/leases"),
+    };
+    let queued = children(c.as_ref(), &queue).len() + 1;
     let mut waiter = zklock()
-        .args(["--connect", &connect, &root, "--", "true"])
+        .env("RUST_LOG", "zklock=info")
+        .args(["--connect", &connect])
+        .args(kind)
+        .args([root.as_str(), "--", "true"])
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     eventually(PATIENCE, "zklock queues", || {
-        children(c.as_ref(), &root).len() == 2
+        children(c.as_ref(), &queue).len() == queued
     });
     // SAFETY: kill(2) on our own child process.
-    unsafe { libc::kill(waiter.id() as libc::pid_t, libc::SIGINT) };
-    let status = wait_exit(&mut waiter, "zklock exits on SIGINT");
-    assert_eq!(status.code(), Some(128 + libc::SIGINT), "{status:?}");
-    // Its node goes with its session at once (not after a session timeout).
+    unsafe { libc::kill(waiter.id() as libc::pid_t, signo) };
+    let status = wait_exit(&mut waiter, "zklock exits on the signal");
+    assert_eq!(status.code(), Some(128 + signo), "{status:?}");
+    let stderr = stderr_of(&mut waiter);
+    assert!(
+        stderr.contains(&format!("interrupted by signal {signo} while waiting")),
+        "{stderr}"
+    );
+    // The wait was cancelled (its node deleted by it), not ended by closing the session.
+    assert!(stderr.contains("withdrew from the queue"), "{stderr}");
     eventually(PATIENCE, "zklock's node is deleted", || {
-        children(c.as_ref(), &root).len() == 1
+        children(c.as_ref(), &queue).len() == queued - 1
     });
-    assert!(guard.is_valid());
+    assert!(holder.held_nodes().iter().all(|n| n.is_valid()));
+    holder.release().unwrap();
 }
 
 #[test]

@@ -216,7 +216,7 @@ fn wait_for_link(client: &SharedClient, until: Option<Instant>, lost: &dyn Fn() 
         let s = session.snapshot();
         if s.state.is_connected()
             || s.state == ConnectionState::Closed
-            || until.is_some_and(|u| Instant::now() >= u)
+            || past(until, Instant::now())
             || lost()
         {
             return;

@@ -16,7 +16,12 @@
 //! [`InterProcessLock::lock_owned`] returns an [`OwnedLockGuard`] instead: `Send`, `Sync` and
 //! `'static`, for a hold that outlives a scope or crosses threads (async code through
 //! `spawn_blocking`); an owned hold belongs to its guard and is not reentrant.
+//!
+//! Every blocking acquire can also be cancelled from another thread: give it a
+//! [`CancelToken`] through [`Acquire`] ([`InterProcessLock::try_lock_with`],
+//! [`InterProcessSemaphoreV2::acquire_with`]) and call [`CancelToken::cancel`].
 
+pub(crate) mod cancel;
 mod cleanup;
 mod driver;
 mod fenced;
@@ -39,6 +44,7 @@ mod watching;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+pub use cancel::{Acquire, CancelToken};
 pub use driver::standard_sort_key;
 pub use guard::LockGuard;
 pub use held::{HeldNode, LockState};
@@ -149,6 +155,45 @@ pub trait InterProcessLock: Send + Sync {
         Self: Sized,
     {
         Ok(self.acquire_timeout(timeout)?.then(|| LockGuard::new(self)))
+    }
+
+    /// Acquires as `how` says: until held, or its timeout passed (`Ok(false)`, nothing left
+    /// behind), or its [`CancelToken`] cancelled ([`Error::Cancelled`](crate::Error::Cancelled):
+    /// the wait ends within about one round trip, its node is deleted so the queue behind it
+    /// moves on, and the session and the client's other locks are untouched). A token
+    /// cancelled before the call makes no request. A cancel that comes after the lock was
+    /// granted is too late: the lock is held (release it).
+    ///
+    /// Every recipe of this crate waits cancellably. The default, for a lock of another crate,
+    /// checks the token before the call only, then waits as [`Self::acquire_timeout`] or
+    /// [`Self::acquire`] does.
+    fn try_acquire_with(&self, how: &Acquire) -> Result<bool> {
+        let path = self.lock_paths().join(", ");
+        how.check(&path)?;
+        match how.timeout_value() {
+            Some(t) => self.acquire_timeout(t),
+            None => self.acquire().map(|()| true),
+        }
+    }
+
+    /// [`Self::try_acquire_with`] returning a guard (`None`: the timeout passed).
+    ///
+    /// ```
+    /// use zk_locks::client::memory::MemoryEnsemble;
+    /// use zk_locks::locks::{Acquire, CancelToken, InterProcessLock, InterProcessMutex};
+    ///
+    /// let mutex = InterProcessMutex::new(MemoryEnsemble::new().connect(), "/locks/report")?;
+    /// let shutdown = CancelToken::new(); // cancelled by the service's shutdown handler
+    /// if let Some(guard) = mutex.try_lock_with(&Acquire::new().cancel(&shutdown))? {
+    ///     assert!(guard.is_valid());
+    /// }
+    /// # Ok::<(), zk_locks::Error>(())
+    /// ```
+    fn try_lock_with(&self, how: &Acquire) -> Result<Option<LockGuard<'_, Self>>>
+    where
+        Self: Sized,
+    {
+        Ok(self.try_acquire_with(how)?.then(|| LockGuard::new(self)))
     }
 
     /// Acquires a hold that belongs to no thread (what an [`OwnedLockGuard`] is made of) and

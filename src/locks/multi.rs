@@ -17,7 +17,7 @@ use crate::error::{Error, Result};
 use super::cleanup::{give_back, BackgroundMark, Wait};
 use super::held::HeldNode;
 use super::mutex::InterProcessMutex;
-use super::{deadline_after, InterProcessLock};
+use super::{deadline_after, Acquire, InterProcessLock};
 
 /// All-or-nothing over any [`InterProcessLock`]s.
 ///
@@ -100,21 +100,21 @@ impl InterProcessMultiLock {
         self
     }
 
-    /// Acquires every lock before `deadline` or none: on failure or timeout, what this call
-    /// took is released in reverse order, within the deadline (see [`give_back`]).
-    fn acquire_all(&self, deadline: Option<Instant>, timed: bool) -> Result<bool> {
+    /// Acquires every lock before `deadline` (when `how` has a timeout) or none: on failure,
+    /// timeout or cancel (each lock is given `how`'s token), what this call took is released in
+    /// reverse order, within the deadline (see [`give_back`]); once cancelled, as past the
+    /// deadline: one try each, none once one went to the background.
+    fn acquire_all(&self, deadline: Option<Instant>, how: &Acquire) -> Result<bool> {
         let mark = BackgroundMark::now();
         let mut taken: Vec<&dyn InterProcessLock> = Vec::with_capacity(self.locks.len());
         let mut outcome = Ok(true);
         for (_, lock) in &self.locks {
-            let step = if timed {
-                let left = deadline.map_or(Duration::MAX, |d| {
+            let left = how.timeout_value().map(|_| {
+                deadline.map_or(Duration::MAX, |d| {
                     d.saturating_duration_since(Instant::now())
-                });
-                lock.acquire_timeout(left)
-            } else {
-                lock.acquire().map(|()| true)
-            };
+                })
+            });
+            let step = lock.try_acquire_with(&how.with_timeout(left));
             match step {
                 Ok(true) => taken.push(lock.as_ref()),
                 Ok(false) => {
@@ -128,6 +128,10 @@ impl InterProcessMultiLock {
             }
         }
         if !matches!(outcome, Ok(true)) {
+            let deadline = match how.cancel_token() {
+                Some(token) if token.is_cancelled() => Some(Instant::now()),
+                _ => deadline,
+            };
             let failures = give_back(taken.into_iter().rev(), deadline, mark, |lock, wait| {
                 lock.release_within(wait)
             });
@@ -192,11 +196,19 @@ impl InterProcessMultiLock {
 
 impl InterProcessLock for InterProcessMultiLock {
     fn acquire(&self) -> Result<()> {
-        self.acquire_all(None, false).map(|_| ())
+        self.acquire_all(None, &Acquire::new()).map(|_| ())
     }
 
     fn acquire_timeout(&self, timeout: Duration) -> Result<bool> {
-        self.acquire_all(deadline_after(timeout), true)
+        self.acquire_all(deadline_after(timeout), &Acquire::new().timeout(timeout))
+    }
+
+    /// Each lock waits with `how`'s token and what is left of its timeout; a cancel gives
+    /// back, in reverse order, what the call took.
+    fn try_acquire_with(&self, how: &Acquire) -> Result<bool> {
+        how.check(&self.lock_paths().join(", "))?;
+        let deadline = how.timeout_value().and_then(deadline_after);
+        self.acquire_all(deadline, how)
     }
 
     /// Releases every lock in reverse order, going on after failures; the error lists them all.

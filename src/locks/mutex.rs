@@ -18,6 +18,7 @@ use super::internals::{past, LockInternals, NodeKind, Wait};
 use super::layout::LOCK_NAME;
 use super::participants::{self as queue, Participant, ParticipantKind};
 use super::revocation::{RevocationListener, RevocationWatch};
+use super::{cancel, Acquire};
 use super::{deadline_after, default_node_data, validate_lock_path, InterProcessLock};
 
 mod owned_holds;
@@ -261,6 +262,15 @@ impl InterProcessLock for InterProcessMutex {
 
     fn acquire_timeout(&self, timeout: Duration) -> Result<bool> {
         self.acquire_with(Some(timeout), NodeKind::Sequential)
+    }
+
+    fn try_acquire_with(&self, how: &Acquire) -> Result<bool> {
+        let held = cancel::run(how, self.path(), self.client(), |timeout| {
+            Ok(self
+                .acquire_with(timeout, NodeKind::Sequential)?
+                .then_some(()))
+        })?;
+        Ok(held.is_some())
     }
 
     fn release(&self) -> Result<()> {

@@ -26,7 +26,7 @@ use super::layout::{READ_LOCK_NAME, WRITE_LOCK_NAME};
 use super::mutex::InterProcessMutex;
 use super::observe::LockObserver;
 use super::participants::{self as queue, Participant, ParticipantKind};
-use super::InterProcessLock;
+use super::{cancel, Acquire, InterProcessLock};
 
 mod drivers;
 use drivers::{held_write_node, is_writer, ReadDriver, WriteDriver};
@@ -303,7 +303,7 @@ impl ReadLock {
                 LockState::Suspect => {}
             }
             let now = Instant::now();
-            if deadline.is_some_and(|d| now >= d) {
+            if past(deadline, now) {
                 return None;
             }
             // A failed read while connected has no transition to wait for: ask again soon.
@@ -342,6 +342,13 @@ impl InterProcessLock for ReadLock {
 
     fn acquire_timeout(&self, timeout: Duration) -> Result<bool> {
         self.acquire_with(Some(timeout))
+    }
+
+    fn try_acquire_with(&self, how: &Acquire) -> Result<bool> {
+        let held = cancel::run(how, self.read.path(), self.read.client(), |timeout| {
+            Ok(self.acquire_with(timeout)?.then_some(()))
+        })?;
+        Ok(held.is_some())
     }
 
     fn release(&self) -> Result<()> {
@@ -419,6 +426,11 @@ impl InterProcessLock for WriteLock {
     fn acquire_timeout(&self, timeout: Duration) -> Result<bool> {
         self.check_upgrade()?;
         self.write.acquire_timeout(timeout)
+    }
+
+    fn try_acquire_with(&self, how: &Acquire) -> Result<bool> {
+        self.check_upgrade()?;
+        self.write.try_acquire_with(how)
     }
 
     fn release(&self) -> Result<()> {

@@ -1,15 +1,16 @@
 //! Acquiring the lock: a worker thread connects, takes the lock and later releases it (a mutex
 //! and the read/write sides are released by the thread that took them), while the main thread
 //! waits for its events, and withdraws from the queue on SIGINT/SIGTERM/SIGHUP (delivered as
-//! events too, by [`crate::signals`]).
+//! events too, by [`crate::signals`]): it cancels the worker's wait ([`CancelToken`]), which
+//! deletes the worker's node and returns, the session untouched.
 
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use zk_locks::client::native::NativeClient;
 use zk_locks::locks::{
-    HeldNode, InterProcessLock, InterProcessMutex, InterProcessReadWriteLock,
+    Acquire, CancelToken, HeldNode, InterProcessLock, InterProcessMutex, InterProcessReadWriteLock,
     InterProcessSemaphoreV2,
 };
 use zk_locks::{Error, SharedClient};
@@ -27,6 +28,8 @@ pub(crate) enum Event {
     Connected(Arc<NativeClient>),
     Acquired(Arc<HeldNode>),
     TimedOut,
+    /// The wait was cancelled (after a stop signal): the worker's node is deleted.
+    Cancelled,
     Failed(Error),
     /// The watcher saw the lock lost.
     Lost,
@@ -58,7 +61,9 @@ pub(crate) fn acquire(args: &RunArgs) -> Result<Held, i32> {
     }
     let loss_tx = events_tx.clone();
     let (release_tx, release_rx) = mpsc::channel::<()>();
+    let cancel = CancelToken::new();
     let request = Request {
+        cancel: cancel.clone(),
         security: args.security.clone(),
         hosts: args.connect.clone(),
         session_timeout: args.session_timeout,
@@ -84,11 +89,12 @@ pub(crate) fn acquire(args: &RunArgs) -> Result<Held, i32> {
         };
         match event {
             Event::Signal(signo) if signals::is_stop(signo) => {
-                // Closing the session deletes our node at once, so the queue moves on.
                 eprintln!(
                     "zklock: interrupted by signal {signo} while waiting for {}",
                     args.path
                 );
+                // Cancelling the wait deletes our node, so the queue moves on at once.
+                withdraw(&cancel, &events, &mut client, args);
                 close(&client);
                 return Err(exit::SIGNAL_BASE + signo);
             }
@@ -117,7 +123,7 @@ pub(crate) fn acquire(args: &RunArgs) -> Result<Held, i32> {
                 close(&client);
                 return Err(exit::LOCK_ERROR);
             }
-            Event::Signal(_) | Event::Lost | Event::Released => {}
+            Event::Signal(_) | Event::Cancelled | Event::Lost | Event::Released => {}
         }
     };
     log::info!("acquired {} as {}", args.path, node.path());
@@ -130,8 +136,43 @@ pub(crate) fn acquire(args: &RunArgs) -> Result<Held, i32> {
     })
 }
 
+/// Cancels the worker's wait and waits for it to end (its node deleted), at most a session
+/// timeout, or until another stop signal: zklock then exits anyway, and closing its session
+/// deletes whatever is left (also a lock granted just before the cancel).
+fn withdraw(
+    cancel: &CancelToken,
+    events: &Receiver<Event>,
+    client: &mut Option<Arc<NativeClient>>,
+    args: &RunArgs,
+) {
+    cancel.cancel();
+    let until = Instant::now().checked_add(args.session_timeout);
+    loop {
+        let left = until.map_or(args.session_timeout, |u| {
+            u.saturating_duration_since(Instant::now())
+        });
+        match events.recv_timeout(left) {
+            Ok(Event::Cancelled) => {
+                log::info!("withdrew from the queue of {}", args.path);
+                return;
+            }
+            Ok(Event::Acquired(_) | Event::TimedOut | Event::Failed(_)) => return,
+            Ok(Event::Signal(signo)) if signals::is_stop(signo) => return,
+            // Connected just now: main closes this client on its way out.
+            Ok(Event::Connected(c)) => *client = Some(c),
+            Ok(_) => {}
+            Err(_) => {
+                log::warn!("the wait for {} did not end in time", args.path);
+                return;
+            }
+        }
+    }
+}
+
 /// What the worker is to take.
 struct Request {
+    /// Cancels the wait (main, on a stop signal).
+    cancel: CancelToken,
     security: Security,
     hosts: String,
     session_timeout: Duration,
@@ -153,31 +194,39 @@ fn hold(request: &Request, events: &Sender<Event>, release: &Receiver<()>) {
     let _ = events.send(Event::Connected(client.clone()));
     let shared: SharedClient = client;
     let path = request.path.as_str();
+    let mut how = Acquire::new().cancel(&request.cancel);
+    if let Some(t) = request.timeout {
+        how = how.timeout(t);
+    }
     let result = match request.kind {
-        Kind::Mutex => InterProcessMutex::new(shared, path)
-            .and_then(|m| hold_lock(&m, request.timeout, events, release)),
+        Kind::Mutex => {
+            InterProcessMutex::new(shared, path).and_then(|m| hold_lock(&m, &how, events, release))
+        }
         Kind::Read => InterProcessReadWriteLock::new(shared, path)
-            .and_then(|rw| hold_lock(rw.read_lock(), request.timeout, events, release)),
+            .and_then(|rw| hold_lock(rw.read_lock(), &how, events, release)),
         Kind::Write => InterProcessReadWriteLock::new(shared, path)
-            .and_then(|rw| hold_lock(rw.write_lock(), request.timeout, events, release)),
+            .and_then(|rw| hold_lock(rw.write_lock(), &how, events, release)),
         Kind::Semaphore(max) => InterProcessSemaphoreV2::new(shared, path, max)
-            .and_then(|s| hold_lease(&s, request.timeout, events, release)),
+            .and_then(|s| hold_lease(&s, &how, events, release)),
     };
-    if let Err(e) = result {
-        let _ = events.send(Event::Failed(e));
+    match result {
+        Ok(()) => {}
+        Err(Error::Cancelled { .. }) => {
+            let _ = events.send(Event::Cancelled);
+        }
+        Err(e) => {
+            let _ = events.send(Event::Failed(e));
+        }
     }
 }
 
 fn hold_lock<L: InterProcessLock>(
     lock: &L,
-    timeout: Option<Duration>,
+    how: &Acquire,
     events: &Sender<Event>,
     release: &Receiver<()>,
 ) -> Result<(), Error> {
-    let acquired = match timeout {
-        Some(t) => lock.acquire_timeout(t)?,
-        None => lock.acquire().map(|()| true)?,
-    };
+    let acquired = lock.try_acquire_with(how)?;
     if !acquired {
         let _ = events.send(Event::TimedOut);
         return Ok(());
@@ -200,14 +249,11 @@ fn hold_lock<L: InterProcessLock>(
 
 fn hold_lease(
     semaphore: &InterProcessSemaphoreV2,
-    timeout: Option<Duration>,
+    how: &Acquire,
     events: &Sender<Event>,
     release: &Receiver<()>,
 ) -> Result<(), Error> {
-    let lease = match timeout {
-        Some(t) => semaphore.acquire_timeout(t)?,
-        None => Some(semaphore.acquire()?),
-    };
+    let lease = semaphore.acquire_with(how)?;
     let Some(lease) = lease else {
         let _ = events.send(Event::TimedOut);
         return Ok(());

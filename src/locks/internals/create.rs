@@ -101,6 +101,10 @@ impl LockInternals {
         // A container parent can be reaped between our creates: recreate it a few times.
         let mut parent_creations = 0;
         loop {
+            // Cancelled (`locks::cancel`): no create. Nothing of ours exists at this point.
+            if crate::locks::cancel::requested() {
+                return Ok(None);
+            }
             let (path, mode) = self.node_path(&prefix, kind);
             let before = self.client.session().snapshot();
             let mut code = match self.create_and_list(&path, data, mode) {

@@ -17,7 +17,8 @@
 //!   listing that still shows our node does not grant: the node is deleted and we queue again.
 //! - **Deadlines hold.** Every retry goes through one `Retries` value, which never sleeps past
 //!   the deadline. Past it, a timed call starts no request but one delete of its node, and none
-//!   when its link is in trouble: the rest goes to the background.
+//!   when its link is in trouble: the rest goes to the background. A cancelled call
+//!   (`locks::cancel`) is past its deadline: `past()` says so, and its waits wake.
 //! - **No herd.** A waiter watches only the node that keeps it out, with `get_data` (an `exists`
 //!   watch on a node deleted in between would never fire and would leak, CURATOR-107), and
 //!   only its own `Condvar` is notified.
@@ -239,6 +240,7 @@ impl LockInternals {
     ) -> Result<LoopEnd> {
         let our_name = paths::node_name(our_path);
         let waiter = Arc::new(Waiter::default());
+        let _cancel = super::cancel::wake_on_cancel(&waiter);
         // Session transitions wake this waiter (watches do not survive a reconnect). The
         // listener is registered lazily, the first time we have to wait.
         let mut listener = None;
@@ -494,8 +496,10 @@ pub(crate) fn wake_on_session_change(client: &SharedClient, waiter: &Arc<Waiter>
     })
 }
 
+/// Whether a call with `deadline` is past it at `t`: so is every call of a thread whose
+/// cancellable acquire was cancelled (`locks::cancel`: a cancel is a deadline that passed).
 pub(crate) fn past(deadline: Option<Instant>, t: Instant) -> bool {
-    deadline.is_some_and(|d| t >= d)
+    deadline.is_some_and(|d| t >= d) || super::cancel::requested()
 }
 
 #[cfg(test)]

@@ -71,11 +71,12 @@ impl Waiter {
         None
     }
 
-    /// Blocks until signalled in this round or the deadline passes; true when the watched
-    /// node was deleted in this round.
+    /// Blocks until signalled in this round, the deadline passes or the acquire is cancelled
+    /// (`locks::cancel`, which signals the waiter); true when the watched node was deleted in
+    /// this round.
     pub(crate) fn wait(&self, deadline: Option<Instant>) -> bool {
         let mut wake = self.state.lock();
-        while !wake.signalled {
+        while !wake.signalled && !crate::locks::cancel::requested() {
             match deadline {
                 Some(d) => {
                     if self.cond.wait_until(&mut wake, d).timed_out() {

@@ -42,6 +42,7 @@ use super::mutex::InterProcessMutex;
 use super::observe::{queued_mark, LockObserver, Observe};
 use super::participants::{self as queue, Participant, ParticipantKind};
 use super::shared_count::SharedCount;
+use super::{cancel, Acquire};
 use super::{deadline_after, default_node_data, validate_lock_path, InterProcessLock};
 
 /// Where the maximum number of leases comes from.
@@ -188,6 +189,37 @@ impl InterProcessSemaphoreV2 {
         self.acquire_inner(qty, Some(timeout))
     }
 
+    /// One lease as `how` says: until granted, or its timeout passed (`None`, nothing left
+    /// behind), or its [`CancelToken`](super::CancelToken) cancelled ([`Error::Cancelled`]:
+    /// the wait, for admission or for room, ends within about one round trip and the nodes it
+    /// made are deleted). A token cancelled before the call makes no request.
+    ///
+    /// ```
+    /// use zk_locks::client::memory::MemoryEnsemble;
+    /// use zk_locks::locks::{Acquire, CancelToken, InterProcessSemaphoreV2};
+    /// use zk_locks::Error;
+    ///
+    /// let pool = InterProcessSemaphoreV2::new(MemoryEnsemble::new().connect(), "/pools/gpu", 1)?;
+    /// let token = CancelToken::new();
+    /// token.cancel();
+    /// let refused = pool.acquire_with(&Acquire::new().cancel(&token));
+    /// assert!(matches!(refused, Err(Error::Cancelled { .. })));
+    /// # Ok::<(), zk_locks::Error>(())
+    /// ```
+    #[must_use = "the leases are returned as soon as they are dropped"]
+    pub fn acquire_with(&self, how: &Acquire) -> Result<Option<Lease>> {
+        Ok(self.acquire_many_with(1, how)?.map(|mut v| v.remove(0)))
+    }
+
+    /// `qty` leases as `how` says (one deadline for all); when it ends without them, every
+    /// lease this call took is returned (see [`Self::acquire_with`]).
+    #[must_use = "the leases are returned as soon as they are dropped"]
+    pub fn acquire_many_with(&self, qty: usize, how: &Acquire) -> Result<Option<Vec<Lease>>> {
+        cancel::run(how, &self.path, self.leases.client(), |timeout| {
+            self.acquire_inner(qty, timeout)
+        })
+    }
+
     fn acquire_inner(&self, qty: usize, timeout: Option<Duration>) -> Result<Option<Vec<Lease>>> {
         if qty == 0 {
             return Err(Error::InvalidArgument {
@@ -312,6 +344,7 @@ impl InterProcessSemaphoreV2 {
         let our_name = paths::node_name(&our_path).to_string();
         let leases_path = self.leases.base_path().to_string();
         let waiter = Arc::new(Waiter::default());
+        let _cancel = super::cancel::wake_on_cancel(&waiter);
         // Session changes and changes of a shared maximum wake the waiter: subscribed before
         // the first listing that sets a watch (an uncontended lease never subscribes).
         let mut listeners = None;

@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 use crate::locks::cleanup::Wait;
 use crate::locks::held::{HeldNode, LockState};
 use crate::locks::owned::take_held_by;
-use crate::locks::{InterProcessLock, LockGuard, Participant};
+use crate::locks::{Acquire, InterProcessLock, LockGuard, Participant};
 use crate::retry::RetryPolicy;
 
 /// A mutex made of a one-lease semaphore (Curator's `InterProcessSemaphoreMutex`).
@@ -123,6 +123,16 @@ impl InterProcessLock for InterProcessSemaphoreMutex {
         }
     }
 
+    fn try_acquire_with(&self, how: &Acquire) -> Result<bool> {
+        match self.semaphore.acquire_with(how)? {
+            Some(lease) => {
+                self.store(lease, false);
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
     fn release(&self) -> Result<()> {
         self.release_within(Wait::Until(None))
     }
@@ -224,6 +234,13 @@ impl InterProcessLock for InterProcessSemaphoreMutex {
         Ok(self
             .semaphore
             .acquire_timeout(timeout)?
+            .map(|lease| self.guard(lease)))
+    }
+
+    fn try_lock_with(&self, how: &Acquire) -> Result<Option<LockGuard<'_, Self>>> {
+        Ok(self
+            .semaphore
+            .acquire_with(how)?
             .map(|lease| self.guard(lease)))
     }
 }

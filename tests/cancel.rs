@@ -1,0 +1,620 @@
+//! Cancellable waits (`CancelToken`, `Acquire`): a waiter cancelled mid-queue returns
+//! `Error::Cancelled`, leaves no node of its session, lets the waiter behind it in, and leaves
+//! its session and its client's other locks alone — for every recipe (mutex, both sides of the
+//! read/write lock, the semaphore and the semaphore mutex, the multi-lock), on the in-memory
+//! ensemble and on a real server. On the in-memory ensemble also: a token cancelled before the
+//! call makes no request, and a cancel while the link is down returns before the link is back.
+
+#[macro_use]
+mod common;
+
+use std::sync::mpsc;
+use std::thread;
+use std::time::Duration;
+
+use common::{children, eventually, Backend, TestClient};
+use zk_locks::locks::{
+    Acquire, CancelToken, HeldNode, InterProcessLock, InterProcessMultiLock, InterProcessMutex,
+    InterProcessReadWriteLock, InterProcessSemaphoreMutex, InterProcessSemaphoreV2, LockState,
+};
+use zk_locks::retry::RetryNTimes;
+use zk_locks::{ConnectionState, Error, Result, SharedClient};
+
+/// One side of a read/write lock as a lock of its own (a test owns it on a thread).
+struct Side {
+    rw: InterProcessReadWriteLock,
+    write: bool,
+}
+
+impl Side {
+    fn lock(&self) -> &dyn InterProcessLock {
+        match self.write {
+            true => self.rw.write_lock(),
+            false => self.rw.read_lock(),
+        }
+    }
+}
+
+impl InterProcessLock for Side {
+    fn acquire(&self) -> Result<()> {
+        self.lock().acquire()
+    }
+    fn acquire_timeout(&self, timeout: Duration) -> Result<bool> {
+        self.lock().acquire_timeout(timeout)
+    }
+    fn try_acquire_with(&self, how: &Acquire) -> Result<bool> {
+        self.lock().try_acquire_with(how)
+    }
+    fn release(&self) -> Result<()> {
+        self.lock().release()
+    }
+    fn is_acquired_in_this_process(&self) -> bool {
+        self.lock().is_acquired_in_this_process()
+    }
+    fn held_nodes(&self) -> Vec<std::sync::Arc<HeldNode>> {
+        self.lock().held_nodes()
+    }
+    fn lock_paths(&self) -> Vec<String> {
+        self.lock().lock_paths()
+    }
+}
+
+type Make = fn(&SharedClient, &str) -> Box<dyn InterProcessLock>;
+
+/// A recipe under test: the holder's lock, the cancelled waiter's, the next waiter's, and
+/// the directories their nodes live in.
+struct Recipe {
+    name: &'static str,
+    holder: Make,
+    waiter: Make,
+    next: Make,
+    dirs: fn(&str) -> Vec<String>,
+}
+
+fn mutex(c: &SharedClient, root: &str) -> Box<dyn InterProcessLock> {
+    Box::new(InterProcessMutex::new(c.clone(), root).unwrap())
+}
+fn read(c: &SharedClient, root: &str) -> Box<dyn InterProcessLock> {
+    let rw = InterProcessReadWriteLock::new(c.clone(), root).unwrap();
+    Box::new(Side { rw, write: false })
+}
+fn write(c: &SharedClient, root: &str) -> Box<dyn InterProcessLock> {
+    let rw = InterProcessReadWriteLock::new(c.clone(), root).unwrap();
+    Box::new(Side { rw, write: true })
+}
+fn semaphore_mutex(c: &SharedClient, root: &str) -> Box<dyn InterProcessLock> {
+    Box::new(InterProcessSemaphoreMutex::new(c.clone(), root).unwrap())
+}
+/// The semaphore V2 as a lock: one lease of one, held in the object.
+struct OneLease {
+    semaphore: InterProcessSemaphoreV2,
+    lease: parking_lot::Mutex<Option<zk_locks::locks::Lease>>,
+}
+impl InterProcessLock for OneLease {
+    fn acquire(&self) -> Result<()> {
+        *self.lease.lock() = Some(self.semaphore.acquire()?);
+        Ok(())
+    }
+    fn acquire_timeout(&self, timeout: Duration) -> Result<bool> {
+        self.try_acquire_with(&Acquire::new().timeout(timeout))
+    }
+    fn try_acquire_with(&self, how: &Acquire) -> Result<bool> {
+        let lease = self.semaphore.acquire_with(how)?;
+        let got = lease.is_some();
+        *self.lease.lock() = lease;
+        Ok(got)
+    }
+    fn release(&self) -> Result<()> {
+        match self.lease.lock().take() {
+            Some(l) => l.close(),
+            None => Ok(()),
+        }
+    }
+    fn is_acquired_in_this_process(&self) -> bool {
+        self.lease.lock().is_some()
+    }
+    fn held_nodes(&self) -> Vec<std::sync::Arc<HeldNode>> {
+        let lease = self.lease.lock();
+        lease.iter().map(|l| l.held_node().clone()).collect()
+    }
+}
+fn semaphore(c: &SharedClient, root: &str) -> Box<dyn InterProcessLock> {
+    Box::new(OneLease {
+        semaphore: InterProcessSemaphoreV2::new(c.clone(), root, 1).unwrap(),
+        lease: parking_lot::Mutex::new(None),
+    })
+}
+/// The multi-lock's holder takes `b` only; the waiter takes `a` then waits for `b`; the next
+/// waiter wants `a`, which the cancelled waiter gives back.
+fn multi_holder(c: &SharedClient, root: &str) -> Box<dyn InterProcessLock> {
+    mutex(c, &format!("{root}/b"))
+}
+fn multi(c: &SharedClient, root: &str) -> Box<dyn InterProcessLock> {
+    let paths = [format!("{root}/a"), format!("{root}/b")];
+    let paths: Vec<&str> = paths.iter().map(String::as_str).collect();
+    Box::new(InterProcessMultiLock::from_paths(c.clone(), &paths).unwrap())
+}
+fn multi_next(c: &SharedClient, root: &str) -> Box<dyn InterProcessLock> {
+    mutex(c, &format!("{root}/a"))
+}
+
+fn one_dir(root: &str) -> Vec<String> {
+    vec![root.to_string()]
+}
+fn semaphore_dirs(root: &str) -> Vec<String> {
+    vec![format!("{root}/locks"), format!("{root}/leases")]
+}
+fn multi_dirs(root: &str) -> Vec<String> {
+    vec![format!("{root}/a"), format!("{root}/b")]
+}
+
+fn recipes() -> Vec<Recipe> {
+    vec![
+        Recipe {
+            name: "mutex",
+            holder: mutex,
+            waiter: mutex,
+            next: mutex,
+            dirs: one_dir,
+        },
+        Recipe {
+            name: "read side",
+            holder: write,
+            waiter: read,
+            next: write,
+            dirs: one_dir,
+        },
+        Recipe {
+            name: "write side",
+            holder: read,
+            waiter: write,
+            next: read,
+            dirs: one_dir,
+        },
+        Recipe {
+            name: "semaphore",
+            holder: semaphore,
+            waiter: semaphore,
+            next: semaphore,
+            dirs: semaphore_dirs,
+        },
+        Recipe {
+            name: "semaphore mutex",
+            holder: semaphore_mutex,
+            waiter: semaphore_mutex,
+            next: semaphore_mutex,
+            dirs: semaphore_dirs,
+        },
+        Recipe {
+            name: "multi-lock",
+            holder: multi_holder,
+            waiter: multi,
+            next: multi_next,
+            dirs: multi_dirs,
+        },
+    ]
+}
+
+/// A lock owned by a thread: it acquires as told, reports, and releases (on its own thread,
+/// as a reentrant mutex requires) when the handle says so or drops.
+struct Contender {
+    outcome: mpsc::Receiver<Result<bool>>,
+    release: mpsc::Sender<()>,
+    done: Option<thread::JoinHandle<()>>,
+}
+
+impl Contender {
+    fn start(lock: Box<dyn InterProcessLock>, how: Acquire) -> Contender {
+        let (outcome_tx, outcome) = mpsc::channel();
+        let (release, release_rx) = mpsc::channel::<()>();
+        let done = thread::spawn(move || {
+            let r = lock.try_acquire_with(&how);
+            let held = matches!(r, Ok(true));
+            let _ = outcome_tx.send(r);
+            if held {
+                let _ = release_rx.recv();
+                lock.release().unwrap();
+            }
+        });
+        Contender {
+            outcome,
+            release,
+            done: Some(done),
+        }
+    }
+
+    fn outcome(&self, patience: Duration, what: &str) -> Result<bool> {
+        self.outcome
+            .recv_timeout(patience)
+            .unwrap_or_else(|_| panic!("{what}: no outcome within {patience:?}"))
+    }
+}
+
+impl Drop for Contender {
+    fn drop(&mut self) {
+        let _ = self.release.send(());
+        // A failed test does not wait for a thread that may never end (a wait not cancelled).
+        if let Some(done) = self.done.take().filter(|_| !thread::panicking()) {
+            let _ = done.join();
+        }
+    }
+}
+
+/// Every node under `dirs`, with its owner session.
+fn nodes(c: &TestClient, dirs: &[String]) -> Vec<(String, i64)> {
+    let mut all = Vec::new();
+    for dir in dirs {
+        for child in children(c.client.as_ref(), dir) {
+            let path = format!("{dir}/{child}");
+            if let Ok(Some(stat)) = c.client.exists(&path) {
+                all.push((path, stat.ephemeral_owner));
+            }
+        }
+    }
+    all
+}
+
+/// The waiter of `session` has a node where it waits for the lock: the last of `dirs` (a
+/// semaphore's leases: it is admitted, so the holder's admission node is gone; a multi-lock's
+/// second lock: it holds the first).
+fn waits(c: &TestClient, dirs: &[String], session: i64) -> bool {
+    let last = dirs.last().map(std::slice::from_ref).unwrap_or_default();
+    nodes(c, last).iter().any(|(_, o)| *o == session)
+}
+
+fn session_of(c: &TestClient) -> i64 {
+    c.client.session().session_id().expect("a session id")
+}
+
+/// The scenario of the issue, for one recipe: holder, a waiter with a token, a waiter behind
+/// it; the cancel ends the first waiter with `Cancelled`, leaves no node of its session, and
+/// the one behind gets the lock once the holder lets go. The cancelled waiter's client keeps
+/// its session and its other lock.
+fn cancelled_mid_queue(b: &dyn Backend, r: &Recipe) {
+    let patience = b.patience();
+    let root = format!("{}/{}", b.root(), r.name.replace(' ', "-"));
+    let dirs = (r.dirs)(&root);
+    let (ch, cw, cn) = (b.connect(), b.connect(), b.connect());
+    let waiter_session = session_of(&cw);
+
+    let holder = Contender::start((r.holder)(&ch.client, &root), Acquire::new());
+    assert!(holder.outcome(patience, r.name).unwrap(), "{}", r.name);
+    // Another lock of the waiter's client, held through the cancel.
+    let other = InterProcessMutex::new(cw.client.clone(), &format!("{}-other", b.root())).unwrap();
+    let other_guard = other.lock().unwrap();
+    let before = cw.client.session().snapshot();
+
+    let token = CancelToken::new();
+    let waiter = Contender::start((r.waiter)(&cw.client, &root), Acquire::new().cancel(&token));
+    eventually(patience, "the waiter queues", || {
+        waits(&ch, &dirs, waiter_session)
+    });
+    let count = nodes(&ch, &dirs).len();
+    let next = Contender::start(
+        (r.next)(&cn.client, &root),
+        Acquire::new().timeout(patience),
+    );
+    eventually(patience, "the next waiter queues", || {
+        nodes(&ch, &dirs).len() > count
+    });
+
+    token.cancel();
+    let outcome = waiter.outcome(patience, "the cancelled waiter");
+    assert!(
+        matches!(outcome, Err(Error::Cancelled { .. })),
+        "{}: {outcome:?}",
+        r.name
+    );
+    eventually(patience, "no node of the cancelled waiter is left", || {
+        nodes(&ch, &dirs).iter().all(|(_, o)| *o != waiter_session)
+    });
+    drop(holder);
+    assert!(
+        next.outcome(patience, "the next waiter").unwrap(),
+        "{}: the waiter behind the cancelled one gets the lock",
+        r.name
+    );
+    // The cancelled waiter's session and its other lock are untouched.
+    let after = cw.client.session().snapshot();
+    assert_eq!(after.losses, before.losses, "{}", r.name);
+    assert!(after.state.is_connected(), "{}: {after:?}", r.name);
+    assert_eq!(other_guard.state(), LockState::Held, "{}", r.name);
+    drop(next);
+    drop(other_guard);
+    eventually(patience, "every node is deleted", || {
+        nodes(&ch, &dirs).is_empty()
+    });
+}
+
+fn every_recipe_cancelled_mid_queue(b: &dyn Backend) {
+    for r in recipes() {
+        cancelled_mid_queue(b, &r);
+    }
+}
+
+suite!([every_recipe_cancelled_mid_queue]);
+
+// ---------------------------------------------------------------------------------------------
+// In-memory ensemble: exact counts and faults at exact points
+
+fn memory() -> common::Memory {
+    common::Memory::new()
+}
+
+/// A token cancelled before the call: `Cancelled`, and not one request (nor a round trip).
+#[test]
+fn a_token_cancelled_before_the_call_makes_no_request() {
+    let b = memory();
+    for r in recipes() {
+        let c = b.connect();
+        let root = format!("{}/{}", b.root(), r.name.replace(' ', "-"));
+        let lock = (r.waiter)(&c.client, &root);
+        let token = CancelToken::new();
+        token.cancel();
+        let memory = c.memory().unwrap();
+        memory.reset_counters();
+        for how in [
+            Acquire::new().cancel(&token),
+            Acquire::new()
+                .cancel(&token)
+                .timeout(Duration::from_secs(5)),
+        ] {
+            let outcome = lock.try_acquire_with(&how);
+            assert!(
+                matches!(outcome, Err(Error::Cancelled { .. })),
+                "{}: {outcome:?}",
+                r.name
+            );
+        }
+        let counted = memory.counters();
+        assert_eq!(counted.requests(), 0, "{}: {counted:?}", r.name);
+        assert_eq!(counted.round_trips, 0, "{}: {counted:?}", r.name);
+    }
+}
+
+/// Cancelled while its link is down: the waiter returns without waiting for the link (its
+/// node's delete goes to the background), and once the link is back the node is gone and the
+/// next waiter gets the lock.
+#[test]
+fn a_cancel_while_the_link_is_down_returns_at_once() {
+    let b = memory();
+    let patience = b.patience();
+    for r in recipes() {
+        let root = format!("{}/{}", b.root(), r.name.replace(' ', "-"));
+        let dirs = (r.dirs)(&root);
+        let (ch, cw, cn) = (b.connect(), b.connect(), b.connect());
+        let waiter_session = session_of(&cw);
+        let holder = Contender::start((r.holder)(&ch.client, &root), Acquire::new());
+        assert!(holder.outcome(patience, r.name).unwrap());
+        let token = CancelToken::new();
+        let waiter = Contender::start((r.waiter)(&cw.client, &root), Acquire::new().cancel(&token));
+        eventually(patience, "the waiter queues", || {
+            waits(&ch, &dirs, waiter_session)
+        });
+        let count = nodes(&ch, &dirs).len();
+        let next = Contender::start((r.next)(&cn.client, &root), Acquire::new());
+        eventually(patience, "the next waiter queues", || {
+            nodes(&ch, &dirs).len() > count
+        });
+
+        let memory = cw.memory().unwrap();
+        memory.reset_counters();
+        memory.suspend();
+        // The waiter saw the link go and failed a listing: it is in its retry pause or waiting
+        // for the link when the cancel comes.
+        eventually(patience, "the waiter lists again and fails", || {
+            memory.counters().get_children > 0
+        });
+        token.cancel();
+        let outcome = waiter.outcome(patience, "the waiter cancelled with its link down");
+        assert!(
+            matches!(outcome, Err(Error::Cancelled { .. })),
+            "{}: {outcome:?}",
+            r.name
+        );
+        // Still down: the call did not wait for the link.
+        assert_eq!(
+            cw.client.session().state(),
+            ConnectionState::Suspended,
+            "{}",
+            r.name
+        );
+        memory.resume();
+        eventually(patience, "the background delete removes the node", || {
+            nodes(&ch, &dirs).iter().all(|(_, o)| *o != waiter_session)
+        });
+        drop(holder);
+        assert!(
+            next.outcome(patience, "the next waiter").unwrap(),
+            "{}",
+            r.name
+        );
+        assert_eq!(cw.client.session().snapshot().losses, 0, "{}", r.name);
+    }
+}
+
+/// A waiter whose session was lost (the server expired it) queues again in its new session;
+/// a cancel then ends that wait too: `Cancelled`, no node of either session left, the next
+/// waiter gets in, and the client stays connected.
+#[test]
+fn a_cancel_after_a_lost_session_leaves_nothing() {
+    let b = memory();
+    let patience = b.patience();
+    for r in recipes() {
+        let root = format!("{}/{}", b.root(), r.name.replace(' ', "-"));
+        let dirs = (r.dirs)(&root);
+        let (ch, cw, cn) = (b.connect(), b.connect(), b.connect());
+        let first_session = session_of(&cw);
+        let holder = Contender::start((r.holder)(&ch.client, &root), Acquire::new());
+        assert!(holder.outcome(patience, r.name).unwrap());
+        let token = CancelToken::new();
+        let waiter = Contender::start((r.waiter)(&cw.client, &root), Acquire::new().cancel(&token));
+        eventually(patience, "the waiter queues", || {
+            nodes(&ch, &dirs).iter().any(|(_, o)| *o == first_session)
+        });
+        cw.memory().unwrap().expire();
+        eventually(
+            patience,
+            "the waiter queues again in its new session",
+            || {
+                let now = cw.client.session().session_id();
+                now.is_some_and(|s| s != first_session)
+                    && nodes(&ch, &dirs).iter().any(|(_, o)| Some(*o) == now)
+            },
+        );
+        let second_session = session_of(&cw);
+        let next = Contender::start((r.next)(&cn.client, &root), Acquire::new());
+        token.cancel();
+        let outcome = waiter.outcome(patience, "the waiter cancelled after a lost session");
+        assert!(
+            matches!(outcome, Err(Error::Cancelled { .. })),
+            "{}: {outcome:?}",
+            r.name
+        );
+        eventually(patience, "no node of the waiter's sessions is left", || {
+            nodes(&ch, &dirs)
+                .iter()
+                .all(|(_, o)| *o != first_session && *o != second_session)
+        });
+        drop(holder);
+        assert!(
+            next.outcome(patience, "the next waiter").unwrap(),
+            "{}",
+            r.name
+        );
+        assert!(cw.client.session().state().is_connected(), "{}", r.name);
+    }
+}
+
+/// A waiter whose listing failed with the link down waits for the link (no pause between
+/// retries here): the cancel wakes that wait, and the node goes once the link is back.
+#[test]
+fn a_cancel_wakes_a_wait_for_the_link() {
+    let b = memory();
+    let patience = b.patience();
+    let (ch, cw) = (b.connect(), b.connect());
+    let root = b.root();
+    let holder = mutex(&ch.client, &root);
+    holder.acquire().unwrap();
+    let waiter = InterProcessMutex::new(cw.client.clone(), &root)
+        .unwrap()
+        .with_retry_policy(std::sync::Arc::new(RetryNTimes::new(1000, Duration::ZERO)));
+    let token = CancelToken::new();
+    let w = Contender::start(Box::new(waiter), Acquire::new().cancel(&token));
+    eventually(patience, "the waiter queues", || {
+        children(ch.client.as_ref(), &root).len() == 2
+    });
+    let memory = cw.memory().unwrap();
+    memory.reset_counters();
+    memory.suspend();
+    eventually(patience, "the waiter lists again and fails", || {
+        memory.counters().get_children > 0
+    });
+    token.cancel();
+    let outcome = w.outcome(patience, "the waiter cancelled while waiting for the link");
+    assert!(
+        matches!(outcome, Err(Error::Cancelled { .. })),
+        "{outcome:?}"
+    );
+    assert_eq!(cw.client.session().state(), ConnectionState::Suspended);
+    memory.resume();
+    eventually(patience, "its node is deleted", || {
+        children(ch.client.as_ref(), &root).len() == 1
+    });
+    holder.release().unwrap();
+}
+
+/// A timeout and a token together: whichever comes first ends the wait, and they say apart
+/// which one it was (`Ok(false)` for the timeout, `Cancelled` for the token).
+#[test]
+fn timeout_and_token_are_told_apart() {
+    let b = memory();
+    let patience = b.patience();
+    let (ch, cw) = (b.connect(), b.connect());
+    let root = b.root();
+    let holder = mutex(&ch.client, &root);
+    holder.acquire().unwrap();
+    let waiter = mutex(&cw.client, &root);
+    let token = CancelToken::new();
+    let timed_out = waiter
+        .try_acquire_with(
+            &Acquire::new()
+                .cancel(&token)
+                .timeout(Duration::from_millis(20)),
+        )
+        .unwrap();
+    assert!(!timed_out);
+    let w = Contender::start(
+        mutex(&cw.client, &root),
+        Acquire::new()
+            .cancel(&token)
+            .timeout(Duration::from_secs(3600)),
+    );
+    eventually(patience, "the waiter queues", || {
+        children(ch.client.as_ref(), &root).len() == 2
+    });
+    token.cancel();
+    let outcome = w.outcome(patience, "the cancelled waiter");
+    assert!(
+        matches!(outcome, Err(Error::Cancelled { .. })),
+        "{outcome:?}"
+    );
+    eventually(patience, "its node is deleted", || {
+        children(ch.client.as_ref(), &root).len() == 1
+    });
+    holder.release().unwrap();
+}
+
+/// A guard from `try_lock_with`: held when nothing cancels, released on drop.
+#[test]
+fn try_lock_with_returns_a_guard() {
+    let b = memory();
+    let c = b.connect();
+    let root = b.root();
+    let m = InterProcessMutex::new(c.client.clone(), &root).unwrap();
+    let token = CancelToken::new();
+    let guard = m.try_lock_with(&Acquire::new().cancel(&token)).unwrap();
+    let guard = guard.expect("held");
+    assert!(guard.is_valid());
+    token.cancel(); // too late: the lock stays held
+    assert!(guard.is_valid());
+    drop(guard);
+    assert!(children(c.client.as_ref(), &root).is_empty());
+}
+
+/// A token costs no request: an uncontended cycle through `try_lock_with` and a token makes
+/// the requests and round trips of a plain `lock()` (2 round trips for a mutex, 3 for a
+/// semaphore mutex, on a pipelining backend).
+#[test]
+fn a_token_costs_no_request() {
+    let b = memory();
+    let c = b.connect();
+    let memory = c.memory().unwrap();
+    let token = CancelToken::new();
+    let how = Acquire::new().cancel(&token);
+    let cases: [(&str, Make, String); 2] = [
+        ("mutex", mutex, format!("{}/m", b.root())),
+        (
+            "semaphore mutex",
+            semaphore_mutex,
+            format!("{}/s", b.root()),
+        ),
+    ];
+    for (name, make, root) in cases {
+        let cost = |cancellable: bool| {
+            let lock = make(&c.client, &root);
+            lock.acquire().unwrap(); // the directories exist from here on
+            lock.release().unwrap();
+            memory.reset_counters();
+            match cancellable {
+                true => assert!(lock.try_acquire_with(&how).unwrap()),
+                false => lock.acquire().unwrap(),
+            }
+            lock.release().unwrap();
+            memory.counters()
+        };
+        let (plain, with_token) = (cost(false), cost(true));
+        assert_eq!(with_token.requests(), plain.requests(), "{name}");
+        assert_eq!(with_token.round_trips, plain.round_trips, "{name}");
+    }
+}
