@@ -1,0 +1,1 @@
+window.SIDEBAR_ITEMS = {"constant":["ADMIN","ALL","CREATE","DELETE","READ","WRITE"]};

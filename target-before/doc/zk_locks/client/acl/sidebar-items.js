@@ -1,0 +1,1 @@
+window.SIDEBAR_ITEMS = {"constant":["SELF_REQUIRED"],"fn":["check_self_access","digest_id"],"mod":["perms"],"struct":["Acl","AclProvider"]};

@@ -1,0 +1,1 @@
+window.SIDEBAR_ITEMS = {"enum":["FaultTiming"],"struct":["Fault","MemoryClient","MemoryEnsemble","MemoryOptions"],"type":["RequestHook"]};

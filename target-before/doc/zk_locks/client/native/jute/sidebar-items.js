@@ -1,0 +1,1 @@
+window.SIDEBAR_ITEMS = {"enum":["DecodeError"],"fn":["frame_length"],"struct":["Reader","Writer"],"type":["DecodeResult"]};

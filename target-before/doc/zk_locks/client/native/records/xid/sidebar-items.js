@@ -1,0 +1,1 @@
+window.SIDEBAR_ITEMS = {"constant":["AUTH","NOTIFICATION","PING","SET_WATCHES"]};

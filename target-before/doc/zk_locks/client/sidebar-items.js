@@ -1,0 +1,1 @@
+window.SIDEBAR_ITEMS = {"enum":["CreateMode","EventType","Request","Response","ZkError"],"mod":["acl","counting","memory","native","zookeeper"],"struct":["Stat","WatchedEvent"],"trait":["ZkClient"],"type":["DeleteDone","SharedClient","Watcher","ZkResult"]};

@@ -1,0 +1,1 @@
+window.SIDEBAR_ITEMS = {"struct":["ExponentialBackoffRetry","NoRetry","RetryNTimes","RetryUntilElapsed"],"trait":["RetryPolicy"]};

@@ -1,0 +1,1 @@
+window.SIDEBAR_ITEMS = {"mod":["client","error","locks","paths","retry","session","testing"]};

@@ -1,0 +1,1 @@
+window.SIDEBAR_ITEMS = {"fn":["classpath","compile","java","java_tls","require_curator"]};

@@ -1,0 +1,1 @@
+window.SIDEBAR_ITEMS = {"fn":["is_under","total_watches","watches_in","watches_under"]};

@@ -1,0 +1,1 @@
+window.SIDEBAR_ITEMS = {"constant":["HELP"],"enum":["AclMode","Cli","Kind"],"fn":["load_credentials","parse_cli","parse_duration"],"struct":["HoldersArgs","RunArgs","Security","Usage"]};

@@ -1,0 +1,1 @@
+window.SIDEBAR_ITEMS = {"fn":["close","connect","not_allowed"]};

@@ -1,0 +1,1 @@
+window.SIDEBAR_ITEMS = {"fn":["main"],"mod":["cli","connecting","exit","holders","supervising","waiting"]};

@@ -1,0 +1,1 @@
+window.SIDEBAR_ITEMS = {"enum":["Outcome"],"fn":["describe","run","status_code","supervise","terminate","watch_for_loss"]};
