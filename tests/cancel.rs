@@ -266,63 +266,95 @@ fn session_of(c: &TestClient) -> i64 {
     c.client.session().session_id().expect("a session id")
 }
 
+/// One recipe's queue: a holder, a waiter with a token behind it, and a next waiter behind
+/// that (acquiring as `next` says), each on a client of its own; returned once all queued.
+struct Queue {
+    // Fields drop in this order: the contenders release before their clients go.
+    next: Contender,
+    waiter: Contender,
+    token: CancelToken,
+    holder: Contender,
+    waiter_session: i64,
+    /// The next waiter's client, kept (with its link) as long as the queue.
+    _cn: TestClient,
+    cw: TestClient,
+    ch: TestClient,
+    dirs: Vec<String>,
+}
+
+impl Queue {
+    fn start(b: &dyn Backend, r: &Recipe, next: Acquire) -> Queue {
+        let patience = b.patience();
+        let root = format!("{}/{}", b.root(), r.name.replace(' ', "-"));
+        let dirs = (r.dirs)(&root);
+        let (ch, cw, cn) = (b.connect(), b.connect(), b.connect());
+        let waiter_session = session_of(&cw);
+        let holder = Contender::start((r.holder)(&ch.client, &root), Acquire::new());
+        assert!(holder.outcome(patience, r.name).unwrap(), "{}", r.name);
+        let token = CancelToken::new();
+        let waiter = Contender::start((r.waiter)(&cw.client, &root), Acquire::new().cancel(&token));
+        eventually(patience, "the waiter queues", || {
+            waits(&ch, &dirs, waiter_session)
+        });
+        let count = nodes(&ch, &dirs).len();
+        let next = Contender::start((r.next)(&cn.client, &root), next);
+        eventually(patience, "the next waiter queues", || {
+            nodes(&ch, &dirs).len() > count
+        });
+        Queue {
+            dirs,
+            ch,
+            cw,
+            _cn: cn,
+            waiter_session,
+            token,
+            holder,
+            waiter,
+            next,
+        }
+    }
+}
+
 /// The scenario of the issue, for one recipe: holder, a waiter with a token, a waiter behind
 /// it; the cancel ends the first waiter with `Cancelled`, leaves no node of its session, and
 /// the one behind gets the lock once the holder lets go. The cancelled waiter's client keeps
 /// its session and its other lock.
 fn cancelled_mid_queue(b: &dyn Backend, r: &Recipe) {
     let patience = b.patience();
-    let root = format!("{}/{}", b.root(), r.name.replace(' ', "-"));
-    let dirs = (r.dirs)(&root);
-    let (ch, cw, cn) = (b.connect(), b.connect(), b.connect());
-    let waiter_session = session_of(&cw);
-
-    let holder = Contender::start((r.holder)(&ch.client, &root), Acquire::new());
-    assert!(holder.outcome(patience, r.name).unwrap(), "{}", r.name);
+    let q = Queue::start(b, r, Acquire::new().timeout(patience));
     // Another lock of the waiter's client, held through the cancel.
-    let other = InterProcessMutex::new(cw.client.clone(), &format!("{}-other", b.root())).unwrap();
+    let other =
+        InterProcessMutex::new(q.cw.client.clone(), &format!("{}-other", b.root())).unwrap();
     let other_guard = other.lock().unwrap();
-    let before = cw.client.session().snapshot();
+    let before = q.cw.client.session().snapshot();
 
-    let token = CancelToken::new();
-    let waiter = Contender::start((r.waiter)(&cw.client, &root), Acquire::new().cancel(&token));
-    eventually(patience, "the waiter queues", || {
-        waits(&ch, &dirs, waiter_session)
-    });
-    let count = nodes(&ch, &dirs).len();
-    let next = Contender::start(
-        (r.next)(&cn.client, &root),
-        Acquire::new().timeout(patience),
-    );
-    eventually(patience, "the next waiter queues", || {
-        nodes(&ch, &dirs).len() > count
-    });
-
-    token.cancel();
-    let outcome = waiter.outcome(patience, "the cancelled waiter");
+    q.token.cancel();
+    let outcome = q.waiter.outcome(patience, "the cancelled waiter");
     assert!(
         matches!(outcome, Err(Error::Cancelled { .. })),
         "{}: {outcome:?}",
         r.name
     );
     eventually(patience, "no node of the cancelled waiter is left", || {
-        nodes(&ch, &dirs).iter().all(|(_, o)| *o != waiter_session)
+        nodes(&q.ch, &q.dirs)
+            .iter()
+            .all(|(_, o)| *o != q.waiter_session)
     });
-    drop(holder);
+    drop(q.holder);
     assert!(
-        next.outcome(patience, "the next waiter").unwrap(),
+        q.next.outcome(patience, "the next waiter").unwrap(),
         "{}: the waiter behind the cancelled one gets the lock",
         r.name
     );
     // The cancelled waiter's session and its other lock are untouched.
-    let after = cw.client.session().snapshot();
+    let after = q.cw.client.session().snapshot();
     assert_eq!(after.losses, before.losses, "{}", r.name);
     assert!(after.state.is_connected(), "{}: {after:?}", r.name);
     assert_eq!(other_guard.state(), LockState::Held, "{}", r.name);
-    drop(next);
+    drop(q.next);
     drop(other_guard);
     eventually(patience, "every node is deleted", || {
-        nodes(&ch, &dirs).is_empty()
+        nodes(&q.ch, &q.dirs).is_empty()
     });
 }
 
@@ -380,24 +412,8 @@ fn a_cancel_while_the_link_is_down_returns_at_once() {
     let b = memory();
     let patience = b.patience();
     for r in recipes() {
-        let root = format!("{}/{}", b.root(), r.name.replace(' ', "-"));
-        let dirs = (r.dirs)(&root);
-        let (ch, cw, cn) = (b.connect(), b.connect(), b.connect());
-        let waiter_session = session_of(&cw);
-        let holder = Contender::start((r.holder)(&ch.client, &root), Acquire::new());
-        assert!(holder.outcome(patience, r.name).unwrap());
-        let token = CancelToken::new();
-        let waiter = Contender::start((r.waiter)(&cw.client, &root), Acquire::new().cancel(&token));
-        eventually(patience, "the waiter queues", || {
-            waits(&ch, &dirs, waiter_session)
-        });
-        let count = nodes(&ch, &dirs).len();
-        let next = Contender::start((r.next)(&cn.client, &root), Acquire::new());
-        eventually(patience, "the next waiter queues", || {
-            nodes(&ch, &dirs).len() > count
-        });
-
-        let memory = cw.memory().unwrap();
+        let q = Queue::start(&b, &r, Acquire::new());
+        let memory = q.cw.memory().unwrap();
         memory.reset_counters();
         memory.suspend();
         // The waiter saw the link go and failed a listing: it is in its retry pause or waiting
@@ -405,8 +421,10 @@ fn a_cancel_while_the_link_is_down_returns_at_once() {
         eventually(patience, "the waiter lists again and fails", || {
             memory.counters().get_children > 0
         });
-        token.cancel();
-        let outcome = waiter.outcome(patience, "the waiter cancelled with its link down");
+        q.token.cancel();
+        let outcome = q
+            .waiter
+            .outcome(patience, "the waiter cancelled with its link down");
         assert!(
             matches!(outcome, Err(Error::Cancelled { .. })),
             "{}: {outcome:?}",
@@ -414,22 +432,24 @@ fn a_cancel_while_the_link_is_down_returns_at_once() {
         );
         // Still down: the call did not wait for the link.
         assert_eq!(
-            cw.client.session().state(),
+            q.cw.client.session().state(),
             ConnectionState::Suspended,
             "{}",
             r.name
         );
         memory.resume();
         eventually(patience, "the background delete removes the node", || {
-            nodes(&ch, &dirs).iter().all(|(_, o)| *o != waiter_session)
+            nodes(&q.ch, &q.dirs)
+                .iter()
+                .all(|(_, o)| *o != q.waiter_session)
         });
-        drop(holder);
+        drop(q.holder);
         assert!(
-            next.outcome(patience, "the next waiter").unwrap(),
+            q.next.outcome(patience, "the next waiter").unwrap(),
             "{}",
             r.name
         );
-        assert_eq!(cw.client.session().snapshot().losses, 0, "{}", r.name);
+        assert_eq!(q.cw.client.session().snapshot().losses, 0, "{}", r.name);
     }
 }
 
