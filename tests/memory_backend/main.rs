@@ -1,7 +1,9 @@
-//! The in-memory ensemble's own behaviour (not the locks'): its fault injection, session
-//! transitions and event delivery (`faults`), and its model of the server's data tree,
-//! containers, sequence numbers and counters (`model`), and its transactions (`multi`).
+//! The in-memory ensemble's own behaviour (not the locks'): its fault injection and session
+//! transitions (`faults`), event delivery and request hooks (`delivery`), its model of the
+//! server's data tree, containers, sequence numbers and counters (`model`), and its
+//! transactions (`multi`).
 
+mod delivery;
 mod faults;
 mod model;
 mod multi;
