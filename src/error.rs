@@ -152,8 +152,13 @@ pub enum Error {
     Connect {
         /// The connect string as given.
         hosts: String,
-        /// What went wrong.
+        /// What went wrong (every host's failure when several were tried).
         reason: String,
+        /// The I/O error beneath the last failed attempt, when there was one (a refused
+        /// connection, a time-out, a server that closed without answering); also the
+        /// error's `source()`.
+        #[source]
+        source: Option<std::io::Error>,
     },
 
     /// The client was closed by its owner.

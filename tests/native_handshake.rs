@@ -275,6 +275,52 @@ fn a_connect_string_where_nothing_resolves_is_a_connect_error() {
     );
 }
 
+/// The I/O error beneath a failed connection is kept as the error's `source()`, so a caller
+/// can tell a refused connection from a time-out without reading the message.
+#[test]
+fn a_refused_connection_keeps_its_io_error_as_the_source() {
+    let port = {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("a free port");
+        listener.local_addr().expect("its address").port()
+    }; // nothing listens there any more
+    let err = NativeClient::connect_with(
+        NativeOptions::new(format!("127.0.0.1:{port}"))
+            .session_timeout(Duration::from_secs(2))
+            .connect_timeout(Duration::from_secs(1)),
+    )
+    .unwrap_err();
+    assert!(matches!(&err, Error::Connect { .. }), "{err}");
+    let io = std::error::Error::source(&err)
+        .and_then(|s| s.downcast_ref::<std::io::Error>())
+        .unwrap_or_else(|| panic!("no io::Error beneath {err:?}"));
+    assert_eq!(io.kind(), std::io::ErrorKind::ConnectionRefused, "{err}");
+}
+
+/// A server that closes without answering: the explanation stays in the message, the
+/// end-of-stream beneath it is the source.
+#[test]
+fn a_server_closing_during_the_handshake_keeps_its_io_error_as_the_source() {
+    let (addr, _log) = scripted_server(|_, _| Handshake::Refuse, |_| None);
+    let err = NativeClient::connect_with(
+        NativeOptions::new(&addr)
+            .session_timeout(Duration::from_secs(2))
+            .connect_timeout(Duration::from_secs(1)),
+    )
+    .unwrap_err();
+    let io = std::error::Error::source(&err)
+        .and_then(|s| s.downcast_ref::<std::io::Error>())
+        .unwrap_or_else(|| panic!("no io::Error beneath {err:?}"));
+    assert!(
+        matches!(
+            io.kind(),
+            std::io::ErrorKind::UnexpectedEof
+                | std::io::ErrorKind::ConnectionReset
+                | std::io::ErrorKind::ConnectionAborted
+        ),
+        "{io:?} beneath {err}"
+    );
+}
+
 /// `localhost` is read like any name: every address it resolves to is tried (only
 /// loopback addresses), so a server listening on 127.0.0.1 is reached whatever order the
 /// resolver gives (`::1` first is common).

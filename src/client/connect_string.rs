@@ -14,6 +14,7 @@ pub(crate) fn parse(connect_string: &str) -> Result<(Vec<String>, Option<String>
     let connect_error = |reason: String| Error::Connect {
         hosts: connect_string.to_string(),
         reason,
+        source: None,
     };
     let (hosts, chroot) = match connect_string.find('/') {
         Some(i) => connect_string.split_at(i),
@@ -71,6 +72,7 @@ pub(crate) fn resolve(connect_string: &str, host: &str) -> Result<SocketAddr> {
         .ok_or_else(|| Error::Connect {
             hosts: connect_string.to_string(),
             reason: format!("cannot resolve {host:?}"),
+            source: None,
         })
 }
 

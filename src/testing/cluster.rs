@@ -195,6 +195,7 @@ impl TestingCluster {
                         "no quorum within {timeout:?} ({serving}/{running} serving)\n{}",
                         tails.join("\n")
                     ),
+                    source: None,
                 });
             }
             // Polling child processes for readiness: nothing to wait on instead.

@@ -307,10 +307,12 @@ impl Node {
         let java = find_java().ok_or_else(|| Error::Connect {
             hosts: self.client_addr().to_string(),
             reason: missing_requirements().unwrap_or_default(),
+            source: None,
         })?;
         let classpath = find_classpath().ok_or_else(|| Error::Connect {
             hosts: self.client_addr().to_string(),
             reason: missing_requirements().unwrap_or_default(),
+            source: None,
         })?;
         let netty = if self.tls.is_some() {
             DEBIAN_NETTY_JARS.iter().map(|j| format!(":{j}")).collect()
@@ -467,6 +469,7 @@ impl Node {
                 self.log_path().display(),
                 log_tail(&self.log_path(), 3000)
             ),
+            source: None,
         }
     }
 }

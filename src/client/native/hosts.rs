@@ -16,6 +16,7 @@ use std::io::{ErrorKind, Read};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
+use super::failure::ConnectFailure;
 use super::jute::frame_length;
 
 /// The shortest time one address is given, however many a name has.
@@ -27,11 +28,11 @@ const MIN_PER_ADDRESS: Duration = Duration::from_millis(100);
 pub fn try_addresses<T>(
     host: &str,
     timeout: Duration,
-    attempt: impl FnMut(SocketAddr, Duration) -> Result<T, String>,
-) -> Result<T, String> {
+    attempt: impl FnMut(SocketAddr, Duration) -> Result<T, ConnectFailure>,
+) -> Result<T, ConnectFailure> {
     let addrs = crate::client::connect_string::resolve_all(host).map_err(|e| {
         log::warn!("{e}: host skipped");
-        e
+        ConnectFailure::from(e)
     })?;
     let start = super::session::random_index(addrs.len());
     try_each(&addrs, start, timeout, attempt)
@@ -41,8 +42,8 @@ fn try_each<T>(
     addrs: &[SocketAddr],
     start: usize,
     timeout: Duration,
-    mut attempt: impl FnMut(SocketAddr, Duration) -> Result<T, String>,
-) -> Result<T, String> {
+    mut attempt: impl FnMut(SocketAddr, Duration) -> Result<T, ConnectFailure>,
+) -> Result<T, ConnectFailure> {
     let deadline = Instant::now().checked_add(timeout);
     let mut errors = Vec::new();
     for i in 0..addrs.len() {
@@ -59,10 +60,10 @@ fn try_each<T>(
         match attempt(addr, share) {
             Ok(done) => return Ok(done),
             Err(e) if addrs.len() == 1 => errors.push(e),
-            Err(e) => errors.push(format!("{addr}: {e}")),
+            Err(e) => errors.push(e.at(addr)),
         }
     }
-    Err(errors.join("; "))
+    Err(ConnectFailure::joined(errors))
 }
 
 /// Reads the ConnectResponse's frame body (checked against `limit` before allocating). A
@@ -72,14 +73,16 @@ pub fn read_connect_response(
     stream: &mut impl Read,
     limit: usize,
     last_zxid: i64,
-) -> Result<Vec<u8>, String> {
+) -> Result<Vec<u8>, ConnectFailure> {
     let mut prefix = [0u8; 4];
     if let Err(e) = stream.read_exact(&mut prefix) {
         return Err(match e.kind() {
             ErrorKind::UnexpectedEof
             | ErrorKind::ConnectionReset
-            | ErrorKind::ConnectionAborted => closed_without_answer(last_zxid, &e),
-            _ => format!("read: {e}"),
+            | ErrorKind::ConnectionAborted => {
+                ConnectFailure::explained(closed_without_answer(last_zxid, &e), e)
+            }
+            _ => ConnectFailure::io("read", e),
         });
     }
     if is_tls_record(prefix) {
@@ -91,7 +94,7 @@ pub fn read_connect_response(
     let mut body = vec![0u8; len];
     stream
         .read_exact(&mut body)
-        .map_err(|e| format!("read: {e}"))?;
+        .map_err(|e| ConnectFailure::io("read", e))?;
     Ok(body)
 }
 
@@ -136,18 +139,24 @@ mod tests {
             let got = try_each(&addrs, start, Duration::from_secs(10), |addr, t| {
                 TcpStream::connect_timeout(&addr, t)
                     .map(|_| addr)
-                    .map_err(|e| e.to_string())
+                    .map_err(|e| ConnectFailure::io("connect", e))
             });
-            assert_eq!(got, Ok(live.local_addr().unwrap()), "from {start}");
+            assert_eq!(got.ok(), Some(live.local_addr().unwrap()), "from {start}");
         }
         let err = try_each(
             &[dead_addr, dead_addr],
             0,
             Duration::from_secs(10),
-            |a, t| TcpStream::connect_timeout(&a, t).map_err(|e| e.to_string()),
+            |a, t| TcpStream::connect_timeout(&a, t).map_err(|e| ConnectFailure::io("connect", e)),
         )
         .unwrap_err();
-        assert_eq!(err.matches(&dead_addr.to_string()).count(), 2, "{err}");
+        assert_eq!(
+            err.text().matches(&dead_addr.to_string()).count(),
+            2,
+            "{err}"
+        );
+        let (_, io) = err.into_parts();
+        assert!(io.is_some(), "the last refusal is kept beneath the text");
     }
 
     #[test]
@@ -158,24 +167,26 @@ mod tests {
             |_, _| Ok(()),
         )
         .unwrap_err();
-        assert!(err.contains("no-such-host.invalid"), "{err}");
+        assert!(err.text().contains("no-such-host.invalid"), "{err}");
     }
 
     #[test]
     fn a_closed_connection_or_a_tls_record_is_explained() {
         let err = read_connect_response(&mut &[][..], 1 << 20, 0x5000).unwrap_err();
+        let err = err.text();
         assert!(err.contains("0x5000") && err.contains("TLS"), "{err}");
         let err = read_connect_response(&mut &[][..], 1 << 20, 0).unwrap_err();
+        let err = err.text();
         assert!(!err.contains("zxid") && err.contains("TLS"), "{err}");
         // A TLS alert record (handshake failure).
         let alert = [0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x28];
         let err = read_connect_response(&mut &alert[..], 1 << 20, 0).unwrap_err();
-        assert!(err.contains("expects TLS"), "{err}");
+        assert!(err.text().contains("expects TLS"), "{err}");
         let mut frame = 3i32.to_be_bytes().to_vec();
         frame.extend_from_slice(&[1, 2, 3]);
         assert_eq!(
-            read_connect_response(&mut &frame[..], 1 << 20, 0),
-            Ok(vec![1, 2, 3])
+            read_connect_response(&mut &frame[..], 1 << 20, 0).ok(),
+            Some(vec![1, 2, 3])
         );
     }
 }

@@ -17,7 +17,8 @@
 //!   `session/closing`: a close that leaves no connection behind;
 //! - `watches`: the one-shot callback registry and the thread callbacks run on;
 //! - `options`: [`NativeOptions`] and the connect string; `hosts`: one host reached
-//!   (resolved at every attempt, every address tried, a refusal explained);
+//!   (resolved at every attempt, every address tried, a refusal explained); `failure`: why
+//!   an attempt failed, the I/O error kept beneath the sentence;
 //! - `pipelined`: a pipeline's requests as wire records, and their replies back;
 //! - `transport`: the byte stream, plain TCP or TLS; `tls` (feature `tls`): `TlsOptions`
 //!   and the rustls configuration;
@@ -36,6 +37,7 @@
 //! ```
 
 mod connection;
+mod failure;
 mod hosts;
 // The wire codec is the client's own; the `testing` feature lets the decoder's property tests
 // and scripted servers reach it, hidden from the docs (not part of the API).
@@ -133,7 +135,8 @@ impl NativeClient {
     /// Errors: [`Error::InvalidArgument`] for a bad chroot or timeout; [`Error::Connect`]
     /// (naming the hosts) for an empty connect string, failed authentication, or no session
     /// within the connect timeout (the reason names the last failure: a host that does not
-    /// resolve, a refused connection, a server that closed without answering).
+    /// resolve, a refused connection, a server that closed without answering; the I/O error
+    /// beneath it is the error's `source()`).
     pub fn connect_with(options: NativeOptions) -> Result<Arc<NativeClient>> {
         let millis = options.session_timeout.as_millis();
         if millis == 0 || millis > i32::MAX as u128 {
@@ -143,9 +146,10 @@ impl NativeClient {
             });
         }
         let (hosts, chroot) = parse_connect_string(&options.connect_string)?;
-        let connect_error = |reason: String| Error::Connect {
+        let connect_error = |reason: String, source: Option<std::io::Error>| Error::Connect {
             hosts: options.connect_string.clone(),
             reason,
+            source,
         };
         let watches = Watches::new(chroot.clone()).map_err(|source| Error::Io {
             context: "spawning the watch thread".into(),
@@ -167,10 +171,11 @@ impl NativeClient {
         );
         let connect_timeout = options.connect_timeout.unwrap_or(options.session_timeout);
         let deadline = deadline_after(connect_timeout);
-        if let Err(reason) = core.start(deadline) {
+        if let Err(failure) = core.start(deadline) {
             core.mark_closed();
             core.shut_down();
-            return Err(connect_error(reason));
+            let (reason, source) = failure.into_parts();
+            return Err(connect_error(reason, source));
         }
         let client = Arc::new(NativeClient {
             core,
@@ -184,7 +189,7 @@ impl NativeClient {
         if let Some(chroot) = client.chroot.clone() {
             client.create_chroot(&chroot).map_err(|e| {
                 client.close();
-                connect_error(format!("cannot create the chroot {chroot:?}: {e}"))
+                connect_error(format!("cannot create the chroot {chroot:?}: {e}"), None)
             })?;
         }
         Ok(client)

@@ -44,6 +44,7 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex};
 
 use super::connection::{Connection, LinkObserver, XidCounter};
+use super::failure::ConnectFailure;
 use super::records::{ConnectResponse, WireRequest};
 use super::watches::Watches;
 use crate::client::{ZkError, ZkResult};
@@ -204,7 +205,7 @@ impl SessionCore {
 
     /// Connects the first session (the caller waits up to `deadline`), then starts the
     /// supervisor thread that keeps it.
-    pub fn start(self: &Arc<Self>, deadline: Instant) -> Result<(), String> {
+    pub fn start(self: &Arc<Self>, deadline: Instant) -> Result<(), ConnectFailure> {
         let conn = self.connect_until(Some(deadline))?;
         let core = self.clone();
         self.link.lock().supervising = true;
@@ -220,7 +221,7 @@ impl SessionCore {
             });
         if let Err(e) = spawned {
             self.link.lock().supervising = false;
-            return Err(format!("spawning the session thread: {e}"));
+            return Err(ConnectFailure::io("spawning the session thread", e));
         }
         Ok(())
     }
@@ -334,14 +335,14 @@ impl SessionCore {
     fn connect_until(
         self: &Arc<Self>,
         deadline: Option<Instant>,
-    ) -> Result<Arc<Connection>, String> {
-        let mut last_error = String::from("no attempt");
+    ) -> Result<Arc<Connection>, ConnectFailure> {
+        let mut last_error = ConnectFailure::from("no attempt");
         let mut attempt = 0usize;
         loop {
             let (host, session_id, password, negotiated, until) = {
                 let mut link = self.link.lock();
                 if link.closed {
-                    return Err(closed_reason(&link));
+                    return Err(closed_reason(&link).into());
                 }
                 let until = deadline.or_else(|| {
                     (link.session_id != 0).then(|| link.heard + link.negotiated * 4 / 3)
@@ -357,7 +358,7 @@ impl SessionCore {
                         self.changed.wait_until(&mut link, wake);
                     }
                     if link.closed {
-                        return Err(closed_reason(&link));
+                        return Err(closed_reason(&link).into());
                     }
                 }
                 if until.is_some_and(|u| Instant::now() >= u) {
@@ -388,8 +389,10 @@ impl SessionCore {
                         self.note(format!("{host}: {e}"));
                         // A certificate that does not verify explains the failure better than
                         // the time-out of a later attempt cut short by the deadline.
-                        if e.contains("certificate") || !last_error.contains("certificate") {
-                            last_error = format!("{host}: {e}");
+                        if e.text().contains("certificate")
+                            || !last_error.text().contains("certificate")
+                        {
+                            last_error = e.at(&host);
                         }
                         continue;
                     }
@@ -412,7 +415,7 @@ impl SessionCore {
                 Ok(conn) => return Ok(conn),
                 Err(e) => {
                     self.note(format!("{host}: {e}"));
-                    last_error = format!("{host}: {e}");
+                    last_error = ConnectFailure::from(e).at(&host);
                     // The link is down again: say so, as after any other broken link.
                     if self.session.state().is_connected() {
                         self.session.transition(ConnectionState::Suspended, None);

@@ -172,6 +172,7 @@ impl ZookeeperClient {
             Error::Connect {
                 hosts: options.connect_string.clone(),
                 reason: format!("the zookeeper crate refused to connect: {e}"),
+                source: None,
             }
         })?;
         let conn = Arc::new(conn);
@@ -202,6 +203,7 @@ impl ZookeeperClient {
                         reason: format!(
                             "no session within {connect_timeout:?} (last error: {e}; {link})"
                         ),
+                        source: None,
                     });
                 }
                 Err(ZkError::AuthFailed) => {
@@ -210,6 +212,7 @@ impl ZookeeperClient {
                         hosts: options.connect_string.clone(),
                         reason: "authentication failed: the server refused the credentials' scheme"
                             .into(),
+                        source: None,
                     });
                 }
                 Err(ZkError::NoAuth) | Err(ZkError::BadArguments) | Err(ZkError::InvalidAcl) => {
@@ -218,6 +221,7 @@ impl ZookeeperClient {
                         hosts: options.connect_string.clone(),
                         reason: "cannot create the session probe node under the chroot (ACL?)"
                             .into(),
+                        source: None,
                     });
                 }
                 Err(_) => {

@@ -153,6 +153,7 @@ pub(super) fn parse_connect_string(connect_string: &str) -> Result<Target> {
     target.crate_hosts().map_err(|reason| Error::Connect {
         hosts: connect_string.to_string(),
         reason,
+        source: None,
     })?;
     Ok(target)
 }

@@ -7,6 +7,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use super::{SessionCore, MIN_TIMEOUT};
+use crate::client::native::failure::ConnectFailure;
 use crate::client::native::hosts;
 use crate::client::native::records::{ConnectRequest, ConnectResponse};
 use crate::client::native::transport::Transport;
@@ -19,7 +20,7 @@ impl SessionCore {
         timeout: Duration,
         session_id: i64,
         password: Vec<u8>,
-    ) -> Result<(Transport, ConnectResponse), String> {
+    ) -> Result<(Transport, ConnectResponse), ConnectFailure> {
         hosts::try_addresses(host, timeout, |addr, timeout| {
             self.handshake_at(host, addr, timeout, session_id, password.clone())
         })
@@ -32,15 +33,15 @@ impl SessionCore {
         timeout: Duration,
         session_id: i64,
         password: Vec<u8>,
-    ) -> Result<(Transport, ConnectResponse), String> {
+    ) -> Result<(Transport, ConnectResponse), ConnectFailure> {
         let timeout = timeout.max(Duration::from_millis(1));
-        let tcp =
-            TcpStream::connect_timeout(&addr, timeout).map_err(|e| format!("connect: {e}"))?;
+        let tcp = TcpStream::connect_timeout(&addr, timeout)
+            .map_err(|e| ConnectFailure::io("connect", e))?;
         self.track_attempt(&tcp)?;
         let _ = tcp.set_nodelay(true);
         tcp.set_read_timeout(Some(timeout))
             .and_then(|()| tcp.set_write_timeout(Some(timeout)))
-            .map_err(|e| format!("socket options: {e}"))?;
+            .map_err(|e| ConnectFailure::io("socket options", e))?;
         #[cfg(feature = "tls")]
         let mut stream = match &self.config.tls {
             Some(config) => {
@@ -64,7 +65,7 @@ impl SessionCore {
         use std::io::Write;
         stream
             .write_all(&request.encode())
-            .map_err(|e| format!("write: {e}"))?;
+            .map_err(|e| ConnectFailure::io("write", e))?;
         let body = hosts::read_connect_response(
             &mut stream,
             self.config.packet_limit,
@@ -78,7 +79,7 @@ impl SessionCore {
         stream
             .set_read_timeout(None)
             .and_then(|()| stream.set_write_timeout(Some((negotiated * 2 / 3).max(MIN_TIMEOUT))))
-            .map_err(|e| format!("socket options: {e}"))?;
+            .map_err(|e| ConnectFailure::io("socket options", e))?;
         Ok((stream, response))
     }
 }
