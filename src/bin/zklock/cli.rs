@@ -58,9 +58,10 @@ The command sees ZKLOCK_PATH (the lock path), ZKLOCK_NODE (our lock node's full 
 ZKLOCK_FENCING_TOKEN (the node's czxid: pass it to resources that reject stale writers).
 
 The command runs in a process group of its own, and every signal zklock sends goes to the
-whole group (the command and the helpers it starts). If the session is lost while the command
-runs (the lock may now be held by someone else), the group gets SIGTERM, then SIGKILL once the
-command exits or after the grace period. A suspended connection alone does not count as lost.
+whole group (the command and the helpers it starts). If the lock is lost while the command
+runs (the session expired, or someone deleted our lock node: the lock may now be held by
+someone else), the group gets SIGTERM, then SIGKILL once the command exits or after the grace
+period, and zklock exits 76. A suspended connection alone does not count as lost.
 SIGINT/SIGTERM/SIGHUP while waiting for the lock withdraw from the queue; while the command
 runs they are forwarded to its group. On Linux the group is killed if zklock dies (kill -9
 included). Out of reach: a process that leaves the group (setsid, daemons). Without
@@ -87,7 +88,8 @@ EXIT STATUS:
     0-255  the command's own status
     64     usage error
     69     could not connect to ZooKeeper, or not allowed (credentials refused, the lock's
-           ACL does not grant our user: a wrong password?)
+           ACL does not grant our user: a wrong password?; with --acl creator-all or
+           read-only-for-world, a lock directory that lets others create or delete nodes)
     70     ZooKeeper error while acquiring or listing
     75     timed out waiting for the lock
     76     the lock was lost while the command ran (it was terminated)
