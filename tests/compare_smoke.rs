@@ -71,6 +71,7 @@ fn comparison_produces_every_row_for_every_client() {
         "contended mutex, 8 sessions",
         "contended semaphore-mutex, 4 sessions",
         "contended write, 4 sessions",
+        "contended read-write, 2 sessions",
     ] {
         assert!(table.contains(needle), "no {needle:?} row in\n{table}");
     }

@@ -26,6 +26,8 @@ mod cleanup;
 mod driver;
 mod fenced;
 mod guard;
+#[cfg(test)]
+mod handoff_model;
 mod held;
 pub(crate) mod internals;
 mod layout;

@@ -157,6 +157,21 @@ impl InterProcessReadWriteLock {
         })
     }
 
+    /// The drivers of both sides, (read, write), for the hand-off model
+    /// (`locks::handoff_model`).
+    #[cfg(test)]
+    pub(in crate::locks) fn side_drivers(
+        &self,
+    ) -> (
+        Arc<dyn super::driver::LockDriver>,
+        Arc<dyn super::driver::LockDriver>,
+    ) {
+        (
+            self.read.read.driver().clone(),
+            self.write.write.driver().clone(),
+        )
+    }
+
     /// The read (shared) lock.
     pub fn read_lock(&self) -> &ReadLock {
         &self.read

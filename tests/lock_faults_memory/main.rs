@@ -2,12 +2,14 @@
 //!
 //! - `sessions`: connection or session loss at exact points, for the mutex and the guards;
 //! - `costs`: request and round-trip counts, herd, order, restored watches;
+//! - `handoffs`: requests per hand-off, per recipe (where no second listing is needed);
 //! - `semaphore`: the semaphore and `SharedCount` under the same faults;
 //! - `shared_count`: `SharedCount` under changes close together (a change right after the
 //!   read that armed the watch, racing listener calls, bursts);
 //! - `retries`: retry pauses that end at the deadline or on close.
 
 mod costs;
+mod handoffs;
 mod retries;
 mod semaphore;
 mod sessions;

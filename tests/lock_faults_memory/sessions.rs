@@ -258,3 +258,41 @@ fn reentering_a_lost_hold_is_a_typed_error() {
     rw.write_lock().release().unwrap();
     rw_other.write_lock().release().unwrap();
 }
+
+/// A waiter right behind the holder takes the lock on the holder's deletion without listing
+/// again, but only in the session its node lives in: when its session expired while its
+/// link was down (the holder let go meanwhile), the watch it had is gone with the session,
+/// and its old node with it. It queues again with a new node, and the old one is not held.
+/// With watches that survive a reconnect, as the native client's do.
+#[test]
+fn a_waiter_whose_session_expired_meanwhile_does_not_hand_over_on_its_old_node() {
+    let e = MemoryEnsemble::new();
+    let (c1, c2) = (e.connect(), e.connect());
+    c2.set_watches_survive_reconnect(true);
+    let (holder, waiter) = (mutex(&c1, "/l"), mutex(&c2, "/l"));
+    holder.acquire().unwrap();
+    thread::scope(|s| {
+        let w = s.spawn(|| {
+            assert!(waiter.acquire_timeout(PATIENCE).unwrap(), "not acquired");
+            let path = waiter.held_node().unwrap().path().to_string();
+            let live = e.node(&path).is_some();
+            waiter.release().unwrap();
+            (path, live)
+        });
+        eventually(PATIENCE, "the waiter watches the holder", || {
+            e.watch_count() == 1
+        });
+        let old = e.children("/l").unwrap();
+        c2.suspend();
+        holder.release().unwrap();
+        c2.expire();
+        c2.resume();
+        let (path, live) = w.join().unwrap();
+        assert!(live, "held through a live node");
+        assert!(
+            !old.iter().any(|n| path.ends_with(n.as_str())),
+            "held through its old node {path}: {old:?}"
+        );
+    });
+    assert!(e.children("/l").unwrap_or_default().is_empty());
+}

@@ -87,6 +87,12 @@ impl InterProcessSemaphoreV2 {
         Self::build(client, path, MaxLeases::Fixed(max_leases))
     }
 
+    /// The driver of the admission mutex (for the hand-off model, `locks::handoff_model`).
+    #[cfg(test)]
+    pub(in crate::locks) fn admission_driver(&self) -> Arc<dyn LockDriver> {
+        self.admission.driver().clone()
+    }
+
     /// A semaphore whose maximum is the value of a [`SharedCount`]; changing the count wakes
     /// waiters.
     pub fn with_shared_count(client: SharedClient, path: &str, count: SharedCount) -> Result<Self> {

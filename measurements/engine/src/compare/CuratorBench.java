@@ -8,7 +8,8 @@
 //   uncontended <recipe> <path> <n>            -> RESULT kind=uncontended n=.. p50_ns=.. p99_ns=.. elapsed_ns=..
 //   contended <recipe> <path> <sessions> <count> -> RESULT kind=contended n=.. p50_ns=.. p99_ns=.. elapsed_ns=..
 //   quit
-// recipe: mutex | semaphore-mutex | write | read. Failures print "ERROR <message>".
+// recipe: mutex | semaphore-mutex | write | read (contended also read-write: writers and
+// readers of one lock, alternating; see contenderRecipe). Failures print "ERROR <message>".
 // The measurement loops mirror measurements/engine/src/compare/ours.rs line for line, so the numbers compare.
 
 import java.io.BufferedReader;
@@ -92,6 +93,12 @@ public class CuratorBench {
         }
     }
 
+    /** The recipe of contender `index`: read-write alternates a writer (even) and a reader (odd). */
+    private static String contenderRecipe(String recipe, int index) {
+        if (!recipe.equals("read-write")) return recipe;
+        return index % 2 == 0 ? "write" : "read";
+    }
+
     /** {n, p50, p99, elapsed} of per-operation durations in nanoseconds. */
     private static long[] summary(long[] samples, int n, long elapsed) {
         long[] s = Arrays.copyOf(samples, n);
@@ -145,7 +152,7 @@ public class CuratorBench {
             final int id = s;
             final long[] handoffs = new long[count + sessions];
             perThread.add(handoffs);
-            final InterProcessLock lock = recipe(clients[s], recipe, path);
+            final InterProcessLock lock = recipe(clients[s], contenderRecipe(recipe, s), path);
             Thread t = new Thread(() -> {
                 try {
                     go.await();

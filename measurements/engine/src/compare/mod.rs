@@ -10,12 +10,14 @@
 //!   sides ([`run`]);
 //! - `ours`: our recipes, one client (one session) per contender;
 //! - `curator_side`: the JVM, driven line by line over its stdin and stdout;
+//! - `mixed`: which side of a read/write lock each contender of the `read-write` scenario takes;
 //! - `probes`: what is read from the server and the machine (`mntr`, `srvr`, load);
 //! - `cpu`: the CPU time the server and each side's client process spent (`/proc`);
 //! - `report`: the markdown table ([`render`]).
 
 mod cpu;
 mod curator_side;
+pub mod mixed;
 mod ours;
 mod probes;
 mod report;
@@ -35,8 +37,16 @@ const SESSION_TIMEOUT: Duration = Duration::from_secs(10);
 /// The recipes measured uncontended, by their names in the table and on the Java side.
 pub const RECIPES: &[&str] = &["mutex", "semaphore-mutex", "write", "read"];
 
-/// The contended runs of other recipes than the mutex: (recipe, sessions).
-pub const CONTENDED_OTHERS: &[(&str, usize)] = &[("semaphore-mutex", 4), ("write", 4)];
+/// The contended runs of other recipes than the mutex: (recipe, sessions); `read-write` is
+/// one read/write lock with writers and readers alternating ([`mixed`]).
+pub const CONTENDED_OTHERS: &[(&str, usize)] = &[
+    ("semaphore-mutex", 2),
+    ("semaphore-mutex", 4),
+    ("write", 2),
+    ("write", 4),
+    (mixed::READ_WRITE, 2),
+    (mixed::READ_WRITE, 4),
+];
 
 /// How much work each scenario does.
 #[derive(Debug, Clone)]

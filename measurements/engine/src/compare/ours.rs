@@ -171,8 +171,10 @@ impl OurSide {
         let go = Arc::new(Barrier::new(sessions + 1));
         let threads: Vec<_> = clients
             .iter()
-            .map(|client| {
-                let (client, recipe, path) = (client.clone(), recipe.to_string(), path.to_string());
+            .enumerate()
+            .map(|(i, client)| {
+                let recipe = super::mixed::contender_recipe(recipe, i).to_string();
+                let (client, path) = (client.clone(), path.to_string());
                 let (taken, released_at, go) = (taken.clone(), released_at.clone(), go.clone());
                 thread::spawn(move || -> Result<Vec<u64>, String> {
                     // Built before the barrier, so that every contender starts together.
