@@ -24,9 +24,12 @@ use zk_locks::{ConnectionState, Error, Result, SharedClient};
 /// An owned guard of any recipe, held for as long as the box lives (dropped on any thread).
 type Guard = Box<dyn Any + Send>;
 
+/// An owned acquire as `Acquire` says: the guard, `None` (timed out), or the error.
+type Take = Box<dyn Fn(&Acquire) -> Result<Option<Guard>> + Send + Sync>;
+
 /// One recipe's lock object on one client, seen through its owned acquire.
 struct Owned {
-    take: Box<dyn Fn(&Acquire) -> Result<Option<Guard>> + Send + Sync>,
+    take: Take,
     /// `is_acquired_in_this_process` of the object (counts its owned holds).
     in_process: Box<dyn Fn() -> bool + Send + Sync>,
 }
