@@ -273,7 +273,7 @@ impl Queue {
 /// waiter's client keeps its session and its other lock.
 fn cancelled_mid_queue(b: &dyn Backend, r: &Recipe) {
     let patience = b.patience();
-    let mut q = Queue::start(b, r, Acquire::new().timeout(patience));
+    let mut q = Queue::start(b, r, Acquire::new());
     let other = InterProcessMutex::new(q.cw.client.clone(), &format!("{}-other", b.root()));
     let other_guard = Arc::new(other.unwrap()).lock_owned().unwrap();
     let before = q.cw.client.session().snapshot();
@@ -324,7 +324,7 @@ fn native_cancel_after_a_blip_and_a_lost_session() {
     let Some(b) = Real::native() else { return };
     let patience = b.patience();
     let r = &recipes()[0];
-    let mut q = Queue::start(&b, r, Acquire::new().timeout(patience));
+    let mut q = Queue::start(&b, r, Acquire::new());
     let first_session = q.waiter_session;
     q.cw.faults.blip();
     eventually(patience, "the waiter waits again after the blip", || {
@@ -509,4 +509,32 @@ fn owned_timeout_and_token_are_told_apart() {
     drop(guard);
     assert!(children(ch.client.as_ref(), &root).is_empty());
     assert!(!holder.is_acquired_in_this_process());
+}
+
+/// A token costs no request: an uncontended owned cycle through `try_lock_owned_with` and a
+/// token makes the requests and round trips of a plain `lock_owned()`.
+#[test]
+fn an_owned_token_costs_no_request() {
+    let b = Memory::new();
+    let c = b.connect();
+    let memory = c.memory().unwrap();
+    let token = CancelToken::new();
+    let with_token = Acquire::new().cancel(&token);
+    let plain = Acquire::new();
+    let cases: [(&str, Make); 2] = [("mutex", mutex), ("semaphore mutex", semaphore_mutex)];
+    for (name, make) in cases {
+        let lock = make(
+            &c.client,
+            &format!("{}/{}", b.root(), name.replace(' ', "-")),
+        );
+        let cost = |how: &Acquire| {
+            drop((lock.take)(how).unwrap().expect("uncontended: held"));
+            memory.reset_counters();
+            drop((lock.take)(how).unwrap().expect("uncontended: held"));
+            memory.counters()
+        };
+        let (plain, cancellable) = (cost(&plain), cost(&with_token));
+        assert_eq!(cancellable.requests(), plain.requests(), "{name}");
+        assert_eq!(cancellable.round_trips, plain.round_trips, "{name}");
+    }
 }
