@@ -13,10 +13,12 @@
 //!    from a terminal; here the conductor sends it) stops the waiter's wait and the holder's
 //!    work; both leave nothing in the lock directory.
 //!
-//! Until acquires are cancellable, a waiting acquire stops on shutdown as a timed acquire in
-//! a loop that looks at the shutdown flag between slices (`acquire` below): it answers
-//! within one slice, but each slice queues again at the back. With a cancel token, the loop
-//! becomes one `lock_owned` that the shutdown cancels.
+//! A waiting acquire stops on shutdown through a `CancelToken`: the service has one token,
+//! cancelled by the task that watches the shutdown signal, and every acquire is one
+//! `try_lock_owned_with(&Acquire::new().cancel(&token))` on the blocking pool (`acquire`
+//! below). The cancel wakes the waiting thread, which deletes its queue node (the waiter
+//! behind it moves up) and returns `Error::Cancelled` within about one round trip; its
+//! session and its client's other locks are untouched.
 //!
 //! ```sh
 //! cargo run --example async_service
@@ -29,10 +31,11 @@ use std::time::{Duration, Instant};
 
 use log::info;
 use tokio::sync::watch;
+use zk_locks::locks::{Acquire, CancelToken};
 use zk_locks::testing::harness::cookbook::{self, ensure, AnyResult};
 use zk_locks::testing::harness::{self, Backend, ClientKind, Real, TestClient};
 use zk_locks::testing::FaultProxy;
-use zk_locks::{InterProcessLock, InterProcessMutex, LockState, OwnedLockGuard};
+use zk_locks::{Error, InterProcessLock, InterProcessMutex, LockState, OwnedLockGuard};
 
 const LOCK: &str = "/zk-locks/async_service/lock";
 /// Service instances in the first act.
@@ -41,13 +44,12 @@ pub const INSTANCES: usize = 3;
 const STEPS: usize = 3;
 /// One step of simulated work: long enough for the others to queue meanwhile.
 const STEP: Duration = Duration::from_millis(15);
-/// How long one blocking acquire waits before it looks at the shutdown flag again.
-const SLICE: Duration = Duration::from_millis(200);
 /// A generous bound on anything the story waits for (a loaded machine, a real server).
 const PATIENCE: Duration = Duration::from_secs(30);
 
 /// The service's shutdown signal: `true` once the service must stop. A `watch` channel, so
-/// async code awaits it (`changed`) and a blocking thread reads it (`borrow`).
+/// async code awaits it (`changed`); `cancel_on` turns it into a [`CancelToken`] for the
+/// blocking acquires.
 type Shutdown = watch::Receiver<bool>;
 
 /// What happened, for the test that runs this recipe.
@@ -65,6 +67,9 @@ pub struct Story {
     pub shutdown_holder_ended: Option<Ended>,
     /// Whether the waiter stopped waiting, without the lock, on shutdown.
     pub waiter_gave_up: bool,
+    /// Nodes of the waiter's session left in the queue once it gave up (the cancel deletes
+    /// its node before the acquire returns).
+    pub waiter_nodes_left: usize,
     /// Nodes left in the lock directory at the end.
     pub left_behind: usize,
 }
@@ -116,10 +121,11 @@ async fn service(backend: &dyn Backend, ctrl_c: bool) -> AnyResult<Story> {
             }
         });
     }
+    let cancel = cancel_on(shutdown.clone());
     let mut story = Story::default();
-    turns(backend, &shutdown, &mut story).await?;
-    lost_between_awaits(backend, &shutdown, &mut story).await?;
-    shutdown_while_waiting(backend, &stop, &shutdown, &mut story).await?;
+    turns(backend, &shutdown, &cancel, &mut story).await?;
+    lost_between_awaits(backend, &shutdown, &cancel, &mut story).await?;
+    shutdown_while_waiting(backend, &stop, &shutdown, &cancel, &mut story).await?;
     let observer = InterProcessMutex::new(backend.try_connect()?.client.clone(), LOCK)?;
     story.left_behind = blocking(move || Ok(observer.participant_nodes()?.len())).await?;
     ensure(
@@ -130,26 +136,35 @@ async fn service(backend: &dyn Backend, ctrl_c: bool) -> AnyResult<Story> {
     Ok(story)
 }
 
-/// Takes the lock on a blocking thread, giving up when `shutdown` is set: a timed acquire in
-/// a loop that looks at the flag between slices (each slice that times out leaves nothing
-/// behind, and queues again at the back). A lock granted once the shutdown has come is given
-/// back: a service that stops starts no new work. Where a cancel token plugs in: one
-/// `lock_owned` given the token, which the shutdown triggers.
+/// The service's cancel token: cancelled by a task of its own when the shutdown signal
+/// comes (or its sender goes), so that every blocking acquire given it stops waiting.
+fn cancel_on(mut shutdown: Shutdown) -> CancelToken {
+    let token = CancelToken::new();
+    let on_shutdown = token.clone();
+    tokio::spawn(async move {
+        let _ = shutdown.wait_for(|stop| *stop).await;
+        on_shutdown.cancel();
+    });
+    token
+}
+
+/// Takes the lock on a blocking thread, giving up when the shutdown comes: one owned acquire
+/// given the service's token, which the shutdown cancels; the waiter then leaves the queue
+/// (its node deleted) and `None` comes back. A lock granted just before the cancel was seen
+/// is given back: a service that stops starts no new work.
 async fn acquire(
     lock: Arc<InterProcessMutex>,
-    shutdown: Shutdown,
+    cancel: &CancelToken,
 ) -> AnyResult<Option<OwnedLockGuard<InterProcessMutex>>> {
-    blocking(move || loop {
-        if *shutdown.borrow() {
-            return Ok(None);
+    let (how, cancel) = (Acquire::new().cancel(cancel), cancel.clone());
+    blocking(move || match lock.try_lock_owned_with(&how) {
+        Ok(Some(guard)) if cancel.is_cancelled() => {
+            guard.unlock()?;
+            Ok(None)
         }
-        if let Some(guard) = lock.try_lock_owned_for(SLICE)? {
-            if *shutdown.borrow() {
-                guard.unlock()?;
-                return Ok(None);
-            }
-            return Ok(Some(guard));
-        }
+        Ok(guard) => Ok(guard),
+        Err(Error::Cancelled { .. }) => Ok(None),
+        Err(e) => Err(e.into()),
     })
     .await
 }
@@ -200,17 +215,22 @@ async fn work(
 }
 
 /// Act 1: every instance takes the lock once and holds it across `STEPS` awaits.
-async fn turns(backend: &dyn Backend, shutdown: &Shutdown, story: &mut Story) -> AnyResult<()> {
+async fn turns(
+    backend: &dyn Backend,
+    shutdown: &Shutdown,
+    cancel: &CancelToken,
+    story: &mut Story,
+) -> AnyResult<()> {
     info!("--- act 1: {INSTANCES} instances take {LOCK} in turn ---");
     let inside = Arc::new(Occupancy::default());
     let mut tasks = Vec::new();
     for instance in 0..INSTANCES {
         let session = backend.try_connect()?;
         let lock = Arc::new(InterProcessMutex::new(session.client.clone(), LOCK)?);
-        let (inside, mut shutdown) = (inside.clone(), shutdown.clone());
+        let (inside, mut shutdown, cancel) = (inside.clone(), shutdown.clone(), cancel.clone());
         tasks.push(tokio::spawn(async move {
             let _session = session;
-            let Some(guard) = acquire(lock, shutdown.clone()).await? else {
+            let Some(guard) = acquire(lock, &cancel).await? else {
                 return Err("stopped before it got the lock".into());
             };
             info!(
@@ -241,6 +261,7 @@ async fn turns(backend: &dyn Backend, shutdown: &Shutdown, story: &mut Story) ->
 async fn lost_between_awaits(
     backend: &dyn Backend,
     shutdown: &Shutdown,
+    cancel: &CancelToken,
     story: &mut Story,
 ) -> AnyResult<()> {
     info!("--- act 2: the holder's session expires between two awaits ---");
@@ -255,7 +276,7 @@ async fn lost_between_awaits(
         }
     };
     let lock = Arc::new(InterProcessMutex::new(holder.client.clone(), LOCK)?);
-    let guard = acquire(lock, shutdown.clone())
+    let guard = acquire(lock, cancel)
         .await?
         .ok_or("stopped before it got the lock")?;
     info!("holder holds the lock and works");
@@ -305,13 +326,14 @@ async fn shutdown_while_waiting(
     backend: &dyn Backend,
     stop: &watch::Sender<bool>,
     shutdown: &Shutdown,
+    cancel: &CancelToken,
     story: &mut Story,
 ) -> AnyResult<()> {
     info!("--- act 3: shutdown while one instance holds and another waits ---");
     let (holder_session, waiter_session) = (backend.try_connect()?, backend.try_connect()?);
     let holder_lock = Arc::new(InterProcessMutex::new(holder_session.client.clone(), LOCK)?);
     let waiter_lock = Arc::new(InterProcessMutex::new(waiter_session.client.clone(), LOCK)?);
-    let guard = acquire(holder_lock.clone(), shutdown.clone())
+    let guard = acquire(holder_lock.clone(), cancel)
         .await?
         .ok_or("stopped before it got the lock")?;
     let mut holder_shutdown = shutdown.clone();
@@ -319,7 +341,13 @@ async fn shutdown_while_waiting(
         let ended = work(&guard, None, &mut holder_shutdown, &Occupancy::default()).await;
         release(guard).await.map(|()| ended)
     });
-    let waiter = tokio::spawn(acquire(waiter_lock, shutdown.clone()));
+    let waiter_id = waiter_session
+        .client
+        .session()
+        .session_id()
+        .ok_or("the waiter has no session")?;
+    let waiting = (waiter_lock, cancel.clone());
+    let waiter = tokio::spawn(async move { acquire(waiting.0, &waiting.1).await });
     // Signal once the waiter is in the queue (its node beside the holder's).
     let queue = holder_lock.clone();
     blocking(move || {
@@ -339,6 +367,19 @@ async fn shutdown_while_waiting(
         story.waiter_gave_up,
         "the waiter got the lock after shutdown",
     )?;
+    // The cancel deleted the waiter's node before its acquire returned; the holder may still
+    // be on its way out.
+    let queue = holder_lock.clone();
+    let participants = blocking(move || Ok(queue.participants()?)).await?;
+    story.waiter_nodes_left = participants
+        .iter()
+        .filter(|p| p.session_id == waiter_id)
+        .count();
+    ensure(
+        story.waiter_nodes_left == 0,
+        "the cancelled waiter left its node in the queue",
+    )?;
+    info!("the waiter left the queue: its node is gone");
     let ended = tokio::time::timeout(PATIENCE, holder).await???;
     story.shutdown_holder_ended = Some(ended);
     info!("the waiter stopped waiting; the holder stopped ({ended:?}) and released");
@@ -388,6 +429,7 @@ mod tests {
         assert!(story.rival_took_over);
         assert_eq!(story.shutdown_holder_ended, Some(Ended::Shutdown));
         assert!(story.waiter_gave_up);
+        assert_eq!(story.waiter_nodes_left, 0);
         assert_eq!(story.left_behind, 0);
     }
 

@@ -101,11 +101,13 @@
 //! A [`LockGuard`] borrows its lock and stays on its thread (a reentrant hold belongs to a
 //! thread). To store a hold in a struct, move it to another thread, or keep it across an
 //! `.await`, take an [`OwnedLockGuard`] on an `Arc` of the lock with
-//! [`InterProcessLock::lock_owned`] / [`InterProcessLock::try_lock_owned_for`]: `Send`,
+//! [`InterProcessLock::lock_owned`] / [`InterProcessLock::try_lock_owned_for`] /
+//! [`InterProcessLock::try_lock_owned_with`] (a timeout and/or a [`CancelToken`]): `Send`,
 //! `Sync`, `'static`, the same `state()`, waits and fencing token, released on drop by
 //! whichever thread drops it. An owned hold belongs to its guard: each is a contender of its
 //! own, not reentrant (see [`OwnedLockGuard`]). `recipes/async_service.rs` uses them from
-//! tokio through `spawn_blocking`; the library itself has no async runtime.
+//! tokio through `spawn_blocking`, its shutdown signal cancelling a waiting acquire; the
+//! library itself has no async runtime.
 //!
 //! ## Fencing
 //!

@@ -19,6 +19,7 @@
 //!
 //! Every blocking acquire can also be cancelled from another thread: give it a
 //! [`CancelToken`] through [`Acquire`] ([`InterProcessLock::try_lock_with`],
+//! [`InterProcessLock::try_lock_owned_with`] for an owned guard,
 //! [`InterProcessSemaphoreV2::acquire_with`]) and call [`CancelToken::cancel`].
 
 pub(crate) mod cancel;
@@ -198,14 +199,16 @@ pub trait InterProcessLock: Send + Sync {
         Ok(self.try_acquire_with(how)?.then(|| LockGuard::new(self)))
     }
 
-    /// Acquires a hold that belongs to no thread (what an [`OwnedLockGuard`] is made of) and
-    /// returns the nodes it holds through; `Ok(None)` when `timeout` passed (`None` waits
-    /// without limit), nothing left behind. Each call is a contender of its own: it queues a
-    /// node even when this object is held already (by a thread or another owned hold). Every
-    /// recipe of this crate implements it; the default (a lock of another crate) refuses with
+    /// Acquires, as `how` says, a hold that belongs to no thread (what an [`OwnedLockGuard`]
+    /// is made of) and returns the nodes it holds through: `Ok(None)` when `how`'s timeout
+    /// passed, [`Error::Cancelled`](crate::Error::Cancelled) when its [`CancelToken`] was
+    /// cancelled (nothing left behind either way, as [`Self::try_acquire_with`]); without
+    /// either it waits until held. Each call is a contender of its own: it queues a node even
+    /// when this object is held already (by a thread or another owned hold). Every recipe of
+    /// this crate implements it; the default (a lock of another crate) refuses with
     /// [`crate::Error::InvalidArgument`].
-    fn acquire_owned_hold(&self, timeout: Option<Duration>) -> Result<Option<Vec<Arc<HeldNode>>>> {
-        let _ = timeout;
+    fn acquire_owned_hold(&self, how: &Acquire) -> Result<Option<Vec<Arc<HeldNode>>>> {
+        let _ = how;
         Err(owned_holds_unsupported())
     }
 
@@ -248,7 +251,7 @@ pub trait InterProcessLock: Send + Sync {
     where
         Self: Sized,
     {
-        match self.acquire_owned_hold(None)? {
+        match self.acquire_owned_hold(&Acquire::new())? {
             Some(nodes) => Ok(OwnedLockGuard::new(self.clone(), nodes)),
             // Only a closed client ends an untimed wait without the lock.
             None => Err(crate::Error::Closed),
@@ -264,8 +267,52 @@ pub trait InterProcessLock: Send + Sync {
     where
         Self: Sized,
     {
+        self.try_lock_owned_with(&Acquire::new().timeout(timeout))
+    }
+
+    /// Acquires as `how` says and returns an [`OwnedLockGuard`]: the owned counterpart of
+    /// [`Self::try_lock_with`]. Until held (`Some`), or `how`'s timeout passed (`None`,
+    /// nothing left behind), or its [`CancelToken`] cancelled
+    /// ([`Error::Cancelled`](crate::Error::Cancelled): the wait ends within about one round
+    /// trip, its node is deleted so the queue behind it moves on, no owned hold is recorded,
+    /// and the session and the client's other locks are untouched). A token cancelled before
+    /// the call makes no request; a cancel that comes after the grant is too late (the guard
+    /// holds: drop it). Not reentrant, as every owned acquire (see [`OwnedLockGuard`]).
+    ///
+    /// What an async service's waiting acquire needs: taken through `spawn_blocking`, the
+    /// shutdown signal cancels it.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use zk_locks::client::memory::MemoryEnsemble;
+    /// use zk_locks::locks::{Acquire, CancelToken, InterProcessLock, InterProcessMutex};
+    /// use zk_locks::Error;
+    ///
+    /// let ensemble = MemoryEnsemble::new();
+    /// let holder = Arc::new(InterProcessMutex::new(ensemble.connect(), "/locks/jobs")?);
+    /// let held = holder.lock_owned()?;
+    ///
+    /// let waiter = Arc::new(InterProcessMutex::new(ensemble.connect(), "/locks/jobs")?);
+    /// let shutdown = CancelToken::new();
+    /// let how = Acquire::new().cancel(&shutdown);
+    /// let waiting = std::thread::spawn(move || waiter.try_lock_owned_with(&how));
+    /// while holder.participant_nodes()?.len() < 2 {
+    ///     std::thread::sleep(Duration::from_millis(1)); // until the waiter queues
+    /// }
+    /// shutdown.cancel(); // from a shutdown handler, another thread, ...
+    /// let outcome = waiting.join().unwrap();
+    /// assert!(matches!(outcome, Err(Error::Cancelled { .. })));
+    /// assert_eq!(holder.participant_nodes()?.len(), 1); // the waiter's node is gone
+    /// drop(held);
+    /// # Ok::<(), zk_locks::Error>(())
+    /// ```
+    fn try_lock_owned_with(self: &Arc<Self>, how: &Acquire) -> Result<Option<OwnedLockGuard<Self>>>
+    where
+        Self: Sized,
+    {
         Ok(self
-            .acquire_owned_hold(Some(timeout))?
+            .acquire_owned_hold(how)?
             .map(|nodes| OwnedLockGuard::new(self.clone(), nodes)))
     }
 }

@@ -109,12 +109,7 @@ impl InterProcessMultiLock {
         let mut taken: Vec<&dyn InterProcessLock> = Vec::with_capacity(self.locks.len());
         let mut outcome = Ok(true);
         for (_, lock) in &self.locks {
-            let left = how.timeout_value().map(|_| {
-                deadline.map_or(Duration::MAX, |d| {
-                    d.saturating_duration_since(Instant::now())
-                })
-            });
-            let step = lock.try_acquire_with(&how.with_timeout(left));
+            let step = lock.try_acquire_with(&how.with_timeout(left_of(deadline, how)));
             match step {
                 Ok(true) => taken.push(lock.as_ref()),
                 Ok(false) => {
@@ -128,10 +123,7 @@ impl InterProcessMultiLock {
             }
         }
         if !matches!(outcome, Ok(true)) {
-            let deadline = match how.cancel_token() {
-                Some(token) if token.is_cancelled() => Some(Instant::now()),
-                _ => deadline,
-            };
+            let deadline = given_back_by(deadline, how);
             let failures = give_back(taken.into_iter().rev(), deadline, mark, |lock, wait| {
                 lock.release_within(wait)
             });
@@ -144,16 +136,20 @@ impl InterProcessMultiLock {
 }
 
 impl InterProcessMultiLock {
-    /// [`Self::acquire_all`] with owned holds: each lock's owned hold before `deadline`
-    /// (`None`: no limit), or none, what this call took given back in reverse order within the
-    /// deadline; the nodes of every hold, in acquisition order.
-    fn acquire_all_owned(&self, deadline: Option<Instant>) -> Result<Option<Vec<Arc<HeldNode>>>> {
+    /// [`Self::acquire_all`] with owned holds: each lock's owned hold as `how` says, before
+    /// `deadline` when it has a timeout, or none, what this call took given back in reverse
+    /// order within the deadline (at once when cancelled); the nodes of every hold, in
+    /// acquisition order.
+    fn acquire_all_owned(
+        &self,
+        deadline: Option<Instant>,
+        how: &Acquire,
+    ) -> Result<Option<Vec<Arc<HeldNode>>>> {
         let mark = BackgroundMark::now();
         let mut taken: Vec<(&dyn InterProcessLock, Vec<Arc<HeldNode>>)> = Vec::new();
         let mut outcome = Ok(true);
         for (_, lock) in &self.locks {
-            let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
-            match lock.acquire_owned_hold(left) {
+            match lock.acquire_owned_hold(&how.with_timeout(left_of(deadline, how))) {
                 Ok(Some(nodes)) => taken.push((lock.as_ref(), nodes)),
                 Ok(None) => {
                     outcome = Ok(false);
@@ -168,6 +164,7 @@ impl InterProcessMultiLock {
         match outcome {
             Ok(true) => Ok(Some(taken.into_iter().flat_map(|(_, n)| n).collect())),
             outcome => {
+                let deadline = given_back_by(deadline, how);
                 let failures = give_back(taken.iter().rev(), deadline, mark, |(lock, n), wait| {
                     lock.release_owned_hold_within(n, wait)
                 });
@@ -191,6 +188,24 @@ impl InterProcessMultiLock {
             0 => Ok(()),
             _ => Err(Error::Multiple(failures)),
         }
+    }
+}
+
+/// What is left of `how`'s timeout for the next lock (`None`: `how` has none).
+fn left_of(deadline: Option<Instant>, how: &Acquire) -> Option<Duration> {
+    how.timeout_value().map(|_| {
+        deadline.map_or(Duration::MAX, |d| {
+            d.saturating_duration_since(Instant::now())
+        })
+    })
+}
+
+/// The deadline to give back by after a failed acquire: now once `how`'s token is cancelled
+/// (one try each, none once one went to the background), else the acquire's own.
+fn given_back_by(deadline: Option<Instant>, how: &Acquire) -> Option<Instant> {
+    match how.cancel_token() {
+        Some(token) if token.is_cancelled() => Some(Instant::now()),
+        _ => deadline,
     }
 }
 
@@ -225,8 +240,11 @@ impl InterProcessLock for InterProcessMultiLock {
         self.release_each(|lock| lock.release_hold(nodes))
     }
 
-    fn acquire_owned_hold(&self, timeout: Option<Duration>) -> Result<Option<Vec<Arc<HeldNode>>>> {
-        self.acquire_all_owned(timeout.and_then(deadline_after))
+    /// As [`Self::try_acquire_with`], with an owned hold of each lock.
+    fn acquire_owned_hold(&self, how: &Acquire) -> Result<Option<Vec<Arc<HeldNode>>>> {
+        how.check(&self.lock_paths().join(", "))?;
+        let deadline = how.timeout_value().and_then(deadline_after);
+        self.acquire_all_owned(deadline, how)
     }
 
     /// Each lock releases its own part of the guard's nodes, in reverse order.

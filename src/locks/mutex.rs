@@ -303,8 +303,11 @@ impl InterProcessLock for InterProcessMutex {
         !self.owners.lock().is_empty() || !self.owned.lock().is_empty()
     }
 
-    fn acquire_owned_hold(&self, timeout: Option<Duration>) -> Result<Option<Vec<Arc<HeldNode>>>> {
-        Ok(self.acquire_owned(timeout)?.map(|node| vec![node]))
+    fn acquire_owned_hold(&self, how: &Acquire) -> Result<Option<Vec<Arc<HeldNode>>>> {
+        let held = cancel::run(how, self.path(), self.client(), |timeout| {
+            self.acquire_owned(timeout)
+        })?;
+        Ok(held.map(|node| vec![node]))
     }
 
     fn release_owned_hold(&self, nodes: &[Arc<HeldNode>]) -> Result<()> {

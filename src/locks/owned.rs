@@ -14,6 +14,9 @@
 //!   `Mutex::lock_owned` does: there is no thread to recognise the holder by, and tasks that
 //!   share one lock object must exclude each other. No downgrade nor upgrade between owned
 //!   read/write guards: an owned reader waits for an owned writer as any reader does.
+//! - **An owned acquire waits as a thread's does**: each recipe's `acquire_owned_hold` takes an
+//!   `Acquire` and runs through `cancel::run`, so a cancelled owned wait is a wait past its
+//!   deadline (its node deleted, no owned hold recorded, `Error::Cancelled`).
 //! - **The borrowed `LockGuard` is unchanged**: thread holds stay reentrant per thread.
 
 use std::sync::Arc;
@@ -30,8 +33,9 @@ use super::InterProcessLock;
 /// and `'static` (for a `'static` lock type), so it can be stored in a struct, moved to a
 /// worker thread or an async task, and released on drop by whichever thread drops it.
 ///
-/// Taken with [`InterProcessLock::lock_owned`] or [`InterProcessLock::try_lock_owned_for`]
-/// on an `Arc` of any recipe. It answers as [`super::LockGuard`] does: [`Self::state`] (no
+/// Taken with [`InterProcessLock::lock_owned`], [`InterProcessLock::try_lock_owned_for`] or
+/// [`InterProcessLock::try_lock_owned_with`] (a timeout and/or a
+/// [`CancelToken`](super::CancelToken)) on an `Arc` of any recipe. It answers as [`super::LockGuard`] does: [`Self::state`] (no
 /// request unless after a reconnect), [`Self::is_valid`], [`Self::wait_while_held`],
 /// [`Self::wait_until_lost`], [`Self::fencing_token`], [`Self::unlock`].
 ///

@@ -382,8 +382,8 @@ impl InterProcessLock for ReadLock {
         self.read.is_acquired_in_this_process()
     }
 
-    fn acquire_owned_hold(&self, timeout: Option<Duration>) -> Result<Option<Vec<Arc<HeldNode>>>> {
-        self.read.acquire_owned_hold(timeout)
+    fn acquire_owned_hold(&self, how: &Acquire) -> Result<Option<Vec<Arc<HeldNode>>>> {
+        self.read.acquire_owned_hold(how)
     }
 
     fn release_owned_hold(&self, nodes: &[Arc<HeldNode>]) -> Result<()> {
@@ -464,8 +464,8 @@ impl InterProcessLock for WriteLock {
         self.write.is_acquired_in_this_process()
     }
 
-    fn acquire_owned_hold(&self, timeout: Option<Duration>) -> Result<Option<Vec<Arc<HeldNode>>>> {
-        self.write.acquire_owned_hold(timeout)
+    fn acquire_owned_hold(&self, how: &Acquire) -> Result<Option<Vec<Arc<HeldNode>>>> {
+        self.write.acquire_owned_hold(how)
     }
 
     fn release_owned_hold(&self, nodes: &[Arc<HeldNode>]) -> Result<()> {

@@ -178,12 +178,8 @@ impl InterProcessLock for InterProcessSemaphoreMutex {
         self.lease.lock().is_some() || !self.owned.lock().is_empty()
     }
 
-    fn acquire_owned_hold(&self, timeout: Option<Duration>) -> Result<Option<Vec<Arc<HeldNode>>>> {
-        let lease = match timeout {
-            None => Some(self.semaphore.acquire()?),
-            Some(timeout) => self.semaphore.acquire_timeout(timeout)?,
-        };
-        Ok(lease.map(|lease| {
+    fn acquire_owned_hold(&self, how: &Acquire) -> Result<Option<Vec<Arc<HeldNode>>>> {
+        Ok(self.semaphore.acquire_with(how)?.map(|lease| {
             let node = lease.node.clone();
             self.owned.lock().push(lease);
             vec![node]
