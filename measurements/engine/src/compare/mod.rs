@@ -12,12 +12,14 @@
 //! - `curator_side`: the JVM, driven line by line over its stdin and stdout;
 //! - `probes`: what is read from the server and the machine (`mntr`, `srvr`, load);
 //! - `cpu`: the CPU time the server and each side's client process spent (`/proc`);
-//! - `report`: the markdown table ([`render`]).
+//! - `report`: the markdown table ([`render`]);
+//! - [`queue`]: the long queue (1,000 waiters on one mutex), run on its own ([`queue::run_queues`]).
 
 mod cpu;
 mod curator_side;
 mod ours;
 mod probes;
+pub mod queue;
 mod report;
 
 use std::net::SocketAddr;
