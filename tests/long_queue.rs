@@ -122,7 +122,7 @@ fn a_long_queue_drains_with_one_notification_per_release_after_restored_watches(
     };
     let proxy = FaultProxy::start(server.addr()).unwrap();
     let options = || {
-        NativeOptions::new(&proxy.connect_string())
+        NativeOptions::new(proxy.connect_string())
             .session_timeout(Duration::from_secs(30))
             .call_timeout(Duration::from_secs(30))
     };
