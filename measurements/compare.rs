@@ -3,9 +3,13 @@
 //! (mutex with 2/4/8 sessions, semaphore mutex and write lock with 4), and the server's
 //! requests and the clients' round trips per operation. Prints a markdown table (ratios are
 //! zk-locks / Curator) and the machine facts. The engine is `zk_locks_measurements::compare`.
+//! With `--queue`, then the long queues (1,000 waiters over 20 sessions, 200 over 200: drain
+//! rate, hand-off, requests and notifications, memory per waiter; about 2 minutes more);
+//! `--queue-only` runs only those; `--queues=W/S,W/S` runs those queues instead (W waiters over S
+//! sessions), to find where the machine stops.
 //!
 //! ```text
-//! cargo run --release --features testing --example compare [-- --quick]
+//! cargo run --release --features testing --example compare [-- --quick] [--queue | --queue-only]
 //! ZK_CONNECT=host:2181 cargo run --release --features testing --example compare
 //! ```
 //!
@@ -19,6 +23,9 @@ use zk_locks_measurements::compare as bench;
 
 fn main() -> ExitCode {
     let quick = std::env::args().any(|a| a == "--quick");
+    let queue_only = std::env::args().any(|a| a == "--queue-only");
+    let queue =
+        queue_only || std::env::args().any(|a| a == "--queue" || a.starts_with("--queues="));
     let plan = if quick {
         bench::Plan::quick()
     } else {
@@ -39,12 +46,29 @@ fn main() -> ExitCode {
         },
     };
     let class_dir = std::env::temp_dir().join(format!("zk-locks-compare-{}", std::process::id()));
-    let result = bench::run(&connect, &plan, &class_dir);
+    let result = match queue_only {
+        true => Ok(String::new()),
+        false => bench::run(&connect, &plan, &class_dir).map(|r| bench::render(&r)),
+    };
+    let result = result.and_then(|table| {
+        let mut queues = match (queue, quick) {
+            (false, _) => return Ok(table),
+            (true, true) => bench::queue::QueuePlan::quick(),
+            (true, false) => bench::queue::QueuePlan::full(),
+        };
+        if let Some(sizes) =
+            std::env::args().find_map(|a| a.strip_prefix("--queues=").map(String::from))
+        {
+            queues.queues = parse_queues(&sizes)?;
+        }
+        let report = bench::queue::run_queues(&connect, &queues, &class_dir)?;
+        Ok(format!("{table}\n{}", bench::queue::render_queues(&report)))
+    });
     let _ = std::fs::remove_dir_all(&class_dir);
     drop(server);
     match result {
-        Ok(report) => {
-            println!("{}", bench::render(&report));
+        Ok(table) => {
+            println!("{table}");
             ExitCode::SUCCESS
         }
         Err(e) => {
@@ -52,4 +76,19 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// `W/S,W/S`: waiters over sessions.
+fn parse_queues(sizes: &str) -> Result<Vec<bench::queue::Queue>, String> {
+    sizes
+        .split(',')
+        .map(|q| {
+            let (w, s) = q.split_once('/').ok_or(format!("{q}: not W/S"))?;
+            let parse = |n: &str| n.trim().parse::<usize>().map_err(|e| format!("{q}: {e}"));
+            Ok(bench::queue::Queue {
+                waiters: parse(w)?,
+                sessions: parse(s)?.max(1),
+            })
+        })
+        .collect()
 }

@@ -51,6 +51,8 @@ pub struct WatchRegistration {
     /// Whether a successful reply's body decodes as the caller will decode it: a reply that
     /// does not is a `MarshallingError` for the caller, so it must not register the watch.
     pub decodes: fn(&[u8]) -> bool,
+    /// A lock waiter's wake-up, run on the reader thread when it fires (`watches::wake_only`).
+    pub inline: bool,
 }
 
 /// What is done with the reply of a request nobody waits for. Runs on the reader thread (or
@@ -109,7 +111,7 @@ impl Slot {
                 Err(e) => w.kind == WatchKind::Exist && *e == ZkError::NoNode,
             };
             if set {
-                watches.add(w.kind, w.path, w.watcher);
+                watches.add(w.kind, w.path, w.watcher, w.inline);
             }
         }
         if state.result.is_none() {

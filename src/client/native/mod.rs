@@ -57,7 +57,7 @@ mod session;
 #[cfg(feature = "tls")]
 mod tls;
 mod transport;
-mod watches;
+pub(crate) mod watches;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -347,6 +347,7 @@ impl ZkClient for NativeClient {
             path: server_path.clone(),
             watcher,
             decodes: |body| decode_all(body, read_data).is_ok(),
+            inline: watches::wake_only_requested(),
         });
         let request = WireRequest::GetData {
             path: server_path,
@@ -383,6 +384,7 @@ impl ZkClient for NativeClient {
             path: server_path.clone(),
             watcher,
             decodes: |body| decode_all(body, |r| r.strings()).is_ok(),
+            inline: watches::wake_only_requested(),
         });
         let request = WireRequest::GetChildren {
             path: server_path,

@@ -6,6 +6,12 @@
 //! NodeChildrenChanged: child watches; NodeDeleted: all three. Callbacks run in notification
 //! order on one thread of ours under `catch_unwind`, never on the reader thread. When the
 //! session is lost the registry is emptied without firing anything: the node did not change.
+//!
+//! One exception: a lock waiter's wake-up (registered inside [`wake_only`]) runs on the reader
+//! thread itself, as soon as its notification is read. It only sets a flag and signals the
+//! waiter's own `Condvar`, never blocks and never calls the client; run there, a hand-off
+//! does not wait for the event thread to be scheduled, nor behind a user's slow callback on
+//! the same session (which used to stall every lock waiter of that session).
 
 use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -28,15 +34,46 @@ pub enum WatchKind {
 
 type Delivery = Box<dyn FnOnce() + Send>;
 
+thread_local! {
+    /// Set while the lock engine registers a waiter's wake-up (see [`wake_only`]).
+    static WAKE_ONLY: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `register` (a read that sets a watch, on this thread) so that the watch's callback
+/// runs on the reader thread when it fires, not on the event thread. Only for callbacks that
+/// never block and never call the client: a lock waiter's wake-up (a flag and its own
+/// `Condvar`), possibly wrapped by a counting client. Other backends ignore it.
+pub(crate) fn wake_only<T>(register: impl FnOnce() -> T) -> T {
+    struct Reset(bool);
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            WAKE_ONLY.with(|w| w.set(self.0));
+        }
+    }
+    let _reset = Reset(WAKE_ONLY.with(|w| w.replace(true)));
+    register()
+}
+
+/// True inside [`wake_only`] on this thread.
+pub(super) fn wake_only_requested() -> bool {
+    WAKE_ONLY.with(|w| w.get())
+}
+
+/// A registered callback; `inline`: a wake-up that runs on the reader thread.
+struct Entry {
+    watcher: Watcher,
+    inline: bool,
+}
+
 #[derive(Default)]
 struct Registry {
-    data: HashMap<String, Vec<Watcher>>,
-    exist: HashMap<String, Vec<Watcher>>,
-    child: HashMap<String, Vec<Watcher>>,
+    data: HashMap<String, Vec<Entry>>,
+    exist: HashMap<String, Vec<Entry>>,
+    child: HashMap<String, Vec<Entry>>,
 }
 
 impl Registry {
-    fn map(&mut self, kind: WatchKind) -> &mut HashMap<String, Vec<Watcher>> {
+    fn map(&mut self, kind: WatchKind) -> &mut HashMap<String, Vec<Entry>> {
         match kind {
             WatchKind::Data => &mut self.data,
             WatchKind::Exist => &mut self.exist,
@@ -122,14 +159,15 @@ impl Watches {
         })
     }
 
-    /// Registers a one-shot callback.
-    pub fn add(&self, kind: WatchKind, server_path: String, watcher: Watcher) {
+    /// Registers a one-shot callback; `inline`: a wake-up run on the reader thread (see
+    /// [`wake_only`]).
+    pub fn add(&self, kind: WatchKind, server_path: String, watcher: Watcher, inline: bool) {
         self.registry
             .lock()
             .map(kind)
             .entry(server_path)
             .or_default()
-            .push(watcher);
+            .push(Entry { watcher, inline });
     }
 
     /// Fires (and removes) the callbacks a notification concerns.
@@ -141,27 +179,38 @@ impl Watches {
             EventType::NodeChildrenChanged => &[WatchKind::Child],
             EventType::NodeDeleted => &[WatchKind::Data, WatchKind::Exist, WatchKind::Child],
         };
-        let fired: Vec<Watcher> = {
+        let (inline, queued): (Vec<Entry>, Vec<Entry>) = {
             let mut registry = self.registry.lock();
             kinds
                 .iter()
                 .filter_map(|k| registry.map(*k).remove(server_path))
                 .flatten()
-                .collect()
+                .partition(|e| e.inline)
         };
-        if fired.is_empty() {
+        if inline.is_empty() && queued.is_empty() {
             return;
         }
         let path = from_server(self.chroot.as_deref(), server_path);
+        let event = || WatchedEvent {
+            event_type,
+            path: path.clone(),
+        };
+        // Wake-ups first, here, outside every lock of the registry.
+        for entry in inline {
+            let (watcher, event) = (entry.watcher, event());
+            if catch_unwind(AssertUnwindSafe(move || watcher(event))).is_err() {
+                log::error!("a waiter's wake-up panicked; ignored");
+            }
+        }
+        if queued.is_empty() {
+            return;
+        }
         let deliveries = self.deliveries.lock();
         let Some(tx) = deliveries.as_ref() else {
             return;
         };
-        for watcher in fired {
-            let event = WatchedEvent {
-                event_type,
-                path: path.clone(),
-            };
+        for entry in queued {
+            let (watcher, event) = (entry.watcher, event());
             let _ = tx.send(Box::new(move || watcher(event)));
         }
     }

@@ -322,7 +322,12 @@ impl LockInternals {
                 }
             });
             let pred_path = paths::join(&self.base_path, &predecessor);
-            match self.client.get_data(&pred_path, Some(watcher)) {
+            // The wake-up runs where the notification is read (our own client's reader
+            // thread), not behind the session's other callbacks.
+            let watched = crate::client::native::watches::wake_only(|| {
+                self.client.get_data(&pred_path, Some(watcher))
+            });
+            match watched {
                 Ok(_) => {}
                 // Already gone. If it was the last node ahead of us (and nothing changed in
                 // the session), the lock is ours without listing again.

@@ -7,6 +7,7 @@
 //   roundtrip <path> <n>                       -> RESULT kind=roundtrip n=.. p50_ns=.. p99_ns=.. elapsed_ns=..
 //   uncontended <recipe> <path> <n>            -> RESULT kind=uncontended n=.. p50_ns=.. p99_ns=.. elapsed_ns=..
 //   contended <recipe> <path> <sessions> <count> -> RESULT kind=contended n=.. p50_ns=.. p99_ns=.. elapsed_ns=..
+//   queue ... / drain                          -> the long queue, see CuratorQueue.java
 //   quit
 // recipe: mutex | semaphore-mutex | write | read (contended also read-write: writers and
 // readers of one lock, alternating; see contenderRecipe). Failures print "ERROR <message>".
@@ -69,6 +70,19 @@ public class CuratorBench {
                         break;
                     case "contended":
                         r = contended(w[1], w[2], Integer.parseInt(w[3]), Integer.parseInt(w[4]));
+                        break;
+                    case "queue":
+                        CuratorQueue.start(w[1], w[2], Integer.parseInt(w[3]), Integer.parseInt(w[4]));
+                        System.out.println("STARTED");
+                        System.out.flush();
+                        continue;
+                    case "queue-close":
+                        CuratorQueue.close();
+                        System.out.println("CLOSED");
+                        System.out.flush();
+                        continue;
+                    case "drain":
+                        r = CuratorQueue.drain();
                         break;
                     default:
                         throw new IllegalArgumentException("unknown command " + w[0]);

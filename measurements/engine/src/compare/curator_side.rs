@@ -21,9 +21,9 @@ impl CuratorSide {
         sessions: usize,
         class_dir: &Path,
     ) -> Result<CuratorSide, String> {
-        let source =
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src/compare/CuratorBench.java");
-        curator::compile(&[source], class_dir).map_err(|e| e.to_string())?;
+        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src/compare");
+        let sources = [dir.join("CuratorBench.java"), dir.join("CuratorQueue.java")];
+        curator::compile(&sources, class_dir).map_err(|e| e.to_string())?;
         let mut child = curator::java(class_dir, "CuratorBench")
             .map_err(|e| e.to_string())?
             .arg(connect)
@@ -45,7 +45,7 @@ impl CuratorSide {
         }
     }
 
-    fn read_line(&mut self) -> Result<String, String> {
+    pub(super) fn read_line(&mut self) -> Result<String, String> {
         let mut line = String::new();
         match self.stdout.read_line(&mut line) {
             Ok(0) => Err("CuratorBench exited".into()),
@@ -54,9 +54,14 @@ impl CuratorSide {
         }
     }
 
-    fn command(&mut self, command: &str) -> Result<Run, String> {
+    /// Writes one command line.
+    pub(super) fn send_line(&mut self, command: &str) -> Result<(), String> {
         writeln!(self.stdin, "{command}").map_err(|e| format!("writing to CuratorBench: {e}"))?;
-        self.stdin.flush().map_err(|e| e.to_string())?;
+        self.stdin.flush().map_err(|e| e.to_string())
+    }
+
+    pub(super) fn command(&mut self, command: &str) -> Result<Run, String> {
+        self.send_line(command)?;
         let line = self.read_line()?;
         parse_result(&line).ok_or_else(|| format!("CuratorBench, on {command:?}: {line}"))
     }
