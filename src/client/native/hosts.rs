@@ -11,12 +11,40 @@
 //!   explained: it may refuse our last zxid (it is behind what this client has seen, as
 //!   after an ensemble was rebuilt), expect TLS on this port, or not serve yet. A TLS record
 //!   in place of a ConnectResponse says the port expects TLS.
+//! - every failed attempt says how far it got ([`Reach`]), which the session's reconnect
+//!   pacing reads: a member that did not answer is passed over, one not serving is retried
+//!   soon.
 
 use std::io::{ErrorKind, Read};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use super::jute::frame_length;
+
+/// How far a failed attempt on a host got.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reach {
+    /// Nothing answered: the name did not resolve, the connection was refused, or nothing
+    /// came back within the connect timeout (a dead or frozen member).
+    Unreachable,
+    /// The member took the connection and closed it without a ConnectResponse: it does not
+    /// serve (it is electing or has not joined a quorum yet), or it refuses our last zxid.
+    NotServing,
+    /// Anything else (a TLS error, a reply that does not decode, a socket error).
+    Failed,
+}
+
+impl Reach {
+    /// The more hopeful of two outcomes (a host's addresses tried in turn).
+    pub fn best(self, other: Reach) -> Reach {
+        use Reach::*;
+        match (self, other) {
+            (NotServing, _) | (_, NotServing) => NotServing,
+            (Failed, _) | (_, Failed) => Failed,
+            _ => Unreachable,
+        }
+    }
+}
 
 /// The shortest time one address is given, however many a name has.
 const MIN_PER_ADDRESS: Duration = Duration::from_millis(100);
@@ -67,31 +95,41 @@ fn try_each<T>(
 
 /// Reads the ConnectResponse's frame body (checked against `limit` before allocating). A
 /// connection closed before any answer, or a TLS record instead of one, is explained;
-/// `last_zxid` is the zxid our ConnectRequest carried.
+/// `last_zxid` is the zxid our ConnectRequest carried. A failure says how far it got: a
+/// close before any answer is [`Reach::NotServing`], no answer in time [`Reach::Unreachable`].
 pub fn read_connect_response(
     stream: &mut impl Read,
     limit: usize,
     last_zxid: i64,
-) -> Result<Vec<u8>, String> {
+) -> Result<Vec<u8>, (Reach, String)> {
     let mut prefix = [0u8; 4];
     if let Err(e) = stream.read_exact(&mut prefix) {
         return Err(match e.kind() {
             ErrorKind::UnexpectedEof
             | ErrorKind::ConnectionReset
-            | ErrorKind::ConnectionAborted => closed_without_answer(last_zxid, &e),
-            _ => format!("read: {e}"),
+            | ErrorKind::ConnectionAborted => {
+                (Reach::NotServing, closed_without_answer(last_zxid, &e))
+            }
+            ErrorKind::WouldBlock | ErrorKind::TimedOut => {
+                (Reach::Unreachable, format!("no answer: {e}"))
+            }
+            _ => (Reach::Failed, format!("read: {e}")),
         });
     }
     if is_tls_record(prefix) {
-        return Err("the server answered with TLS: this port expects TLS \
-                    (NativeOptions::tls, feature `tls`)"
-            .into());
+        return Err((
+            Reach::Failed,
+            "the server answered with TLS: this port expects TLS \
+             (NativeOptions::tls, feature `tls`)"
+                .into(),
+        ));
     }
-    let len = frame_length(prefix, limit).map_err(|e| e.to_string())?;
+    let failed = |e: String| (Reach::Failed, e);
+    let len = frame_length(prefix, limit).map_err(|e| failed(e.to_string()))?;
     let mut body = vec![0u8; len];
     stream
         .read_exact(&mut body)
-        .map_err(|e| format!("read: {e}"))?;
+        .map_err(|e| failed(format!("read: {e}")))?;
     Ok(body)
 }
 
@@ -163,14 +201,16 @@ mod tests {
 
     #[test]
     fn a_closed_connection_or_a_tls_record_is_explained() {
-        let err = read_connect_response(&mut &[][..], 1 << 20, 0x5000).unwrap_err();
+        let (reach, err) = read_connect_response(&mut &[][..], 1 << 20, 0x5000).unwrap_err();
         assert!(err.contains("0x5000") && err.contains("TLS"), "{err}");
-        let err = read_connect_response(&mut &[][..], 1 << 20, 0).unwrap_err();
+        assert_eq!(reach, Reach::NotServing);
+        let (_, err) = read_connect_response(&mut &[][..], 1 << 20, 0).unwrap_err();
         assert!(!err.contains("zxid") && err.contains("TLS"), "{err}");
         // A TLS alert record (handshake failure).
         let alert = [0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x28];
-        let err = read_connect_response(&mut &alert[..], 1 << 20, 0).unwrap_err();
+        let (reach, err) = read_connect_response(&mut &alert[..], 1 << 20, 0).unwrap_err();
         assert!(err.contains("expects TLS"), "{err}");
+        assert_eq!(reach, Reach::Failed);
         let mut frame = 3i32.to_be_bytes().to_vec();
         frame.extend_from_slice(&[1, 2, 3]);
         assert_eq!(

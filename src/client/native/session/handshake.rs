@@ -7,22 +7,30 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use super::{SessionCore, MIN_TIMEOUT};
-use crate::client::native::hosts;
+use crate::client::native::hosts::{self, Reach};
 use crate::client::native::records::{ConnectRequest, ConnectResponse};
 use crate::client::native::transport::Transport;
 
 impl SessionCore {
     /// One attempt on `host`: resolved now, each of its addresses tried within `timeout`.
+    /// A failure says how far the most hopeful address got (a name that does not resolve:
+    /// [`Reach::Unreachable`]).
     pub(super) fn handshake(
         &self,
         host: &str,
         timeout: Duration,
         session_id: i64,
         password: Vec<u8>,
-    ) -> Result<(Transport, ConnectResponse), String> {
+    ) -> Result<(Transport, ConnectResponse), (Reach, String)> {
+        let mut reach: Option<Reach> = None;
         hosts::try_addresses(host, timeout, |addr, timeout| {
             self.handshake_at(host, addr, timeout, session_id, password.clone())
+                .map_err(|(got, e)| {
+                    reach = Some(reach.map_or(got, |r| r.best(got)));
+                    e
+                })
         })
+        .map_err(|e| (reach.unwrap_or(Reach::Unreachable), e))
     }
 
     fn handshake_at(
@@ -32,21 +40,22 @@ impl SessionCore {
         timeout: Duration,
         session_id: i64,
         password: Vec<u8>,
-    ) -> Result<(Transport, ConnectResponse), String> {
+    ) -> Result<(Transport, ConnectResponse), (Reach, String)> {
+        let failed = |e: String| (Reach::Failed, e);
         let timeout = timeout.max(Duration::from_millis(1));
-        let tcp =
-            TcpStream::connect_timeout(&addr, timeout).map_err(|e| format!("connect: {e}"))?;
-        self.track_attempt(&tcp)?;
+        let tcp = TcpStream::connect_timeout(&addr, timeout)
+            .map_err(|e| (Reach::Unreachable, format!("connect: {e}")))?;
+        self.track_attempt(&tcp).map_err(failed)?;
         let _ = tcp.set_nodelay(true);
         tcp.set_read_timeout(Some(timeout))
             .and_then(|()| tcp.set_write_timeout(Some(timeout)))
-            .map_err(|e| format!("socket options: {e}"))?;
+            .map_err(|e| failed(format!("socket options: {e}")))?;
         #[cfg(feature = "tls")]
         let mut stream = match &self.config.tls {
             Some(config) => {
                 let name = host.rsplit_once(':').map_or(host, |(name, _)| name);
                 let name = name.trim_start_matches('[').trim_end_matches(']');
-                Transport::tls(tcp, config.clone(), name)?
+                Transport::tls(tcp, config.clone(), name).map_err(failed)?
             }
             None => Transport::plain(tcp),
         };
@@ -64,21 +73,21 @@ impl SessionCore {
         use std::io::Write;
         stream
             .write_all(&request.encode())
-            .map_err(|e| format!("write: {e}"))?;
+            .map_err(|e| failed(format!("write: {e}")))?;
         let body = hosts::read_connect_response(
             &mut stream,
             self.config.packet_limit,
             request.last_zxid_seen,
         )?;
         let response =
-            ConnectResponse::decode(&body).map_err(|e| format!("ConnectResponse: {e}"))?;
+            ConnectResponse::decode(&body).map_err(|e| failed(format!("ConnectResponse: {e}")))?;
         // A write that makes no progress for 2/3 of the *negotiated* timeout fails, as the
         // link is dead by then anyway (the dead-link clock shuts it down at that point).
         let negotiated = Duration::from_millis(response.timeout_ms.max(1) as u64);
         stream
             .set_read_timeout(None)
             .and_then(|()| stream.set_write_timeout(Some((negotiated * 2 / 3).max(MIN_TIMEOUT))))
-            .map_err(|e| format!("socket options: {e}"))?;
+            .map_err(|e| failed(format!("socket options: {e}")))?;
         Ok((stream, response))
     }
 }
