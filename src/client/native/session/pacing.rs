@@ -10,9 +10,12 @@
 //!   others;
 //! - after an answer that was not an acceptance (a member that closed without a
 //!   ConnectResponse because it is not serving: it is electing; or any other failure) the
-//!   pause grows from [`BASE`], doubling per such failure up to `min(1 s, T/10)`, and each
-//!   pause is drawn uniformly below its ceiling (full jitter), so a fleet of clients spreads
-//!   its attempts over the election instead of hitting the new quorum at once;
+//!   pause ceiling grows from [`BASE`], doubling per such failure up to [`ELECTION_CAP`]
+//!   for the first [`ELECTION_PAUSES`] pauses (an election takes well under a second to a
+//!   few: the client must be back soon after it ends, and every client's lateness adds up
+//!   in a lock's queue), then doubling again up to `min(1 s, T/10)` for a longer outage;
+//!   each pause is drawn uniformly below its ceiling (full jitter), so a fleet of clients
+//!   spreads its attempts over the election instead of hitting the new quorum at once;
 //! - a new outage starts again from the first host in rotation with no pause and no marks.
 
 use std::time::Duration;
@@ -22,6 +25,12 @@ use crate::client::native::hosts::Reach;
 /// The ceiling of the first pause after a member that answered but did not accept us.
 /// An election of a few hundred milliseconds is covered after four or five pauses.
 pub(super) const BASE: Duration = Duration::from_millis(25);
+
+/// The largest pause ceiling while the outage may be an election.
+pub(super) const ELECTION_CAP: Duration = Duration::from_millis(200);
+
+/// How many pauses are kept under [`ELECTION_CAP`] (about a second and a half of outage).
+const ELECTION_PAUSES: u32 = 8;
 
 /// The largest pause ceiling, whatever the session timeout.
 const MAX_CAP: Duration = Duration::from_secs(1);
@@ -81,10 +90,16 @@ impl Pacer {
                 return Duration::ZERO;
             }
         }
-        let ceiling = BASE
-            .checked_mul(1u32.checked_shl(self.grown).unwrap_or(u32::MAX))
-            .unwrap_or(self.cap)
-            .min(self.cap);
+        let doubled = |from: Duration, times: u32| {
+            from.checked_mul(1u32.checked_shl(times).unwrap_or(u32::MAX))
+                .unwrap_or(self.cap)
+        };
+        let ceiling = if self.grown < ELECTION_PAUSES {
+            doubled(BASE, self.grown).min(ELECTION_CAP)
+        } else {
+            doubled(ELECTION_CAP, self.grown - ELECTION_PAUSES + 1)
+        }
+        .min(self.cap);
         self.grown = self.grown.saturating_add(1);
         ceiling
     }
@@ -142,17 +157,20 @@ mod tests {
     }
 
     #[test]
-    fn pauses_double_from_the_base_up_to_a_tenth_of_the_timeout_capped_at_a_second() {
+    fn pauses_double_to_the_election_cap_then_to_a_tenth_of_the_timeout_capped_at_a_second() {
         let mut p = Pacer::new(3, T);
-        let ceilings: Vec<u64> = (0..8)
+        let ceilings: Vec<u64> = (0..13)
             .map(|i| p.failed(i % 3, Reach::NotServing).as_millis() as u64)
             .collect();
-        assert_eq!(ceilings, [25, 50, 100, 200, 400, 800, 1000, 1000]);
+        assert_eq!(
+            ceilings,
+            [25, 50, 100, 200, 200, 200, 200, 200, 400, 800, 1000, 1000, 1000]
+        );
         let mut short = Pacer::new(3, Duration::from_millis(2000));
-        let ceilings: Vec<u64> = (0..4)
+        let ceilings: Vec<u64> = (0..10)
             .map(|_| short.failed(0, Reach::Failed).as_millis() as u64)
             .collect();
-        assert_eq!(ceilings, [25, 50, 100, 200]);
+        assert_eq!(ceilings, [25, 50, 100, 200, 200, 200, 200, 200, 200, 200]);
         // Long outages never overflow.
         for _ in 0..100 {
             assert!(p.failed(0, Reach::NotServing) <= Duration::from_secs(1));
