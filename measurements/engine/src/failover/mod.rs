@@ -180,11 +180,14 @@ pub fn trial(
     let outcome = side.stop();
     side.close()?;
     heal(cluster, &down)?;
-    Ok(Sample::from_outcome(&outcome?, holder, struck, plan.settle))
+    Ok(Sample::from_outcome(&outcome?, holder, struck))
 }
 
+/// One fault's samples on one library.
+pub type Series = (Fault, &'static str, Vec<Sample>);
+
 /// Starts the cluster (and Curator's JVM) and runs every trial, sides alternating.
-pub fn run(plan: &Plan) -> Result<Vec<(Fault, &'static str, Vec<Sample>)>, String> {
+pub fn run(plan: &Plan) -> Result<Vec<Series>, String> {
     let cluster = TestingCluster::start(3).map_err(|e| e.to_string())?;
     let connect = cluster.connect_string();
     let mut ours = Ours::new(&connect, CLIENTS);
@@ -194,7 +197,7 @@ pub fn run(plan: &Plan) -> Result<Vec<(Fault, &'static str, Vec<Sample>)>, Strin
     } else {
         None
     };
-    let mut results: Vec<(Fault, &'static str, Vec<Sample>)> = Vec::new();
+    let mut results: Vec<Series> = Vec::new();
     for fault in Fault::ALL {
         results.push((fault, "zk-locks", Vec::new()));
         if curator.is_some() {

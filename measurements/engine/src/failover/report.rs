@@ -1,6 +1,6 @@
 //! One trial's numbers and the markdown tables of a run.
 
-use super::{Fault, Outcome};
+use super::{Fault, Outcome, Series};
 
 /// One trial on one side.
 #[derive(Debug, Clone)]
@@ -22,12 +22,7 @@ pub struct Sample {
 
 impl Sample {
     /// The numbers of `outcome`, for a fault at `struck` (ns) while `holder` held the lock.
-    pub fn from_outcome(
-        outcome: &Outcome,
-        holder: usize,
-        struck: u64,
-        _settle: std::time::Duration,
-    ) -> Sample {
+    pub fn from_outcome(outcome: &Outcome, holder: usize, struck: u64) -> Sample {
         let mut holds = outcome.holds.clone();
         holds.sort_by_key(|h| h.1);
         let overlaps = holds.windows(2).filter(|w| w[1].1 < w[0].2).count() as u64;
@@ -88,7 +83,7 @@ fn ratio(ours: &[u64], theirs: &[u64]) -> String {
 }
 
 /// Prints the comparison table and the health table of a run.
-pub fn print_report(results: &[(Fault, &'static str, Vec<Sample>)]) {
+pub fn print_report(results: &[Series]) {
     let get = |fault: Fault, name: &str| {
         results
             .iter()
