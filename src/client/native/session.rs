@@ -354,6 +354,7 @@ impl SessionCore {
     ) -> Result<Arc<Connection>, String> {
         let mut last_error = String::from("no attempt");
         let mut pacer = Pacer::new(self.config.hosts.len(), self.link.lock().negotiated);
+        let mut outage = Instant::now();
         // The ceiling of the pause before the next attempt (none before the first).
         let mut pause = Duration::ZERO;
         loop {
@@ -403,7 +404,7 @@ impl SessionCore {
                         self.link.lock().connecting = None;
                         log::debug!("{host}: {e}");
                         self.note(format!("{host}: {e}"));
-                        pause = pacer.failed(index, reach);
+                        pause = pacer.failed(index, reach, outage.elapsed());
                         // A certificate that does not verify explains the failure better than
                         // the time-out of a later attempt cut short by the deadline.
                         if e.contains("certificate") || !last_error.contains("certificate") {
@@ -422,6 +423,7 @@ impl SessionCore {
                 drop(stream);
                 // A new session: a new outage, from the next host without a pause.
                 pacer = Pacer::new(self.config.hosts.len(), negotiated);
+                outage = Instant::now();
                 pause = Duration::ZERO;
                 continue;
             }
@@ -433,7 +435,7 @@ impl SessionCore {
                 Err(e) => {
                     self.note(format!("{host}: {e}"));
                     last_error = format!("{host}: {e}");
-                    pause = pacer.failed(index, hosts::Reach::Failed);
+                    pause = pacer.failed(index, hosts::Reach::Failed, outage.elapsed());
                     // The link is down again: say so, as after any other broken link.
                     if self.session.state().is_connected() {
                         self.session.transition(ConnectionState::Suspended, None);

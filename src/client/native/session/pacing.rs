@@ -11,9 +11,10 @@
 //! - after an answer that was not an acceptance (a member that closed without a
 //!   ConnectResponse because it is not serving: it is electing; or any other failure) the
 //!   pause ceiling grows from [`BASE`], doubling per such failure up to [`ELECTION_CAP`]
-//!   for the first [`ELECTION_PAUSES`] pauses (an election takes well under a second to a
-//!   few: the client must be back soon after it ends, and every client's lateness adds up
-//!   in a lock's queue), then doubling again up to `min(1 s, T/10)` for a longer outage;
+//!   while the outage is younger than [`ELECTION_WINDOW`] (an election takes from a few
+//!   hundred milliseconds to a second or two: the client must be back soon after it ends,
+//!   and in a lock's queue the slowest client's lateness is everyone's), then doubling again
+//!   per failure up to `min(1 s, T/10)` for a longer outage;
 //!   each pause is drawn uniformly below its ceiling (full jitter), so a fleet of clients
 //!   spreads its attempts over the election instead of hitting the new quorum at once;
 //! - a new outage starts again from the first host in rotation with no pause and no marks.
@@ -29,8 +30,10 @@ pub(super) const BASE: Duration = Duration::from_millis(25);
 /// The largest pause ceiling while the outage may be an election.
 pub(super) const ELECTION_CAP: Duration = Duration::from_millis(200);
 
-/// How many pauses are kept under [`ELECTION_CAP`] (about a second and a half of outage).
-const ELECTION_PAUSES: u32 = 8;
+/// How long an outage is paced as an election (pauses under [`ELECTION_CAP`]). Counted in
+/// time, not in pauses: full jitter makes some pauses very short, and a count would end the
+/// window early in a long election.
+pub(super) const ELECTION_WINDOW: Duration = Duration::from_secs(2);
 
 /// The largest pause ceiling, whatever the session timeout.
 const MAX_CAP: Duration = Duration::from_secs(1);
@@ -42,6 +45,8 @@ pub(super) struct Pacer {
     skip: Vec<bool>,
     /// Failures that grew the pause so far in this outage.
     grown: u32,
+    /// Failures that grew the pause after the election window.
+    late: u32,
     /// The largest pause ceiling: `min(1 s, T/10)`.
     cap: Duration,
 }
@@ -52,6 +57,7 @@ impl Pacer {
         Pacer {
             skip: vec![false; hosts],
             grown: 0,
+            late: 0,
             cap: (negotiated / 10).min(MAX_CAP),
         }
     }
@@ -79,9 +85,10 @@ impl Pacer {
         next % n
     }
 
-    /// Records that the attempt on `host` failed as `reach` says and returns the ceiling of
-    /// the pause before the next attempt (the caller draws below it: [`Pacer::pause`]).
-    pub(super) fn failed(&mut self, host: usize, reach: Reach) -> Duration {
+    /// Records that the attempt on `host` failed as `reach` says, `age` into the outage,
+    /// and returns the ceiling of the pause before the next attempt (the caller draws below
+    /// it: [`Pacer::pause`]).
+    pub(super) fn failed(&mut self, host: usize, reach: Reach, age: Duration) -> Duration {
         if reach == Reach::Unreachable {
             if let Some(s) = self.skip.get_mut(host) {
                 *s = true;
@@ -94,10 +101,11 @@ impl Pacer {
             from.checked_mul(1u32.checked_shl(times).unwrap_or(u32::MAX))
                 .unwrap_or(self.cap)
         };
-        let ceiling = if self.grown < ELECTION_PAUSES {
+        let ceiling = if age < ELECTION_WINDOW {
             doubled(BASE, self.grown).min(ELECTION_CAP)
         } else {
-            doubled(ELECTION_CAP, self.grown - ELECTION_PAUSES + 1)
+            self.late = self.late.saturating_add(1);
+            doubled(ELECTION_CAP, self.late)
         }
         .min(self.cap);
         self.grown = self.grown.saturating_add(1);
@@ -115,21 +123,23 @@ mod tests {
     use super::*;
 
     const T: Duration = Duration::from_secs(10);
+    /// An outage just begun.
+    const Z: Duration = Duration::ZERO;
 
     #[test]
     fn a_member_that_did_not_answer_is_passed_over_once_while_others_remain() {
         let mut p = Pacer::new(3, T);
         assert_eq!(p.pick(0), 0);
-        assert_eq!(p.failed(0, Reach::Unreachable), Duration::ZERO);
+        assert_eq!(p.failed(0, Reach::Unreachable, Z), Duration::ZERO);
         assert_eq!(p.pick(1), 1);
-        assert!(p.failed(1, Reach::NotServing) > Duration::ZERO);
+        assert!(p.failed(1, Reach::NotServing, Z) > Duration::ZERO);
         assert_eq!(p.pick(2), 2);
-        assert!(p.failed(2, Reach::NotServing) > Duration::ZERO);
+        assert!(p.failed(2, Reach::NotServing, Z) > Duration::ZERO);
         // The next pass starts at 0: passed over, 1 and 2 tried first.
         assert_eq!(p.pick(3), 1);
-        p.failed(1, Reach::NotServing);
+        p.failed(1, Reach::NotServing, Z);
         assert_eq!(p.pick(2), 2);
-        p.failed(2, Reach::NotServing);
+        p.failed(2, Reach::NotServing, Z);
         // The pass after that tries it again.
         assert_eq!(p.pick(3), 0);
     }
@@ -138,45 +148,57 @@ mod tests {
     fn two_dead_members_of_three_leave_the_live_one_tried_in_a_row() {
         let mut p = Pacer::new(3, T);
         assert_eq!(p.pick(0), 0);
-        p.failed(0, Reach::Unreachable);
+        p.failed(0, Reach::Unreachable, Z);
         assert_eq!(p.pick(1), 1);
-        assert_eq!(p.failed(1, Reach::Unreachable), Duration::ZERO);
+        assert_eq!(p.failed(1, Reach::Unreachable, Z), Duration::ZERO);
         assert_eq!(p.pick(2), 2);
-        p.failed(2, Reach::NotServing);
+        p.failed(2, Reach::NotServing, Z);
         assert_eq!(p.pick(3), 2, "0 and 1 are passed over once");
     }
 
     #[test]
     fn every_member_unreachable_pauses_and_tries_in_rotation() {
         let mut p = Pacer::new(2, T);
-        assert_eq!(p.failed(0, Reach::Unreachable), Duration::ZERO);
-        let ceiling = p.failed(1, Reach::Unreachable);
+        assert_eq!(p.failed(0, Reach::Unreachable, Z), Duration::ZERO);
+        let ceiling = p.failed(1, Reach::Unreachable, Z);
         assert_eq!(ceiling, BASE);
         assert_eq!(p.pick(2), 0);
         assert_eq!(p.pick(1), 1);
     }
 
     #[test]
-    fn pauses_double_to_the_election_cap_then_to_a_tenth_of_the_timeout_capped_at_a_second() {
+    fn pauses_double_to_the_election_cap_in_the_window_then_to_a_tenth_of_the_timeout() {
         let mut p = Pacer::new(3, T);
-        let ceilings: Vec<u64> = (0..13)
-            .map(|i| p.failed(i % 3, Reach::NotServing).as_millis() as u64)
-            .collect();
-        assert_eq!(
-            ceilings,
-            [25, 50, 100, 200, 200, 200, 200, 200, 400, 800, 1000, 1000, 1000]
-        );
-        let mut short = Pacer::new(3, Duration::from_millis(2000));
+        let in_window = Duration::from_millis(1900);
         let ceilings: Vec<u64> = (0..10)
-            .map(|_| short.failed(0, Reach::Failed).as_millis() as u64)
+            .map(|i| p.failed(i % 3, Reach::NotServing, in_window).as_millis() as u64)
             .collect();
         assert_eq!(ceilings, [25, 50, 100, 200, 200, 200, 200, 200, 200, 200]);
+        let ceilings: Vec<u64> = (0..4)
+            .map(|i| {
+                p.failed(i % 3, Reach::NotServing, ELECTION_WINDOW)
+                    .as_millis() as u64
+            })
+            .collect();
+        assert_eq!(ceilings, [400, 800, 1000, 1000]);
+        // A short session: never more than a tenth of its timeout.
+        let mut short = Pacer::new(3, Duration::from_millis(1000));
+        let ceilings: Vec<u64> = (0..6)
+            .map(|i| {
+                let age = Duration::from_millis(i * 500);
+                short.failed(0, Reach::Failed, age).as_millis() as u64
+            })
+            .collect();
+        assert_eq!(ceilings, [25, 50, 100, 100, 100, 100]);
         // Long outages never overflow.
         for _ in 0..100 {
-            assert!(p.failed(0, Reach::NotServing) <= Duration::from_secs(1));
+            assert!(p.failed(0, Reach::NotServing, T) <= Duration::from_secs(1));
         }
         let mut tiny = Pacer::new(1, Duration::from_millis(100));
-        assert_eq!(tiny.failed(0, Reach::NotServing), Duration::from_millis(10));
+        assert_eq!(
+            tiny.failed(0, Reach::NotServing, Z),
+            Duration::from_millis(10)
+        );
     }
 
     #[test]
