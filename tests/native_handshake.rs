@@ -321,6 +321,28 @@ fn a_server_closing_during_the_handshake_keeps_its_io_error_as_the_source() {
     );
 }
 
+/// Every host that failed is named in the error, not only the last one tried: an operator
+/// sees the refused member and the one that closed without answering side by side.
+#[test]
+fn a_connect_error_names_every_host_that_failed() {
+    let refusing = {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("a free port");
+        listener.local_addr().expect("its address").to_string()
+    }; // nothing listens there any more
+    let (closing, _log) = scripted_server(|_, _| Handshake::Refuse, |_| None);
+    let err = NativeClient::connect_with(
+        NativeOptions::new(format!("{refusing},{closing}"))
+            .session_timeout(Duration::from_secs(2))
+            .connect_timeout(Duration::from_secs(2)),
+    )
+    .unwrap_err();
+    assert!(
+        matches!(&err, Error::Connect { reason, .. }
+            if reason.contains(&refusing) && reason.contains(&closing)),
+        "{err}"
+    );
+}
+
 /// `localhost` is read like any name: every address it resolves to is tried (only
 /// loopback addresses), so a server listening on 127.0.0.1 is reached whatever order the
 /// resolver gives (`::1` first is common).

@@ -2,6 +2,8 @@
 //!
 //! - [`compare`]: zk-locks against Curator 5.4, side by side on one server (the program
 //!   `measurements/compare.rs`, the test `tests/compare_smoke.rs`);
+//! - [`failover`]: zk-locks against Curator 5.4 on a 3-member cluster while the leader or
+//!   the holder's member dies or freezes (the program `measurements/failover.rs`);
 //! - [`torture`]: sessions loop on every recipe while faults strike, then a checker proves
 //!   exclusion and fencing (the soak `measurements/torture.rs`, `rw_exclusion_loop.rs`, and
 //!   the CI-sized run `tests/torture.rs`).
@@ -9,4 +11,5 @@
 #![warn(missing_docs)]
 
 pub mod compare;
+pub mod failover;
 pub mod torture;

@@ -11,6 +11,9 @@
 //!   explained: it may refuse our last zxid (it is behind what this client has seen, as
 //!   after an ensemble was rebuilt), expect TLS on this port, or not serve yet. A TLS record
 //!   in place of a ConnectResponse says the port expects TLS.
+//! - every failed attempt says how far it got ([`Reach`]), which the session's reconnect
+//!   pacing reads: a member that did not answer is passed over, one not serving is retried
+//!   soon.
 
 use std::io::{ErrorKind, Read};
 use std::net::SocketAddr;
@@ -18,6 +21,31 @@ use std::time::{Duration, Instant};
 
 use super::failure::ConnectFailure;
 use super::jute::frame_length;
+
+/// How far a failed attempt on a host got.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reach {
+    /// Nothing answered: the name did not resolve, the connection was refused, or nothing
+    /// came back within the connect timeout (a dead or frozen member).
+    Unreachable,
+    /// The member took the connection and closed it without a ConnectResponse: it does not
+    /// serve (it is electing or has not joined a quorum yet), or it refuses our last zxid.
+    NotServing,
+    /// Anything else (a TLS error, a reply that does not decode, a socket error).
+    Failed,
+}
+
+impl Reach {
+    /// The more hopeful of two outcomes (a host's addresses tried in turn).
+    pub fn best(self, other: Reach) -> Reach {
+        use Reach::*;
+        match (self, other) {
+            (NotServing, _) | (_, NotServing) => NotServing,
+            (Failed, _) | (_, Failed) => Failed,
+            _ => Unreachable,
+        }
+    }
+}
 
 /// The shortest time one address is given, however many a name has.
 const MIN_PER_ADDRESS: Duration = Duration::from_millis(100);
@@ -32,7 +60,7 @@ pub fn try_addresses<T>(
 ) -> Result<T, ConnectFailure> {
     let addrs = crate::client::connect_string::resolve_all(host).map_err(|e| {
         log::warn!("{e}: host skipped");
-        ConnectFailure::from(e)
+        ConnectFailure::new(Reach::Unreachable, e)
     })?;
     let start = super::session::random_index(addrs.len());
     try_each(&addrs, start, timeout, attempt)
@@ -68,7 +96,8 @@ fn try_each<T>(
 
 /// Reads the ConnectResponse's frame body (checked against `limit` before allocating). A
 /// connection closed before any answer, or a TLS record instead of one, is explained;
-/// `last_zxid` is the zxid our ConnectRequest carried.
+/// `last_zxid` is the zxid our ConnectRequest carried. A failure says how far it got: a
+/// close before any answer is [`Reach::NotServing`], no answer in time [`Reach::Unreachable`].
 pub fn read_connect_response(
     stream: &mut impl Read,
     limit: usize,
@@ -79,22 +108,29 @@ pub fn read_connect_response(
         return Err(match e.kind() {
             ErrorKind::UnexpectedEof
             | ErrorKind::ConnectionReset
-            | ErrorKind::ConnectionAborted => {
-                ConnectFailure::explained(closed_without_answer(last_zxid, &e), e)
+            | ErrorKind::ConnectionAborted => ConnectFailure::explained(
+                Reach::NotServing,
+                closed_without_answer(last_zxid, &e),
+                e,
+            ),
+            ErrorKind::WouldBlock | ErrorKind::TimedOut => {
+                ConnectFailure::io(Reach::Unreachable, "no answer", e)
             }
-            _ => ConnectFailure::io("read", e),
+            _ => ConnectFailure::io(Reach::Failed, "read", e),
         });
     }
     if is_tls_record(prefix) {
-        return Err("the server answered with TLS: this port expects TLS \
-                    (NativeOptions::tls, feature `tls`)"
-            .into());
+        return Err(ConnectFailure::new(
+            Reach::Failed,
+            "the server answered with TLS: this port expects TLS \
+             (NativeOptions::tls, feature `tls`)",
+        ));
     }
     let len = frame_length(prefix, limit).map_err(|e| e.to_string())?;
     let mut body = vec![0u8; len];
     stream
         .read_exact(&mut body)
-        .map_err(|e| ConnectFailure::io("read", e))?;
+        .map_err(|e| ConnectFailure::io(Reach::Failed, "read", e))?;
     Ok(body)
 }
 
@@ -139,7 +175,7 @@ mod tests {
             let got = try_each(&addrs, start, Duration::from_secs(10), |addr, t| {
                 TcpStream::connect_timeout(&addr, t)
                     .map(|_| addr)
-                    .map_err(|e| ConnectFailure::io("connect", e))
+                    .map_err(|e| ConnectFailure::io(Reach::Unreachable, "connect", e))
             });
             assert_eq!(got.ok(), Some(live.local_addr().unwrap()), "from {start}");
         }
@@ -147,7 +183,10 @@ mod tests {
             &[dead_addr, dead_addr],
             0,
             Duration::from_secs(10),
-            |a, t| TcpStream::connect_timeout(&a, t).map_err(|e| ConnectFailure::io("connect", e)),
+            |a, t| {
+                TcpStream::connect_timeout(&a, t)
+                    .map_err(|e| ConnectFailure::io(Reach::Unreachable, "connect", e))
+            },
         )
         .unwrap_err();
         assert_eq!(
@@ -155,8 +194,11 @@ mod tests {
             2,
             "{err}"
         );
-        let (_, io) = err.into_parts();
-        assert!(io.is_some(), "the last refusal is kept beneath the text");
+        assert_eq!(err.reach(), Reach::Unreachable);
+        assert!(
+            err.into_parts().1.is_some(),
+            "the last refusal is kept beneath the text"
+        );
     }
 
     #[test]
@@ -173,6 +215,7 @@ mod tests {
     #[test]
     fn a_closed_connection_or_a_tls_record_is_explained() {
         let err = read_connect_response(&mut &[][..], 1 << 20, 0x5000).unwrap_err();
+        assert_eq!(err.reach(), Reach::NotServing);
         let err = err.text();
         assert!(err.contains("0x5000") && err.contains("TLS"), "{err}");
         let err = read_connect_response(&mut &[][..], 1 << 20, 0).unwrap_err();
@@ -182,11 +225,12 @@ mod tests {
         let alert = [0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x28];
         let err = read_connect_response(&mut &alert[..], 1 << 20, 0).unwrap_err();
         assert!(err.text().contains("expects TLS"), "{err}");
+        assert_eq!(err.reach(), Reach::Failed);
         let mut frame = 3i32.to_be_bytes().to_vec();
         frame.extend_from_slice(&[1, 2, 3]);
         assert_eq!(
-            read_connect_response(&mut &frame[..], 1 << 20, 0).ok(),
-            Some(vec![1, 2, 3])
+            read_connect_response(&mut &frame[..], 1 << 20, 0),
+            Ok(vec![1, 2, 3])
         );
     }
 }

@@ -253,6 +253,14 @@ impl NativeClient {
         self.core.journal()
     }
 
+    /// How many connect attempts (one per host tried, the first connect's included) this
+    /// client made so far (feature `testing`): what a failover measurement counts to say how
+    /// hard a fleet of clients would knock on a recovering ensemble.
+    #[cfg(feature = "testing")]
+    pub fn connect_attempts(&self) -> u64 {
+        self.core.connect_attempts()
+    }
+
     /// Number of watch callbacks registered and not fired yet.
     pub fn watch_count(&self) -> usize {
         self.core.watches.len()

@@ -27,6 +27,10 @@
 //! The handshake (`handshake.rs`): one attempt on a host, TCP (and TLS), ConnectRequest,
 //! ConnectResponse.
 //!
+//! Pacing (`pacing.rs`): which member to try next in an outage and how long to pause before
+//! it (a member that did not answer is passed over once; growing, jittered pauses after
+//! members that answered without accepting us, as electing members do).
+//!
 //! Closing (`closing.rs`): once the session is marked closed no connection is installed any
 //! more, and `close()` leaves no socket of the client open.
 
@@ -35,9 +39,12 @@ use std::thread::ThreadId;
 
 mod closing;
 mod handshake;
+mod pacing;
+
+use pacing::Pacer;
 
 use super::transport::Transport;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -45,6 +52,7 @@ use parking_lot::{Condvar, Mutex};
 
 use super::connection::{Connection, LinkObserver, XidCounter};
 use super::failure::ConnectFailure;
+use super::hosts;
 use super::records::{ConnectResponse, WireRequest};
 use super::watches::Watches;
 use crate::client::{ZkError, ZkResult};
@@ -115,6 +123,8 @@ pub struct SessionCore {
     /// The last [`JOURNAL_LEN`] link events (connect attempts and their outcome, a dead
     /// link, a loss), for diagnostics only: nothing decides on it.
     journal: Mutex<std::collections::VecDeque<(Instant, String)>>,
+    /// Connect attempts made (one per host tried), for measurements only.
+    attempts: AtomicU64,
 }
 
 impl LinkObserver for SessionCore {
@@ -150,6 +160,7 @@ impl SessionCore {
             }),
             changed: Condvar::new(),
             journal: Mutex::new(std::collections::VecDeque::new()),
+            attempts: AtomicU64::new(0),
         })
     }
 
@@ -166,6 +177,12 @@ impl SessionCore {
     #[cfg(feature = "testing")]
     pub fn journal(&self) -> Vec<(Instant, String)> {
         self.journal.lock().iter().cloned().collect()
+    }
+
+    /// How many connect attempts (one per host tried) this session's client made so far.
+    #[cfg(feature = "testing")]
+    pub fn connect_attempts(&self) -> u64 {
+        self.attempts.load(Ordering::Relaxed)
     }
 
     /// The negotiated session timeout (the requested one before the first connect).
@@ -221,7 +238,11 @@ impl SessionCore {
             });
         if let Err(e) = spawned {
             self.link.lock().supervising = false;
-            return Err(ConnectFailure::io("spawning the session thread", e));
+            return Err(ConnectFailure::io(
+                hosts::Reach::Failed,
+                "spawning the session thread",
+                e,
+            ));
         }
         Ok(())
     }
@@ -336,10 +357,15 @@ impl SessionCore {
         self: &Arc<Self>,
         deadline: Option<Instant>,
     ) -> Result<Arc<Connection>, ConnectFailure> {
-        let mut last_error = ConnectFailure::from("no attempt");
-        let mut attempt = 0usize;
+        // The latest failure of each host: the error names every host's.
+        let mut failures: Vec<Option<ConnectFailure>> =
+            (0..self.config.hosts.len()).map(|_| None).collect();
+        let mut pacer = Pacer::new(self.config.hosts.len(), self.link.lock().negotiated);
+        let mut outage = Instant::now();
+        // The ceiling of the pause before the next attempt (none before the first).
+        let mut pause = Duration::ZERO;
         loop {
-            let (host, session_id, password, negotiated, until) = {
+            let (index, host, session_id, password, negotiated, until) = {
                 let mut link = self.link.lock();
                 if link.closed {
                     return Err(closed_reason(&link).into());
@@ -347,12 +373,9 @@ impl SessionCore {
                 let until = deadline.or_else(|| {
                     (link.session_id != 0).then(|| link.heard + link.negotiated * 4 / 3)
                 });
-                if attempt > 0 {
-                    // A small random backoff between attempts, longer after a full pass.
-                    let full_pass = attempt % self.config.hosts.len() == 0;
-                    let cap = (link.negotiated / 10).min(Duration::from_millis(1000));
-                    let pause = if full_pass { cap } else { random_below(cap) };
-                    let wake = Instant::now() + pause;
+                if !pause.is_zero() {
+                    self.note(format!("pause up to {} ms", pause.as_millis()));
+                    let wake = Instant::now() + Pacer::pause(pause);
                     let wake = until.map_or(wake, |u| wake.min(u));
                     while !link.closed && Instant::now() < wake {
                         self.changed.wait_until(&mut link, wake);
@@ -362,19 +385,24 @@ impl SessionCore {
                     }
                 }
                 if until.is_some_and(|u| Instant::now() >= u) {
-                    return Err(last_error);
+                    let tried: Vec<_> = failures.into_iter().flatten().collect();
+                    return Err(match tried.is_empty() {
+                        true => "no attempt".into(),
+                        false => ConnectFailure::joined(tried),
+                    });
                 }
-                let host = self.config.hosts[link.next_host % self.config.hosts.len()].clone();
-                link.next_host = link.next_host.wrapping_add(1);
+                let index = pacer.pick(link.next_host % self.config.hosts.len());
+                link.next_host = index.wrapping_add(1);
                 (
-                    host,
+                    index,
+                    self.config.hosts[index].clone(),
                     link.session_id,
                     link.password.clone(),
                     link.negotiated,
                     until,
                 )
             };
-            attempt += 1;
+            self.attempts.fetch_add(1, Ordering::Relaxed);
             let connect_timeout =
                 (negotiated / self.config.hosts.len() as u32).max(Duration::from_millis(100));
             let connect_timeout = until.map_or(connect_timeout, |u| {
@@ -387,12 +415,16 @@ impl SessionCore {
                         self.link.lock().connecting = None;
                         log::debug!("{host}: {e}");
                         self.note(format!("{host}: {e}"));
+                        pause = pacer.failed(index, e.reach(), outage.elapsed());
                         // A certificate that does not verify explains the failure better than
-                        // the time-out of a later attempt cut short by the deadline.
+                        // the time-out of a later attempt on that host cut short by the deadline.
+                        let kept = &mut failures[index];
                         if e.text().contains("certificate")
-                            || !last_error.text().contains("certificate")
+                            || !kept
+                                .as_ref()
+                                .is_some_and(|k| k.text().contains("certificate"))
                         {
-                            last_error = e.at(&host);
+                            *kept = Some(e.at(&host));
                         }
                         continue;
                     }
@@ -405,7 +437,10 @@ impl SessionCore {
                 self.link.lock().connecting = None;
                 self.lose("the server says the session expired");
                 drop(stream);
-                attempt = 0;
+                // A new session: a new outage, from the next host without a pause.
+                pacer = Pacer::new(self.config.hosts.len(), negotiated);
+                outage = Instant::now();
+                pause = Duration::ZERO;
                 continue;
             }
             self.link.lock().heard = Instant::now();
@@ -415,7 +450,8 @@ impl SessionCore {
                 Ok(conn) => return Ok(conn),
                 Err(e) => {
                     self.note(format!("{host}: {e}"));
-                    last_error = ConnectFailure::from(e).at(&host);
+                    failures[index] = Some(ConnectFailure::from(e).at(&host));
+                    pause = pacer.failed(index, hosts::Reach::Failed, outage.elapsed());
                     // The link is down again: say so, as after any other broken link.
                     if self.session.state().is_connected() {
                         self.session.transition(ConnectionState::Suspended, None);

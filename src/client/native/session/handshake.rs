@@ -8,12 +8,14 @@ use std::time::Duration;
 
 use super::{SessionCore, MIN_TIMEOUT};
 use crate::client::native::failure::ConnectFailure;
-use crate::client::native::hosts;
+use crate::client::native::hosts::{self, Reach};
 use crate::client::native::records::{ConnectRequest, ConnectResponse};
 use crate::client::native::transport::Transport;
 
 impl SessionCore {
     /// One attempt on `host`: resolved now, each of its addresses tried within `timeout`.
+    /// A failure says how far the most hopeful address got (a name that does not resolve:
+    /// [`Reach::Unreachable`]).
     pub(super) fn handshake(
         &self,
         host: &str,
@@ -34,14 +36,15 @@ impl SessionCore {
         session_id: i64,
         password: Vec<u8>,
     ) -> Result<(Transport, ConnectResponse), ConnectFailure> {
+        let failed = |what: &str, e| ConnectFailure::io(Reach::Failed, what, e);
         let timeout = timeout.max(Duration::from_millis(1));
         let tcp = TcpStream::connect_timeout(&addr, timeout)
-            .map_err(|e| ConnectFailure::io("connect", e))?;
+            .map_err(|e| ConnectFailure::io(Reach::Unreachable, "connect", e))?;
         self.track_attempt(&tcp)?;
         let _ = tcp.set_nodelay(true);
         tcp.set_read_timeout(Some(timeout))
             .and_then(|()| tcp.set_write_timeout(Some(timeout)))
-            .map_err(|e| ConnectFailure::io("socket options", e))?;
+            .map_err(|e| failed("socket options", e))?;
         #[cfg(feature = "tls")]
         let mut stream = match &self.config.tls {
             Some(config) => {
@@ -65,7 +68,7 @@ impl SessionCore {
         use std::io::Write;
         stream
             .write_all(&request.encode())
-            .map_err(|e| ConnectFailure::io("write", e))?;
+            .map_err(|e| failed("write", e))?;
         let body = hosts::read_connect_response(
             &mut stream,
             self.config.packet_limit,
@@ -79,7 +82,7 @@ impl SessionCore {
         stream
             .set_read_timeout(None)
             .and_then(|()| stream.set_write_timeout(Some((negotiated * 2 / 3).max(MIN_TIMEOUT))))
-            .map_err(|e| ConnectFailure::io("socket options", e))?;
+            .map_err(|e| failed("socket options", e))?;
         Ok((stream, response))
     }
 }

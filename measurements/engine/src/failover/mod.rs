@@ -1,0 +1,242 @@
+//! Failover: zk-locks against Curator 5.4 on a 3-member `TestingCluster`, a holder and two
+//! waiters looping on one mutex, each client on a different member (session 10 s), while a
+//! fault strikes: kill -9 the leader; kill -9 the holder's member (a follower); SIGSTOP the
+//! holder's member (a follower) for 2 s. Per fault and library, over N trials (sides
+//! alternating, fresh clients placed on distinct members by the servers' `cons` each time):
+//! the longest gap with no acquisition (from the last acquisition before the fault), the
+//! holder's next acquisition (from the fault), errors, lost sessions, overlapping holds (must
+//! be 0) and connect attempts per reconnecting session. The program is
+//! `measurements/failover.rs`.
+
+mod report;
+mod sides;
+
+use std::time::{Duration, Instant};
+
+use zk_locks::testing::TestingCluster;
+
+pub use report::{print_report, Sample};
+pub use sides::{mono_ns, Curator, Ours, Outcome, Side};
+
+/// The session timeout on both sides.
+pub const SESSION_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Clients, one per member.
+pub const CLIENTS: usize = 3;
+
+/// A fault of the measurement.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// kill -9 the leader.
+    KillLeader,
+    /// kill -9 the member the holder is connected to (a follower).
+    KillHolderMember,
+    /// SIGSTOP the member the holder is connected to (a follower), SIGCONT 2 s later.
+    FreezeHolderMember,
+}
+
+impl Fault {
+    /// Every fault, in report order.
+    pub const ALL: [Fault; 3] = [
+        Fault::KillLeader,
+        Fault::KillHolderMember,
+        Fault::FreezeHolderMember,
+    ];
+
+    /// How the report names it.
+    pub fn label(self) -> &'static str {
+        match self {
+            Fault::KillLeader => "kill -9 the leader",
+            Fault::KillHolderMember => "kill -9 the holder's member",
+            Fault::FreezeHolderMember => "SIGSTOP the holder's member 2 s",
+        }
+    }
+}
+
+/// What a run does.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// Trials per fault per library.
+    pub trials: usize,
+    /// How long each hold lasts.
+    pub hold: Duration,
+    /// Looping before the fault strikes.
+    pub warmup: Duration,
+    /// Looping after the fault (after the thaw for a freeze) before the trial ends.
+    pub settle: Duration,
+    /// Run Curator beside us.
+    pub curator: bool,
+}
+
+impl Default for Plan {
+    fn default() -> Plan {
+        Plan {
+            trials: 3,
+            hold: Duration::from_millis(10),
+            warmup: Duration::from_millis(1500),
+            settle: Duration::from_secs(5),
+            curator: true,
+        }
+    }
+}
+
+/// The member each session is connected to now (by the members' `cons`), `None` when no
+/// member lists it.
+fn members_of(cluster: &TestingCluster, sessions: &[i64]) -> Vec<Option<usize>> {
+    let mut found = vec![None; sessions.len()];
+    for m in 0..cluster.len() {
+        let Ok(cons) = cluster.four_letter(m, "cons") else {
+            continue;
+        };
+        for (k, id) in sessions.iter().enumerate() {
+            if cons.contains(&format!("sid=0x{:x},", *id as u64)) {
+                found[k] = Some(m);
+            }
+        }
+    }
+    found
+}
+
+/// Opens every client again until each is on a member of its own; the member of each.
+fn place(cluster: &TestingCluster, side: &mut dyn Side) -> Result<Vec<usize>, String> {
+    let mut members: Vec<Option<usize>> = vec![None; CLIENTS];
+    for i in 0..CLIENTS {
+        for tries in 0.. {
+            let id = side.open(i)?;
+            let member = members_of(cluster, &[id])[0];
+            let taken = member.is_some_and(|m| members[..i].contains(&Some(m)));
+            if member.is_some() && !taken {
+                members[i] = member;
+                break;
+            }
+            if tries == 50 {
+                return Err(format!(
+                    "{}: client {i} not placed on a member of its own",
+                    side.name()
+                ));
+            }
+        }
+    }
+    Ok(members.into_iter().map(|m| m.unwrap_or(0)).collect())
+}
+
+/// Every member running and serving, with a leader.
+fn heal(cluster: &TestingCluster, down: &[usize]) -> Result<(), String> {
+    for &m in down {
+        cluster.restart(m).map_err(|e| e.to_string())?;
+    }
+    cluster
+        .wait_for_quorum(Duration::from_secs(90))
+        .map_err(|e| e.to_string())
+}
+
+/// One trial of `fault` on `side`: the sample, or why it could not be taken.
+pub fn trial(
+    cluster: &TestingCluster,
+    side: &mut dyn Side,
+    fault: Fault,
+    plan: &Plan,
+    path: &str,
+) -> Result<Sample, String> {
+    let members = place(cluster, side)?;
+    let leader = cluster.leader().ok_or("no leader")?;
+    side.start(path, plan.hold)?;
+    std::thread::sleep(plan.warmup);
+    // Strike while a client holds the lock (for the member faults: one on a follower).
+    let give_up = Instant::now() + Duration::from_secs(30);
+    let holder = loop {
+        if let Some(h) = side.holder()? {
+            if fault == Fault::KillLeader || members[h] != leader {
+                break h;
+            }
+        }
+        std::thread::yield_now();
+        if Instant::now() > give_up {
+            let _ = side.stop();
+            return Err("no holder to strike".into());
+        }
+    };
+    let mut down = Vec::new();
+    let struck = mono_ns();
+    if std::env::var_os("FAILOVER_JOURNAL").is_some() {
+        eprintln!("struck {struck} holder {holder} members {members:?} leader {leader}");
+    }
+    match fault {
+        Fault::KillLeader => {
+            cluster.kill(leader);
+            down.push(leader);
+        }
+        Fault::KillHolderMember => {
+            cluster.kill(members[holder]);
+            down.push(members[holder]);
+        }
+        Fault::FreezeHolderMember => {
+            cluster.freeze(members[holder]);
+            std::thread::sleep(Duration::from_secs(2));
+            cluster.thaw(members[holder]);
+        }
+    }
+    std::thread::sleep(plan.settle);
+    let outcome = side.stop();
+    side.close()?;
+    heal(cluster, &down)?;
+    Ok(Sample::from_outcome(&outcome?, holder, struck))
+}
+
+/// One fault's samples on one library.
+pub type Series = (Fault, &'static str, Vec<Sample>);
+
+/// Starts the cluster (and Curator's JVM) and runs every trial, sides alternating.
+pub fn run(plan: &Plan) -> Result<Vec<Series>, String> {
+    let cluster = TestingCluster::start(3).map_err(|e| e.to_string())?;
+    let connect = cluster.connect_string();
+    let mut ours = Ours::new(&connect, CLIENTS);
+    let class_dir = std::env::temp_dir().join(format!("zk-locks-failover-{}", std::process::id()));
+    let mut curator = if plan.curator {
+        Some(Curator::start(&connect, CLIENTS, &class_dir)?)
+    } else {
+        None
+    };
+    let mut results: Vec<Series> = Vec::new();
+    for fault in Fault::ALL {
+        results.push((fault, "zk-locks", Vec::new()));
+        if curator.is_some() {
+            results.push((fault, "Curator", Vec::new()));
+        }
+    }
+    for t in 0..plan.trials {
+        for fault in Fault::ALL {
+            let mut sides: Vec<&mut dyn Side> = vec![&mut ours];
+            if let Some(c) = curator.as_mut() {
+                sides.push(c);
+            }
+            if t % 2 == 1 {
+                sides.reverse();
+            }
+            for side in sides {
+                let name = side.name();
+                let path = format!("/failover/{name}-{fault:?}-{t}");
+                let sample = trial(&cluster, side, fault, plan, &path)?;
+                eprintln!(
+                    "{:<32} {:<8} trial {t}: gap {:>5} ms, holder back {:>5} ms, attempts {:?}",
+                    fault.label(),
+                    name,
+                    sample.gap_ms.map_or("-".into(), |v| v.to_string()),
+                    sample.holder_ms.map_or("-".into(), |v| v.to_string()),
+                    sample.attempts
+                );
+                if let Some(entry) = results
+                    .iter_mut()
+                    .find(|(f, n, _)| *f == fault && *n == name)
+                {
+                    entry.2.push(sample);
+                }
+            }
+        }
+    }
+    if let Some(c) = curator {
+        c.quit();
+    }
+    let _ = std::fs::remove_dir_all(class_dir);
+    Ok(results)
+}
