@@ -124,6 +124,12 @@ fn scripted_server(
     (addr, log)
 }
 
+/// A loopback address whose port was free a moment ago: a connection there is refused.
+fn address_nobody_listens_on() -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("a free port");
+    listener.local_addr().expect("its address").to_string()
+}
+
 fn options(connect_string: &str) -> NativeOptions {
     NativeOptions::new(connect_string)
         .session_timeout(Duration::from_secs(2))
@@ -279,12 +285,8 @@ fn a_connect_string_where_nothing_resolves_is_a_connect_error() {
 /// can tell a refused connection from a time-out without reading the message.
 #[test]
 fn a_refused_connection_keeps_its_io_error_as_the_source() {
-    let port = {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("a free port");
-        listener.local_addr().expect("its address").port()
-    }; // nothing listens there any more
     let err = NativeClient::connect_with(
-        NativeOptions::new(format!("127.0.0.1:{port}"))
+        NativeOptions::new(address_nobody_listens_on())
             .session_timeout(Duration::from_secs(2))
             .connect_timeout(Duration::from_secs(1)),
     )
@@ -325,10 +327,7 @@ fn a_server_closing_during_the_handshake_keeps_its_io_error_as_the_source() {
 /// sees the refused member and the one that closed without answering side by side.
 #[test]
 fn a_connect_error_names_every_host_that_failed() {
-    let refusing = {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("a free port");
-        listener.local_addr().expect("its address").to_string()
-    }; // nothing listens there any more
+    let refusing = address_nobody_listens_on();
     let (closing, _log) = scripted_server(|_, _| Handshake::Refuse, |_| None);
     let err = NativeClient::connect_with(
         NativeOptions::new(format!("{refusing},{closing}"))

@@ -12,4 +12,5 @@
 
 pub mod compare;
 pub mod failover;
+mod java_driver;
 pub mod torture;

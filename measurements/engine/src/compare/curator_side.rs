@@ -1,18 +1,14 @@
 //! Curator's side: `CuratorBench.java` (next to this file), compiled and run against
 //! Debian's Curator 5.4 jars, one command per line on its stdin, one `RESULT` line back.
 
-use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, ChildStdout, Stdio};
 
 use super::{Run, Scenario, Side};
-use zk_locks::testing::curator;
+use crate::java_driver::JavaDriver;
 
 /// Curator 5.4 in a JVM, driven line by line over stdin/stdout.
 pub(super) struct CuratorSide {
-    child: Child,
-    stdin: ChildStdin,
-    stdout: BufReader<ChildStdout>,
+    driver: JavaDriver,
 }
 
 impl CuratorSide {
@@ -23,41 +19,18 @@ impl CuratorSide {
     ) -> Result<CuratorSide, String> {
         let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src/compare");
         let sources = [dir.join("CuratorBench.java"), dir.join("CuratorQueue.java")];
-        curator::compile(&sources, class_dir).map_err(|e| e.to_string())?;
-        let mut child = curator::java(class_dir, "CuratorBench")
-            .map_err(|e| e.to_string())?
-            .arg(connect)
-            .arg(sessions.to_string())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .map_err(|e| format!("starting java: {e}"))?;
-        let stdin = child.stdin.take().ok_or("no stdin")?;
-        let stdout = BufReader::new(child.stdout.take().ok_or("no stdout")?);
-        let mut side = CuratorSide {
-            child,
-            stdin,
-            stdout,
-        };
-        match side.read_line()?.as_str() {
-            "READY" => Ok(side),
-            other => Err(format!("CuratorBench did not start: {other}")),
-        }
+        let args = [connect.to_string(), sessions.to_string()];
+        let driver = JavaDriver::start(&sources, "CuratorBench", &args, class_dir)?;
+        Ok(CuratorSide { driver })
     }
 
     pub(super) fn read_line(&mut self) -> Result<String, String> {
-        let mut line = String::new();
-        match self.stdout.read_line(&mut line) {
-            Ok(0) => Err("CuratorBench exited".into()),
-            Ok(_) => Ok(line.trim().to_string()),
-            Err(e) => Err(format!("reading from CuratorBench: {e}")),
-        }
+        self.driver.read_line()
     }
 
     /// Writes one command line.
     pub(super) fn send_line(&mut self, command: &str) -> Result<(), String> {
-        writeln!(self.stdin, "{command}").map_err(|e| format!("writing to CuratorBench: {e}"))?;
-        self.stdin.flush().map_err(|e| e.to_string())
+        self.driver.send_line(command)
     }
 
     pub(super) fn command(&mut self, command: &str) -> Result<Run, String> {
@@ -66,24 +39,14 @@ impl CuratorSide {
         parse_result(&line).ok_or_else(|| format!("CuratorBench, on {command:?}: {line}"))
     }
 
-    pub(super) fn quit(mut self) {
-        let _ = writeln!(self.stdin, "quit");
-        let _ = self.stdin.flush();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for CuratorSide {
-    fn drop(&mut self) {
-        // After `quit` the child has exited and this is a no-op; on an error path it is not.
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+    pub(super) fn quit(self) {
+        self.driver.quit();
     }
 }
 
 impl Side for CuratorSide {
     fn pid(&self) -> u32 {
-        self.child.id()
+        self.driver.pid()
     }
 
     fn run(&mut self, scenario: &Scenario, path: &str, n: usize) -> Result<Run, String> {

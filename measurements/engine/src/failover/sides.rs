@@ -3,9 +3,7 @@
 //! line). Both record every hold with the same clock (`CLOCK_MONOTONIC`, which Java's
 //! `System.nanoTime` reads on Linux), so the times compare with the fault's.
 
-use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, ChildStdout, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -13,10 +11,10 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 use zk_locks::client::native::{NativeClient, NativeOptions};
-use zk_locks::testing::curator;
 use zk_locks::{InterProcessLock, InterProcessMutex, SharedClient, ZkClient};
 
 use super::SESSION_TIMEOUT;
+use crate::java_driver::JavaDriver;
 
 /// Nanoseconds on `CLOCK_MONOTONIC`.
 pub fn mono_ns() -> u64 {
@@ -196,9 +194,7 @@ impl Side for Ours {
 
 /// Curator 5.4 in a JVM.
 pub struct Curator {
-    child: Child,
-    stdin: ChildStdin,
-    stdout: BufReader<ChildStdout>,
+    driver: JavaDriver,
 }
 
 impl Curator {
@@ -206,59 +202,27 @@ impl Curator {
     pub fn start(connect: &str, n: usize, class_dir: &Path) -> Result<Curator, String> {
         let source =
             PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src/failover/FailoverBench.java");
-        curator::compile(&[source], class_dir).map_err(|e| e.to_string())?;
-        let mut child = curator::java(class_dir, "FailoverBench")
-            .map_err(|e| e.to_string())?
-            .arg(connect)
-            .arg(n.to_string())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .map_err(|e| format!("starting java: {e}"))?;
-        let stdin = child.stdin.take().ok_or("no stdin")?;
-        let stdout = BufReader::new(child.stdout.take().ok_or("no stdout")?);
-        let mut side = Curator {
-            child,
-            stdin,
-            stdout,
-        };
-        match side.read_line()?.as_str() {
-            "READY" => Ok(side),
-            other => Err(format!("FailoverBench did not start: {other}")),
-        }
+        let args = [connect.to_string(), n.to_string()];
+        let driver = JavaDriver::start(&[source], "FailoverBench", &args, class_dir)?;
+        Ok(Curator { driver })
     }
 
     fn read_line(&mut self) -> Result<String, String> {
-        let mut line = String::new();
-        match self.stdout.read_line(&mut line) {
-            Ok(0) => Err("FailoverBench exited".into()),
-            Ok(_) => Ok(line.trim().to_string()),
-            Err(e) => Err(format!("reading from FailoverBench: {e}")),
-        }
+        self.driver.read_line()
     }
 
     fn command(&mut self, command: &str) -> Result<String, String> {
-        writeln!(self.stdin, "{command}").map_err(|e| format!("writing to FailoverBench: {e}"))?;
-        self.stdin.flush().map_err(|e| e.to_string())?;
+        self.driver.send_line(command)?;
         let line = self.read_line()?;
         if line.starts_with("ERROR") {
-            return Err(format!("FailoverBench, on {command:?}: {line}"));
+            return Err(format!("{}, on {command:?}: {line}", self.driver.class()));
         }
         Ok(line)
     }
 
     /// Closes its clients and waits for the JVM to exit.
-    pub fn quit(mut self) {
-        let _ = writeln!(self.stdin, "quit");
-        let _ = self.stdin.flush();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Curator {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+    pub fn quit(self) {
+        self.driver.quit();
     }
 }
 
