@@ -28,8 +28,9 @@
 //! ConnectResponse.
 //!
 //! Pacing (`pacing.rs`): which member to try next in an outage and how long to pause before
-//! it (a member that did not answer is passed over once; growing, jittered pauses after
-//! members that answered without accepting us, as electing members do).
+//! it (a member that did not answer is passed over once; jittered pauses after members that
+//! answered without accepting us, as electing members do: the first one long enough for an
+//! election to end, then a steady pace).
 //!
 //! Closing (`closing.rs`): once the session is marked closed no connection is installed any
 //! more, and `close()` leaves no socket of the client open.

@@ -10,29 +10,37 @@
 //!   others;
 //! - after an answer that was not an acceptance (a member that closed without a
 //!   ConnectResponse because it is not serving: it is electing; or any other failure) the
-//!   pause ceiling grows from [`BASE`], doubling per such failure up to [`ELECTION_CAP`]
-//!   while the outage is younger than [`ELECTION_WINDOW`] (an election takes from a few
-//!   hundred milliseconds to a second or two: the client must be back soon after it ends,
-//!   and in a lock's queue the slowest client's lateness is everyone's), then doubling again
-//!   per failure up to `min(1 s, T/10)` for a longer outage;
-//!   each pause is drawn uniformly below its ceiling (full jitter), so a fleet of clients
-//!   spreads its attempts over the election instead of hitting the new quorum at once;
+//!   client pauses before its next attempt. While the outage is younger than
+//!   [`ELECTION_WINDOW`] (an election takes from a few hundred milliseconds to a second or
+//!   two) the first such pause of the outage is drawn below [`FIRST`] and every later one
+//!   below [`ELECTION_CAP`]: the members dropped us when they began to elect, and an election
+//!   lasts at least ZooKeeper's `finalizeWait` (200 ms) from then, so an attempt sooner is
+//!   wasted; after that the pace stays steady rather than growing, because the end of an
+//!   election is the moment every client waits for and in a lock's queue the slowest
+//!   client's lateness is everyone's. After the window the ceiling doubles per failure from
+//!   [`ELECTION_CAP`] up to `min(1 s, T/10)`; no ceiling exceeds `min(1 s, T/10)`;
+//! - each pause is drawn uniformly between half its ceiling and its ceiling (equal jitter):
+//!   a fleet of clients spreads its attempts over the election instead of hitting the new
+//!   quorum at once, and no client spends attempts in quick succession on members that are
+//!   still electing (drawn below the ceiling from zero, a third of the pauses would be
+//!   shorter than a third of it);
 //! - a new outage starts again from the first host in rotation with no pause and no marks.
 
 use std::time::Duration;
 
 use crate::client::native::hosts::Reach;
 
-/// The ceiling of the first pause after a member that answered but did not accept us.
-/// An election of a few hundred milliseconds is covered after four or five pauses.
-pub(super) const BASE: Duration = Duration::from_millis(25);
+/// The ceiling of the first pause of an outage after a member that answered but did not
+/// accept us: that member is electing, and the election lasts at least `finalizeWait`
+/// (200 ms) from when the members dropped their clients.
+pub(super) const FIRST: Duration = Duration::from_millis(300);
 
-/// The largest pause ceiling while the outage may be an election.
+/// The ceiling of every later pause while the outage may be an election: the most a client
+/// can be late after the election ends.
 pub(super) const ELECTION_CAP: Duration = Duration::from_millis(200);
 
-/// How long an outage is paced as an election (pauses under [`ELECTION_CAP`]). Counted in
-/// time, not in pauses: full jitter makes some pauses very short, and a count would end the
-/// window early in a long election.
+/// How long an outage is paced as an election (pauses under [`FIRST`], then
+/// [`ELECTION_CAP`]). Counted in time, not in pauses: a long election is paced as one.
 pub(super) const ELECTION_WINDOW: Duration = Duration::from_secs(2);
 
 /// The largest pause ceiling, whatever the session timeout.
@@ -43,8 +51,8 @@ const MAX_CAP: Duration = Duration::from_secs(1);
 pub(super) struct Pacer {
     /// Members to pass over once: they did not answer at all on their last attempt.
     skip: Vec<bool>,
-    /// Failures that grew the pause so far in this outage.
-    grown: u32,
+    /// Pauses so far in this outage.
+    paused: u32,
     /// Failures that grew the pause after the election window.
     late: u32,
     /// The largest pause ceiling: `min(1 s, T/10)`.
@@ -56,7 +64,7 @@ impl Pacer {
     pub(super) fn new(hosts: usize, negotiated: Duration) -> Pacer {
         Pacer {
             skip: vec![false; hosts],
-            grown: 0,
+            paused: 0,
             late: 0,
             cap: (negotiated / 10).min(MAX_CAP),
         }
@@ -102,19 +110,24 @@ impl Pacer {
                 .unwrap_or(self.cap)
         };
         let ceiling = if age < ELECTION_WINDOW {
-            doubled(BASE, self.grown).min(ELECTION_CAP)
+            if self.paused == 0 {
+                FIRST
+            } else {
+                ELECTION_CAP
+            }
         } else {
             self.late = self.late.saturating_add(1);
             doubled(ELECTION_CAP, self.late)
         }
         .min(self.cap);
-        self.grown = self.grown.saturating_add(1);
+        self.paused = self.paused.saturating_add(1);
         ceiling
     }
 
-    /// The pause before the next attempt: uniform below `ceiling` (full jitter).
+    /// The pause before the next attempt: uniform in `[ceiling/2, ceiling)` (equal jitter).
     pub(super) fn pause(ceiling: Duration) -> Duration {
-        super::random_below(ceiling)
+        let half = ceiling / 2;
+        half + super::random_below(ceiling - half)
     }
 }
 
@@ -161,19 +174,19 @@ mod tests {
         let mut p = Pacer::new(2, T);
         assert_eq!(p.failed(0, Reach::Unreachable, Z), Duration::ZERO);
         let ceiling = p.failed(1, Reach::Unreachable, Z);
-        assert_eq!(ceiling, BASE);
+        assert_eq!(ceiling, FIRST);
         assert_eq!(p.pick(2), 0);
         assert_eq!(p.pick(1), 1);
     }
 
     #[test]
-    fn pauses_double_to_the_election_cap_in_the_window_then_to_a_tenth_of_the_timeout() {
+    fn first_pause_covers_the_election_start_then_a_steady_cap_then_doubling_to_a_tenth_of_t() {
         let mut p = Pacer::new(3, T);
         let in_window = Duration::from_millis(1900);
-        let ceilings: Vec<u64> = (0..10)
+        let ceilings: Vec<u64> = (0..6)
             .map(|i| p.failed(i % 3, Reach::NotServing, in_window).as_millis() as u64)
             .collect();
-        assert_eq!(ceilings, [25, 50, 100, 200, 200, 200, 200, 200, 200, 200]);
+        assert_eq!(ceilings, [300, 200, 200, 200, 200, 200]);
         let ceilings: Vec<u64> = (0..4)
             .map(|i| {
                 p.failed(i % 3, Reach::NotServing, ELECTION_WINDOW)
@@ -181,6 +194,12 @@ mod tests {
             })
             .collect();
         assert_eq!(ceilings, [400, 800, 1000, 1000]);
+        // An outage past the window from its first pause doubles from the election cap.
+        let mut late = Pacer::new(3, T);
+        assert_eq!(
+            late.failed(0, Reach::NotServing, ELECTION_WINDOW),
+            Duration::from_millis(400)
+        );
         // A short session: never more than a tenth of its timeout.
         let mut short = Pacer::new(3, Duration::from_millis(1000));
         let ceilings: Vec<u64> = (0..6)
@@ -189,7 +208,7 @@ mod tests {
                 short.failed(0, Reach::Failed, age).as_millis() as u64
             })
             .collect();
-        assert_eq!(ceilings, [25, 50, 100, 100, 100, 100]);
+        assert_eq!(ceilings, [100, 100, 100, 100, 100, 100]);
         // Long outages never overflow.
         for _ in 0..100 {
             assert!(p.failed(0, Reach::NotServing, T) <= Duration::from_secs(1));
@@ -202,10 +221,26 @@ mod tests {
     }
 
     #[test]
-    fn a_pause_is_drawn_below_its_ceiling() {
-        for _ in 0..100 {
-            assert!(Pacer::pause(BASE) < BASE);
+    fn a_new_pacer_starts_from_the_first_pause_again() {
+        let mut p = Pacer::new(2, T);
+        p.failed(0, Reach::NotServing, Z);
+        assert_eq!(p.failed(1, Reach::NotServing, Z), ELECTION_CAP);
+        let mut fresh = Pacer::new(2, T);
+        assert_eq!(fresh.failed(0, Reach::NotServing, Z), FIRST);
+    }
+
+    #[test]
+    fn a_pause_is_drawn_between_half_its_ceiling_and_its_ceiling() {
+        for ceiling in [FIRST, ELECTION_CAP, Duration::from_nanos(3)] {
+            for _ in 0..100 {
+                let pause = Pacer::pause(ceiling);
+                assert!(
+                    pause >= ceiling / 2 && pause < ceiling,
+                    "{pause:?} {ceiling:?}"
+                );
+            }
         }
+        assert_eq!(Pacer::pause(Duration::from_nanos(1)), Duration::ZERO);
         assert_eq!(Pacer::pause(Duration::ZERO), Duration::ZERO);
         assert_eq!(Pacer::new(0, T).pick(5), 0);
     }
