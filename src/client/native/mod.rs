@@ -134,9 +134,9 @@ impl NativeClient {
     ///
     /// Errors: [`Error::InvalidArgument`] for a bad chroot or timeout; [`Error::Connect`]
     /// (naming the hosts) for an empty connect string, failed authentication, or no session
-    /// within the connect timeout (the reason names the last failure: a host that does not
-    /// resolve, a refused connection, a server that closed without answering; the I/O error
-    /// beneath it is the error's `source()`).
+    /// within the connect timeout (the reason names each host's latest failure: a name that
+    /// does not resolve, a refused connection, a server that closed without answering; the
+    /// I/O error beneath is the error's `source()`).
     pub fn connect_with(options: NativeOptions) -> Result<Arc<NativeClient>> {
         let millis = options.session_timeout.as_millis();
         if millis == 0 || millis > i32::MAX as u128 {
@@ -254,8 +254,7 @@ impl NativeClient {
     }
 
     /// How many connect attempts (one per host tried, the first connect's included) this
-    /// client made so far (feature `testing`): what a failover measurement counts to say how
-    /// hard a fleet of clients would knock on a recovering ensemble.
+    /// client made so far (feature `testing`: the failover measurement counts them).
     #[cfg(feature = "testing")]
     pub fn connect_attempts(&self) -> u64 {
         self.core.connect_attempts()
