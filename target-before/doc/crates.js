@@ -1,2 +1,0 @@
-window.ALL_CRATES = ["zk_locks","zklock"];
-//{"start":21,"fragment_lengths":[10,9]}

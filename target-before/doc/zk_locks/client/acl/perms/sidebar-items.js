@@ -1,1 +1,0 @@
-window.SIDEBAR_ITEMS = {"constant":["ADMIN","ALL","CREATE","DELETE","READ","WRITE"]};

@@ -1,1 +1,0 @@
-window.SIDEBAR_ITEMS = {"constant":["SELF_REQUIRED"],"fn":["check_self_access","digest_id"],"mod":["perms"],"struct":["Acl","AclProvider"]};

@@ -1,1 +1,0 @@
-window.SIDEBAR_ITEMS = {"enum":["FaultTiming"],"struct":["Fault","MemoryClient","MemoryEnsemble","MemoryOptions"],"type":["RequestHook"]};

@@ -1,1 +1,0 @@
-window.SIDEBAR_ITEMS = {"enum":["DecodeError"],"fn":["frame_length"],"struct":["Reader","Writer"],"type":["DecodeResult"]};

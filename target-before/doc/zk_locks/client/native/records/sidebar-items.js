@@ -1,1 +1,0 @@
-window.SIDEBAR_ITEMS = {"enum":["MultiOp","MultiResult","WireRequest"],"fn":["create_flags","decode_all","error_from_code","read_create2","read_data","read_multi","read_stat","read_watcher_event"],"mod":["opcode","xid"],"struct":["ConnectRequest","ConnectResponse","ReplyHeader"]};

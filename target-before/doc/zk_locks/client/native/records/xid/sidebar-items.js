@@ -1,1 +1,0 @@
-window.SIDEBAR_ITEMS = {"constant":["AUTH","NOTIFICATION","PING","SET_WATCHES"]};

@@ -1,1 +1,0 @@
-window.SIDEBAR_ITEMS = {"constant":["DEFAULT_PACKET_LIMIT"],"mod":["jute","records"],"struct":["NativeClient","NativeOptions","TlsOptions"]};

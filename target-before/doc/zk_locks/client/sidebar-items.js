@@ -1,1 +1,0 @@
-window.SIDEBAR_ITEMS = {"enum":["CreateMode","EventType","Request","Response","ZkError"],"mod":["acl","counting","memory","native","zookeeper"],"struct":["Stat","WatchedEvent"],"trait":["ZkClient"],"type":["DeleteDone","SharedClient","Watcher","ZkResult"]};

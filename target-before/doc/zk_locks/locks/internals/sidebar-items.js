@@ -1,1 +1,0 @@
-window.SIDEBAR_ITEMS = {"constant":["PROTECTED_PREFIX_LEN"],"enum":["NodeKind"],"fn":["is_protected","protected_prefix"],"struct":["LockInternals"]};

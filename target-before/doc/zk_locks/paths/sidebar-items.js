@@ -1,1 +1,0 @@
-window.SIDEBAR_ITEMS = {"constant":["SEQUENCE_LEN"],"fn":["format_sequence","join","node_name","parent","parse_sequence","sequence_after","validate_create_path","validate_path"]};

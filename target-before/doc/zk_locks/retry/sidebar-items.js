@@ -1,1 +1,0 @@
-window.SIDEBAR_ITEMS = {"struct":["ExponentialBackoffRetry","NoRetry","RetryNTimes","RetryUntilElapsed"],"trait":["RetryPolicy"]};

@@ -1,1 +1,0 @@
-window.SIDEBAR_ITEMS = {"enum":["ConnectionState"],"struct":["ListenerId","Session","SessionSnapshot"]};

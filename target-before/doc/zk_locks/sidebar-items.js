@@ -1,1 +1,0 @@
-window.SIDEBAR_ITEMS = {"mod":["client","error","locks","paths","retry","session","testing"]};

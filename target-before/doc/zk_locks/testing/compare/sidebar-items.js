@@ -1,1 +1,0 @@
-window.SIDEBAR_ITEMS = {"constant":["CONTENDED_OTHERS","RECIPES"],"enum":["Scenario"],"fn":["render","run"],"struct":["Machine","Plan","Report","Row","Run"]};

@@ -1,1 +1,0 @@
-window.SIDEBAR_ITEMS = {"fn":["classpath","compile","java","java_tls","require_curator"]};

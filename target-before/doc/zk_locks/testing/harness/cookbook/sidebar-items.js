@@ -1,1 +1,0 @@
-window.SIDEBAR_ITEMS = {"constant":["SESSION_TIMEOUT"],"fn":["ensure","init_logging","main","memory_args","shared_server_args","short"],"struct":["Options"],"type":["AnyError","AnyResult"]};

@@ -1,1 +1,0 @@
-window.SIDEBAR_ITEMS = {"constant":["REAL_SESSION_TIMEOUT"],"enum":["ClientKind"],"fn":["children","eventually","first_server","four_letter","reach_state","unique_root","wait_connected","wait_for_session"],"mod":["cookbook","watches"],"struct":["Memory","Real","TestClient"],"trait":["Backend","Faults"]};

@@ -1,1 +1,0 @@
-window.SIDEBAR_ITEMS = {"fn":["is_under","total_watches","watches_in","watches_under"]};

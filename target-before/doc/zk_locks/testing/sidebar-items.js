@@ -1,1 +1,0 @@
-window.SIDEBAR_ITEMS = {"constant":["REQUIRE_SERVER_ENV"],"fn":["require_java","require_server","shared_server","shared_tls_server"],"mod":["compare","curator","harness","torture"],"struct":["FaultProxy","TestingCluster","TestingServer","TlsFiles"]};

@@ -1,1 +1,0 @@
-window.SIDEBAR_ITEMS = {"constant":["SEMAPHORE_MAX"],"enum":["FaultKind","Recipe"],"fn":["check_exclusion","expired_unannounced","run"],"struct":["Config","FaultLog","FaultRecord","FencedStore","MemoryEnv","RealEnv","Section","StaleToken","Summary"],"trait":["Env"],"type":["NodeOracle"]};

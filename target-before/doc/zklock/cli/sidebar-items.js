@@ -1,1 +1,0 @@
-window.SIDEBAR_ITEMS = {"constant":["HELP"],"enum":["AclMode","Cli","Kind"],"fn":["load_credentials","parse_cli","parse_duration"],"struct":["HoldersArgs","RunArgs","Security","Usage"]};

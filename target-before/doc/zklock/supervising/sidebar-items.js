@@ -1,1 +1,0 @@
-window.SIDEBAR_ITEMS = {"enum":["Outcome"],"fn":["describe","run","status_code","supervise","terminate","watch_for_loss"]};

@@ -1,1 +1,0 @@
-window.SIDEBAR_ITEMS = {"constant":["TICK"],"enum":["Event"],"fn":["acquire","hold","hold_lease","hold_lock","install_signal_handlers","on_signal","take_signal"],"static":["SIGNAL"],"struct":["Held","Request"]};
