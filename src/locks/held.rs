@@ -65,6 +65,32 @@ pub struct HeldNode {
     observe: Option<(Arc<Observe>, Instant)>,
     /// The last state reported (`HELD`, `SUSPECT`, `LOST`, or `RELEASED`).
     reported: AtomicU8,
+    /// While the node lives, its session keeps proving itself to the quorum.
+    _interest: Interest,
+}
+
+/// A holder's or waiter's claim on its session's proof to the quorum
+/// (`session/quorum.rs`): the backend proves the session while any claim lives.
+pub(crate) struct Interest(SharedClient);
+
+impl Interest {
+    /// Claims the proof for `client`'s session until dropped.
+    pub(crate) fn new(client: &SharedClient) -> Interest {
+        client.session().begin_interest();
+        Interest(client.clone())
+    }
+}
+
+impl Drop for Interest {
+    fn drop(&mut self) {
+        self.0.session().end_interest();
+    }
+}
+
+impl std::fmt::Debug for Interest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Interest")
+    }
 }
 
 /// The states [`HeldNode`] reports, in `reported`.
@@ -80,6 +106,7 @@ impl HeldNode {
         let now = client.session().snapshot();
         let lost = now.losses != before.losses;
         HeldNode {
+            _interest: Interest::new(&client),
             client,
             path,
             session_id: before.session_id,
@@ -216,7 +243,9 @@ impl HeldNode {
             self.mark_lost();
             return (s.epoch, Some(LockState::Lost));
         }
-        if s.state == ConnectionState::Suspended {
+        // A link down, or no proof for 2T/3 that the leader renewed the session (a member
+        // cut off from its ensemble answers our pings alone): the session may expire soon.
+        if s.state == ConnectionState::Suspended || self.client.session().quorum_stale() {
             return (s.epoch, Some(LockState::Suspect));
         }
         if s.epoch != self.verified_epoch.load(Ordering::SeqCst) {

@@ -301,6 +301,23 @@ impl Connection {
         self.send_slots(vec![(request, slot)]);
     }
 
+    /// Sends `request` without a waiter (as [`Self::send_unawaited`]) only if that cannot
+    /// block: the write lock is free and the socket has room now. Returns whether it was
+    /// sent; when it was not, `done` is dropped uncalled.
+    pub fn try_send_unawaited(&self, request: WireRequest, done: Completion) -> bool {
+        let now = Instant::now();
+        let Some(out) = self.out.try_lock_until(now) else {
+            return false;
+        };
+        if !out.stream.writable_by(now) {
+            return false;
+        }
+        let slot = Slot::new(None);
+        *slot.completion.lock() = Some(done);
+        self.send_locked(out, vec![(request, slot)]);
+        true
+    }
+
     /// Sends a ping if that cannot block: no caller is writing (the write lock is free) and
     /// the socket has room now. Returns whether it was sent; when it was not, the session's
     /// clocks judge the link as they would without it.

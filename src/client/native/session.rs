@@ -41,8 +41,12 @@ use std::thread::ThreadId;
 mod closing;
 mod handshake;
 mod pacing;
+mod proving;
+mod quorum;
 
 use pacing::Pacer;
+use proving::Proving;
+use quorum::ProofChain;
 
 use super::transport::Transport;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
@@ -105,6 +109,11 @@ struct Link {
     /// The session thread's id, so that a close from one of its own callbacks (a session
     /// listener) does not wait for itself.
     supervisor: Option<ThreadId>,
+    /// The number of the connection installed last (`quorum.rs`: a proof never spans two).
+    connection: u64,
+    /// A member left because it proved nothing to the quorum (`proving.rs`): the next
+    /// outage passes it over first.
+    left: Option<usize>,
 }
 
 /// The session shared by the client handle, the supervisor thread and the reader threads.
@@ -126,6 +135,8 @@ pub struct SessionCore {
     journal: Mutex<std::collections::VecDeque<(Instant, String)>>,
     /// Connect attempts made (one per host tried), for measurements only.
     attempts: AtomicU64,
+    /// The syncs of the current connection that prove the session to the quorum.
+    proof: Arc<Mutex<ProofChain>>,
 }
 
 impl LinkObserver for SessionCore {
@@ -139,7 +150,7 @@ impl SessionCore {
     /// A session that is not connected yet.
     pub fn new(config: SessionConfig, watches: Watches) -> Arc<SessionCore> {
         let negotiated = config.session_timeout;
-        Arc::new(SessionCore {
+        let core = Arc::new(SessionCore {
             config,
             session: Arc::new(Session::new(ConnectionState::Suspended, None)),
             watches: Arc::new(watches),
@@ -158,11 +169,23 @@ impl SessionCore {
                 connecting: None,
                 supervising: false,
                 supervisor: None,
+                connection: 0,
+                left: None,
             }),
             changed: Condvar::new(),
             journal: Mutex::new(std::collections::VecDeque::new()),
             attempts: AtomicU64::new(0),
-        })
+            proof: Arc::default(),
+        });
+        // A holder or waiter after none: the session thread starts proving at once.
+        let weak = Arc::downgrade(&core);
+        core.session.on_proving(move || {
+            if let Some(core) = weak.upgrade() {
+                let _link = core.link.lock();
+                core.changed.notify_all();
+            }
+        });
+        core
     }
 
     fn note(&self, event: String) {
@@ -280,15 +303,17 @@ impl SessionCore {
         }
     }
 
-    /// Pings while idle; returns when the link is broken, silent too long, or closed.
+    /// Pings while idle, proves the session to the quorum while it holds or waits for a lock
+    /// (`proving.rs`); returns when the link is broken, silent too long, proves nothing to
+    /// the quorum too long, or is closed.
     fn keep_alive(&self, conn: &Arc<Connection>) {
         loop {
-            let negotiated = {
+            let (negotiated, connection) = {
                 let link = self.link.lock();
                 if link.closed || conn.is_broken() {
                     return;
                 }
-                link.negotiated
+                (link.negotiated, link.connection)
             };
             let read_timeout = negotiated * 2 / 3;
             let ping_after = negotiated / 3;
@@ -308,9 +333,27 @@ impl SessionCore {
             } else if next_ping.is_zero() {
                 next_ping = ping_after;
             }
+            let next_proof = match self.prove(conn, connection, negotiated) {
+                Proving::Idle => next_ping,
+                Proving::Within(next) => next,
+                Proving::Leave(unproven) => {
+                    log::warn!(
+                        "no answer from the leader through this member for {unproven:?} \
+                         (it answers alone: cut off from its ensemble?); moving the session"
+                    );
+                    self.note(format!("left a member: nothing proven for {unproven:?}"));
+                    let mut link = self.link.lock();
+                    let n = self.config.hosts.len().max(1);
+                    link.left = Some((link.next_host + n - 1) % n);
+                    drop(link);
+                    conn.close();
+                    return;
+                }
+            };
             let wait = (read_timeout - silent)
                 .min(next_ping)
-                .max(Duration::from_millis(5));
+                .min(next_proof)
+                .max(Duration::from_millis(1));
             let mut link = self.link.lock();
             if link.closed || conn.is_broken() {
                 return;
@@ -361,7 +404,14 @@ impl SessionCore {
         // The latest failure of each host: the error names every host's.
         let mut failures: Vec<Option<ConnectFailure>> =
             (0..self.config.hosts.len()).map(|_| None).collect();
-        let mut pacer = Pacer::new(self.config.hosts.len(), self.link.lock().negotiated);
+        let mut pacer = {
+            let mut link = self.link.lock();
+            let mut pacer = Pacer::new(self.config.hosts.len(), link.negotiated);
+            if let Some(left) = link.left.take() {
+                pacer.pass_over(left);
+            }
+            pacer
+        };
         let mut outage = Instant::now();
         // The ceiling of the pause before the next attempt (none before the first).
         let mut pause = Duration::ZERO;
@@ -409,6 +459,7 @@ impl SessionCore {
             let connect_timeout = until.map_or(connect_timeout, |u| {
                 connect_timeout.min(u.saturating_duration_since(Instant::now()))
             });
+            let asked_at = Instant::now();
             let (stream, response) =
                 match self.handshake(&host, connect_timeout, session_id, password) {
                     Ok(done) => done,
@@ -445,7 +496,7 @@ impl SessionCore {
                 continue;
             }
             self.link.lock().heard = Instant::now();
-            let established = self.establish(stream, response, session_id);
+            let established = self.establish(stream, response, session_id, asked_at);
             self.link.lock().connecting = None;
             match established {
                 Ok(conn) => return Ok(conn),
@@ -469,6 +520,7 @@ impl SessionCore {
         stream: Transport,
         response: ConnectResponse,
         asked: i64,
+        asked_at: Instant,
     ) -> Result<Arc<Connection>, String> {
         if asked != 0 && response.session_id != asked {
             self.lose("the server answered the resume with another session");
@@ -492,6 +544,10 @@ impl SessionCore {
             link.negotiated = negotiated;
             link.conn = Some(conn.clone());
             link.ready = false;
+            link.connection += 1;
+            // Before the state change: a holder never sees the new connection with an old
+            // proof.
+            self.accepted(link.connection, asked_at, negotiated, response.read_only);
         }
         let state = match (resumed, response.read_only) {
             (_, true) => ConnectionState::ReadOnly,

@@ -51,7 +51,7 @@ pub(crate) use waiter::Waiter;
 
 pub(crate) use super::cleanup::{delete_guaranteed, NodeCleanup, Wait};
 use super::driver::{sort_children, Decision, LockDriver};
-use super::held::HeldNode;
+use super::held::{HeldNode, Interest};
 use super::observe::Observe;
 
 /// How a pause before a retry ended.
@@ -140,7 +140,16 @@ impl LockInternals {
         kind: NodeKind,
     ) -> Result<Option<HeldNode>> {
         let start = Instant::now();
+        // While we wait or hold, the session proves itself to the quorum (`session/quorum.rs`).
+        let _interest = Interest::new(&self.client);
         let result = self.attempt_from(start, deadline, data, kind);
+        if let Ok(Some(held)) = &result {
+            // Granted on a session idle for long, whose last proof is stale: returned once the
+            // quorum confirmed it (a fraction of its timeout), or at the deadline, `Suspect`.
+            self.client
+                .session()
+                .wait_quorum_fresh(held.losses(), deadline);
+        }
         self.report(result, start)
     }
 

@@ -93,6 +93,14 @@ impl Pacer {
         next % n
     }
 
+    /// Passes `host` over on the next pass, as a member that did not answer: the session left
+    /// it because it could not reach its leader.
+    pub(super) fn pass_over(&mut self, host: usize) {
+        if let Some(s) = self.skip.get_mut(host) {
+            *s = true;
+        }
+    }
+
     /// Records that the attempt on `host` failed as `reach` says, `age` into the outage,
     /// and returns the ceiling of the pause before the next attempt (the caller draws below
     /// it: [`Pacer::pause`]).

@@ -15,9 +15,13 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
+
+mod quorum;
+
+use quorum::QuorumClock;
 
 /// The state of a client's connection and session.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -72,6 +76,10 @@ struct Inner {
     snapshot: SessionSnapshot,
     next_listener: u64,
     listeners: Vec<(u64, Listener)>,
+    /// What the backend proved about the leader's view of the session (`quorum.rs`).
+    quorum: QuorumClock,
+    /// The backend's wake-up when proving starts (an interest after none).
+    prove: Option<Arc<dyn Fn() + Send + Sync>>,
 }
 
 /// The connection-state machine of one client. Backends report transitions; locks observe.
@@ -114,6 +122,8 @@ impl Session {
                 },
                 next_listener: 0,
                 listeners: Vec::new(),
+                quorum: QuorumClock::default(),
+                prove: None,
             }),
             changed: Condvar::new(),
         }
@@ -196,6 +206,87 @@ impl Session {
     pub(crate) fn wake(&self) {
         let _inner = self.inner.lock();
         self.changed.notify_all();
+    }
+
+    /// Until when a holder may rely on a lock of this session: the earliest moment the
+    /// ensemble's leader can have expired the session, `T` after the last contact the
+    /// leader is proven to have renewed it. `None` when the backend keeps no such proof (the
+    /// in-memory ensemble, the `zookeeper`-crate backend); [`NativeClient`] keeps it while the
+    /// session holds or waits for a lock (see the crate docs, "What a holder is promised").
+    ///
+    /// [`NativeClient`]: crate::client::native::NativeClient
+    pub fn safe_until(&self) -> Option<Instant> {
+        self.inner.lock().quorum.safe_until()
+    }
+
+    /// Whether the last proven renewal is `2T/3` old or older (false without a proof): a
+    /// holder is `Suspect` then, as when the link is down.
+    pub(crate) fn quorum_stale(&self) -> bool {
+        self.inner.lock().quorum.is_stale(Instant::now())
+    }
+
+    /// Records that the leader renewed the session at `at` or later (backends only), under
+    /// the negotiated timeout `timeout`; wakes [`Self::wait_quorum_fresh`].
+    pub(crate) fn confirm_quorum(&self, at: Instant, timeout: Duration) {
+        let mut inner = self.inner.lock();
+        if inner.quorum.confirm(at, timeout, Instant::now()) {
+            self.changed.notify_all();
+        }
+    }
+
+    /// Whether the backend should keep proving the session to the quorum now, and how long
+    /// it has gone unproven (counted from when proving last started, if later).
+    pub(crate) fn quorum_demand(&self) -> (bool, Option<Duration>) {
+        let inner = self.inner.lock();
+        let now = Instant::now();
+        (inner.quorum.wants_proof(now), inner.quorum.unproven_for(now))
+    }
+
+    /// Sets the backend's wake-up, run (outside the lock) when proving starts.
+    pub(crate) fn on_proving(&self, wake: impl Fn() + Send + Sync + 'static) {
+        self.inner.lock().prove = Some(Arc::new(wake));
+    }
+
+    /// One more holder or waiter of a lock in this session, until [`Self::end_interest`].
+    pub(crate) fn begin_interest(&self) {
+        let wake = {
+            let mut inner = self.inner.lock();
+            let starts = inner.quorum.begin_interest(Instant::now());
+            starts.then(|| inner.prove.clone()).flatten()
+        };
+        if let Some(wake) = wake {
+            wake();
+        }
+    }
+
+    /// One holder or waiter fewer.
+    pub(crate) fn end_interest(&self) {
+        self.inner.lock().quorum.end_interest(Instant::now());
+    }
+
+    /// Waits while the proof is stale, the session is the one of `losses` and the client is
+    /// open, until `deadline`: an acquire granted on a session idle for long returns once the
+    /// quorum confirmed it. True when the proof is fresh (or there is none to wait for).
+    pub(crate) fn wait_quorum_fresh(&self, losses: u64, deadline: Option<Instant>) -> bool {
+        let stale = |inner: &Inner| {
+            inner.quorum.is_stale(Instant::now())
+                && inner.snapshot.losses == losses
+                && inner.snapshot.state != ConnectionState::Closed
+        };
+        let mut inner = self.inner.lock();
+        // Only a proof, a transition or a cancel (`wake`) makes a stale clock fresh or ends
+        // the wait: each notifies.
+        while stale(&inner) && !crate::locks::cancel::requested() {
+            match deadline {
+                Some(d) => {
+                    if self.changed.wait_until(&mut inner, d).timed_out() {
+                        break;
+                    }
+                }
+                None => self.changed.wait(&mut inner),
+            }
+        }
+        !inner.quorum.is_stale(Instant::now())
     }
 
     /// Reports a transition (backends only). `Lost` and `Closed` count as losses; a new

@@ -1,0 +1,147 @@
+//! The quorum clock: how long the ensemble's leader is proven to keep this session alive.
+//!
+//! A reply a member can give alone (a ping, a read) proves the link, not the session: a
+//! follower cut off from the other members answers pings until its own read of the leader
+//! times out (`syncLimit × tickTime`), while the leader, hearing no touch for the session,
+//! expires it `T` after the last touch it heard and grants its locks elsewhere. So a backend
+//! that can prove more (the native client, `client/native/session/quorum.rs`) reports here
+//! the latest instant `c` at which the leader is *proven* to have renewed the session: the
+//! leader cannot expire it before `c + T` (its expiry queue sets `now + T`, rounded up to a
+//! tick). From that one number:
+//!
+//! - **stale** from `c + 2T/3`: holders are `Suspect` (the same fraction as a silent link);
+//! - **safe until** `c + T`: the earliest moment the session can be gone on the leader, so
+//!   the moment by which a holder must have stopped (zklock kills its command's group by
+//!   then).
+//!
+//! Only sessions that hold or wait for a lock pay for the proof: lock holders and waiters
+//! register an [`Interest`], and the backend keeps proving while there is one, and for `T`
+//! after the last one ended (back-to-back acquisitions stay confirmed). A backend that keeps
+//! no proof (the in-memory ensemble, the `zookeeper`-crate backend) never reports one: its
+//! holders are judged by the connection state alone, as before.
+
+use std::time::{Duration, Instant};
+
+/// The quorum clock's state, kept under the session's lock.
+#[derive(Debug, Default)]
+pub(super) struct QuorumClock {
+    /// The latest instant the leader is proven to have renewed the session; `None` while the
+    /// backend has proven nothing (it keeps no proof, or has not connected yet).
+    confirmed: Option<Instant>,
+    /// The negotiated session timeout `T` the proof was made under.
+    timeout: Duration,
+    /// Holders and waiters registered now.
+    interest: usize,
+    /// When the last interest ended (proofs go on for `T` after).
+    interest_ended: Option<Instant>,
+    /// When proving started again after a time without interest: the proof a session made
+    /// long ago is stale, and the backend gets until `started + 2T/3` to renew it before it
+    /// counts the member as cut off.
+    proving_since: Option<Instant>,
+}
+
+impl QuorumClock {
+    /// Records a proof: the leader renewed the session at `at` or later, with timeout `T`.
+    /// Returns whether the clock went from stale to fresh (waiters to wake).
+    pub(super) fn confirm(&mut self, at: Instant, timeout: Duration, now: Instant) -> bool {
+        let was_stale = self.is_stale(now);
+        self.timeout = timeout;
+        self.confirmed = Some(self.confirmed.map_or(at, |c| c.max(at)));
+        was_stale && !self.is_stale(now)
+    }
+
+    /// The earliest instant the leader can have expired the session; `None` when nothing is
+    /// proven (a backend that keeps no proof).
+    pub(super) fn safe_until(&self) -> Option<Instant> {
+        self.confirmed.map(|c| c + self.timeout)
+    }
+
+    /// Whether the proof is older than `2T/3` at `now` (never, without a proof).
+    pub(super) fn is_stale(&self, now: Instant) -> bool {
+        self.confirmed
+            .is_some_and(|c| now >= c + self.timeout * 2 / 3)
+    }
+
+    /// Whether the backend should keep proving now.
+    pub(super) fn wants_proof(&self, now: Instant) -> bool {
+        self.interest > 0
+            || self
+                .interest_ended
+                .is_some_and(|ended| now < ended + self.timeout)
+    }
+
+    /// How old the proof is at `now`, counted from when proving last started if that is
+    /// later (a backend gets a fresh `2T/3` to renew an old proof); `None` without a proof.
+    pub(super) fn unproven_for(&self, now: Instant) -> Option<Duration> {
+        let since = match (self.confirmed, self.proving_since) {
+            (Some(c), Some(p)) => c.max(p),
+            (c, p) => c.or(p)?,
+        };
+        Some(now.saturating_duration_since(since))
+    }
+
+    /// One more holder or waiter. Returns whether proving starts now (the backend to wake).
+    pub(super) fn begin_interest(&mut self, now: Instant) -> bool {
+        let starts = !self.wants_proof(now);
+        if starts {
+            self.proving_since = Some(now);
+        }
+        self.interest += 1;
+        starts
+    }
+
+    /// One holder or waiter fewer.
+    pub(super) fn end_interest(&mut self, now: Instant) {
+        self.interest = self.interest.saturating_sub(1);
+        if self.interest == 0 {
+            self.interest_ended = Some(now);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const T: Duration = Duration::from_secs(6);
+
+    #[test]
+    fn stale_from_two_thirds_safe_until_one_timeout() {
+        let now = Instant::now();
+        let mut clock = QuorumClock::default();
+        assert!(!clock.is_stale(now + T * 10), "no proof: never stale");
+        assert_eq!(clock.safe_until(), None);
+        clock.confirm(now, T, now);
+        assert!(!clock.is_stale(now + Duration::from_millis(3999)));
+        assert!(clock.is_stale(now + Duration::from_secs(4)));
+        assert_eq!(clock.safe_until(), Some(now + T));
+        // An older proof never moves the clock back.
+        clock.confirm(now - T, T, now);
+        assert_eq!(clock.safe_until(), Some(now + T));
+    }
+
+    #[test]
+    fn proofs_go_on_for_one_timeout_after_the_last_interest() {
+        let now = Instant::now();
+        let mut clock = QuorumClock::default();
+        clock.confirm(now, T, now);
+        assert!(!clock.wants_proof(now));
+        assert!(clock.begin_interest(now), "the first interest starts proving");
+        assert!(!clock.begin_interest(now), "the second does not");
+        clock.end_interest(now);
+        clock.end_interest(now + T);
+        assert!(clock.wants_proof(now + T * 2 - Duration::from_millis(1)));
+        assert!(!clock.wants_proof(now + T * 2));
+    }
+
+    #[test]
+    fn an_old_proof_gets_a_fresh_span_when_proving_starts_again() {
+        let now = Instant::now();
+        let mut clock = QuorumClock::default();
+        clock.confirm(now, T, now);
+        let later = now + T * 10;
+        clock.begin_interest(later);
+        assert_eq!(clock.unproven_for(later + T), Some(T));
+        assert!(clock.is_stale(later), "the holder's view stays honest meanwhile");
+    }
+}
