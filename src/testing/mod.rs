@@ -18,6 +18,7 @@
 //! `/usr/share/java/zookeeper.jar`, whose manifest names its dependencies).
 
 mod cluster;
+mod cut_off;
 pub mod curator;
 pub mod harness;
 mod process;
@@ -28,6 +29,7 @@ mod tls;
 use std::sync::OnceLock;
 
 pub use cluster::TestingCluster;
+pub use cut_off::CutOffMember;
 pub use proxy::FaultProxy;
 pub use server::TestingServer;
 pub use tls::{shared_tls_server, TlsFiles};

@@ -1,0 +1,175 @@
+//! A holder whose member is cut off from its ensemble (issue 32), on a real ZooKeeper through
+//! [`CutOffMember`]: the member answers the holder's pings alone and nothing that needs the
+//! leader, while the real server (the leader's side) hears nothing and expires the session
+//! `T` after it last heard of it, then grants the lock to a contender.
+//!
+//! Must hold, for every recipe: the holder leaves `Held` before the leader can expire its
+//! session (no moment with two holders), by `Session::safe_until`; and when another member
+//! can serve the session, the session moves there before it can expire, so the lock is kept
+//! (no spurious loss) and the contender never gets it.
+
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use zk_locks::client::native::NativeClient;
+use zk_locks::locks::{
+    InterProcessLock, InterProcessMutex, InterProcessReadWriteLock, InterProcessSemaphoreMutex,
+    WriteLock,
+};
+use zk_locks::testing::harness::unique_root;
+use zk_locks::testing::{shared_server, CutOffMember};
+use zk_locks::{LockState, SharedClient, ZkClient};
+
+const T: Duration = Duration::from_secs(4);
+/// How long a test waits for a state it expects.
+const PATIENCE: Duration = Duration::from_secs(30);
+
+type Make<L> = fn(SharedClient, &str) -> Arc<L>;
+
+fn mutex(client: SharedClient, path: &str) -> Arc<InterProcessMutex> {
+    Arc::new(InterProcessMutex::new(client, path).unwrap())
+}
+
+fn semaphore_mutex(client: SharedClient, path: &str) -> Arc<InterProcessSemaphoreMutex> {
+    Arc::new(InterProcessSemaphoreMutex::new(client, path).unwrap())
+}
+
+fn write_lock(client: SharedClient, path: &str) -> Arc<WriteLock> {
+    InterProcessReadWriteLock::new(client, path)
+        .unwrap()
+        .write_lock_arc()
+}
+
+/// Polls `done` every 20 ms until it holds or `within` passes; whether it held.
+fn eventually(within: Duration, mut done: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + within;
+    while Instant::now() < deadline {
+        if done() {
+            return true;
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+    done()
+}
+
+/// The holder takes the lock through `members` (cut-off stand-ins in front of the shared
+/// server), the member it is on is cut off, and a contender straight on the server tries for
+/// `contend` from then on. Returns (when the holder left `Held`, the holder's `safe_until`
+/// then, when the contender acquired if it did, whether the holder is `Held` again at the end).
+fn cut_holders_member<L: InterProcessLock + 'static>(
+    make: Make<L>,
+    members: usize,
+    contend: Duration,
+) -> (Instant, Option<Instant>, Option<Instant>, bool) {
+    let Some(server) = shared_server() else {
+        return (Instant::now(), None, None, true); // skipped (not under CI)
+    };
+    let path = unique_root("cut-off");
+    let stand_ins: Vec<CutOffMember> = (0..members)
+        .map(|_| CutOffMember::start(server.addr()).unwrap())
+        .collect();
+    let hosts: Vec<String> = stand_ins.iter().map(|m| m.connect_string()).collect();
+    let holder_client = NativeClient::connect(&hosts.join(","), T).unwrap();
+    let holder_client: SharedClient = holder_client;
+    let contender_client: SharedClient =
+        NativeClient::connect(&server.connect_string(), T).unwrap();
+    let lock = make(holder_client.clone(), &path);
+    let guard = lock.lock_owned().unwrap();
+    assert_eq!(guard.state(), LockState::Held);
+    // Anywhere in the ping cycle.
+    thread::sleep(Duration::from_millis(fastrand::u64(0..T.as_millis() as u64 / 3)));
+    let on = stand_ins
+        .iter()
+        .find(|m| m.connections() > 0)
+        .expect("the holder is on one of the stand-ins");
+    on.cut_off();
+    let cut = Instant::now();
+
+    let (tx, rx) = mpsc::channel();
+    let contender_lock = make(contender_client.clone(), &path);
+    let contender = thread::spawn(move || {
+        let got = contender_lock.try_lock_owned_for(contend).unwrap();
+        let at = got.as_ref().map(|_| Instant::now());
+        let _ = tx.send(at);
+        drop(got);
+    });
+
+    let left = guard.wait_while_held(Some(PATIENCE));
+    let left_at = Instant::now();
+    assert_ne!(
+        left,
+        LockState::Held,
+        "the holder stayed Held {PATIENCE:?} after its member was cut off"
+    );
+    let safe_until = holder_client.session().safe_until();
+    let acquired = rx.recv_timeout(contend + PATIENCE).unwrap();
+    contender.join().unwrap();
+    let held_again = members > 1 && eventually(PATIENCE, || guard.state() == LockState::Held);
+    log::info!(
+        "left Held {:?} after the cut; contender {:?}",
+        left_at - cut,
+        acquired.map(|a| a - cut)
+    );
+    (left_at, safe_until, acquired, held_again)
+}
+
+/// With another member to go to, the session moves before it can expire: the holder keeps the
+/// lock and the contender never gets it (it tries for longer than the session could live).
+fn keeps_the_lock_by_moving<L: InterProcessLock + 'static>(make: Make<L>) {
+    let (_, _, acquired, held_again) = cut_holders_member(make, 2, T + Duration::from_secs(3));
+    assert_eq!(acquired, None, "the lock was given away: the session expired");
+    assert!(held_again, "the holder's lock is not Held again after the move");
+}
+
+/// With nowhere to go, the session expires and the lock is granted elsewhere, but only after
+/// the holder left `Held`, and no earlier than the holder's `safe_until`.
+fn stops_before_the_lock_is_given_away<L: InterProcessLock + 'static>(make: Make<L>) {
+    let (left_at, safe_until, acquired, _) = cut_holders_member(make, 1, T * 3);
+    let Some(acquired) = acquired else {
+        return; // the session outlived the wait (or the test is skipped): no overlap either
+    };
+    assert!(
+        left_at <= acquired,
+        "two holders: the contender acquired {:?} before the holder left Held",
+        left_at - acquired
+    );
+    if let Some(safe_until) = safe_until {
+        assert!(
+            safe_until <= acquired,
+            "the derived bound was wrong: the lock was granted {:?} before safe_until",
+            safe_until - acquired
+        );
+    }
+}
+
+#[test]
+fn mutex_keeps_its_lock_by_moving() {
+    keeps_the_lock_by_moving(mutex);
+}
+
+#[test]
+fn mutex_holder_stops_before_the_lock_is_given_away() {
+    stops_before_the_lock_is_given_away(mutex);
+}
+
+#[test]
+fn semaphore_mutex_keeps_its_lock_by_moving() {
+    keeps_the_lock_by_moving(semaphore_mutex);
+}
+
+#[test]
+fn semaphore_mutex_holder_stops_before_the_lock_is_given_away() {
+    stops_before_the_lock_is_given_away(semaphore_mutex);
+}
+
+#[test]
+fn write_lock_keeps_its_lock_by_moving() {
+    keeps_the_lock_by_moving(write_lock);
+}
+
+#[test]
+fn write_lock_holder_stops_before_the_lock_is_given_away() {
+    stops_before_the_lock_is_given_away(write_lock);
+}
