@@ -79,7 +79,9 @@ fn cut_holders_member<L: InterProcessLock + 'static>(
     let guard = lock.lock_owned().unwrap();
     assert_eq!(guard.state(), LockState::Held);
     // Anywhere in the ping cycle.
-    thread::sleep(Duration::from_millis(fastrand::u64(0..T.as_millis() as u64 / 3)));
+    thread::sleep(Duration::from_millis(fastrand::u64(
+        0..T.as_millis() as u64 / 3,
+    )));
     let on = stand_ins
         .iter()
         .find(|m| m.connections() > 0)
@@ -119,8 +121,14 @@ fn cut_holders_member<L: InterProcessLock + 'static>(
 /// lock and the contender never gets it (it tries for longer than the session could live).
 fn keeps_the_lock_by_moving<L: InterProcessLock + 'static>(make: Make<L>) {
     let (_, _, acquired, held_again) = cut_holders_member(make, 2, T + Duration::from_secs(3));
-    assert_eq!(acquired, None, "the lock was given away: the session expired");
-    assert!(held_again, "the holder's lock is not Held again after the move");
+    assert_eq!(
+        acquired, None,
+        "the lock was given away: the session expired"
+    );
+    assert!(
+        held_again,
+        "the holder's lock is not Held again after the move"
+    );
 }
 
 /// With nowhere to go, the session expires and the lock is granted elsewhere, but only after

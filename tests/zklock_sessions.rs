@@ -17,6 +17,7 @@ use common::{children, eventually, unique_root};
 use zk_locks::locks::{InterProcessLock, InterProcessMutex, InterProcessSemaphoreMutex};
 use zk_locks::testing::{shared_server, FaultProxy};
 use zk_locks::{SharedClient, ZkClient};
+use zklock_support::processes::{alive, read_pid, stderr_of, KillOnDrop};
 use zklock_support::{client, run, temp_dir, wait_exit, zklock, PATIENCE};
 
 #[test]
@@ -276,13 +277,6 @@ fn start_holding(
     holder
 }
 
-/// All a child wrote to its piped stderr (it has exited).
-fn stderr_of(child: &mut Child) -> String {
-    let mut stderr = String::new();
-    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut stderr).unwrap();
-    stderr
-}
-
 /// A `creator_all` lock held by the library with `app:secret`, under a persistent base it
 /// made with that ACL (a restricted lock needs a parent nobody else may create or delete in).
 fn secured_holder(connect: &str, root: &str) -> (SharedClient, InterProcessMutex) {
@@ -424,45 +418,4 @@ fn creator_all_over_an_open_lock_directory_exits_69_naming_it() {
     assert!(stderr.contains("world:anyone:cdrwa"), "{stderr}");
     assert!(!marker.exists(), "the command ran");
     assert!(children(stranger.as_ref(), &dir).is_empty());
-}
-
-/// Whether process `pid` still runs (a zombie, dead but not yet reaped, does not count).
-pub fn alive(pid: i32) -> bool {
-    // SAFETY: signal 0 only checks that the process exists.
-    if unsafe { libc::kill(pid, 0) } != 0 {
-        return false;
-    }
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        // The state follows the command name in parentheses: `pid (comm) S ...`.
-        Ok(stat) => !stat
-            .rsplit_once(')')
-            .is_some_and(|(_, rest)| rest.trim_start().starts_with(['Z', 'X'])),
-        Err(_) => false,
-    }
-}
-
-/// Waits (bounded) for a script to write a pid into `file`, and reads it.
-pub fn read_pid(file: &std::path::Path) -> i32 {
-    let mut pid = None;
-    eventually(PATIENCE, "the script writes a pid", || {
-        pid = std::fs::read_to_string(file)
-            .ok()
-            .and_then(|t| t.trim().parse().ok());
-        pid.is_some()
-    });
-    pid.unwrap()
-}
-
-/// SIGKILLs the processes it names when dropped: a test that fails leaves nothing running.
-pub struct KillOnDrop(pub Vec<i32>);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        for &pid in &self.0 {
-            if alive(pid) {
-                // SAFETY: kill(2) on a process this test started (directly or through zklock).
-                unsafe { libc::kill(pid, libc::SIGKILL) };
-            }
-        }
-    }
 }

@@ -4,7 +4,10 @@
 //! Curator never tells a holder that its lock is gone (CURATOR-206). Here every holder can ask:
 //! - **Lost** once the client's session was lost after the node was created (its ephemeral node
 //!   is gone or going), or the client was closed, or the node was found deleted;
-//! - **Suspect** while the connection is suspended (the session may expire any moment);
+//! - **Suspect** while the connection is suspended, or while no contact with the ensemble's
+//!   leader was proven for `2T/3` (`Session::safe_until`: a member cut off from its ensemble
+//!   answers our pings alone while the leader expires the session) — the session may expire
+//!   soon;
 //! - **Held** otherwise.
 //!
 //! When [`HeldNode::state`] asks the server: only on its first call after each reconnect (one
@@ -36,8 +39,11 @@ use super::watching::{wait_on, NodeWatch};
 pub enum LockState {
     /// The node exists and belongs to our live session.
     Held,
-    /// The connection is suspended: the session may have expired and another process may hold
-    /// the lock. Stop doing work that needs exclusion until the state is `Held` again.
+    /// The connection is suspended, or the session's last proven contact with the ensemble's
+    /// leader is `2T/3` old: the session may expire soon (at the latest moment a holder may
+    /// work, [`Session::safe_until`](crate::session::Session::safe_until)) and another process
+    /// may then hold the lock. Stop doing work that needs exclusion until the state is `Held`
+    /// again.
     Suspect,
     /// The lock is gone: the session was lost, the client closed, or the node deleted (known
     /// from a wait's watch on the node, or from the re-read after a reconnect).

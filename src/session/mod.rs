@@ -239,7 +239,10 @@ impl Session {
     pub(crate) fn quorum_demand(&self) -> (bool, Option<Duration>) {
         let inner = self.inner.lock();
         let now = Instant::now();
-        (inner.quorum.wants_proof(now), inner.quorum.unproven_for(now))
+        (
+            inner.quorum.wants_proof(now),
+            inner.quorum.unproven_for(now),
+        )
     }
 
     /// Sets the backend's wake-up, run (outside the lock) when proving starts.

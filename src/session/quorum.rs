@@ -126,7 +126,10 @@ mod tests {
         let mut clock = QuorumClock::default();
         clock.confirm(now, T, now);
         assert!(!clock.wants_proof(now));
-        assert!(clock.begin_interest(now), "the first interest starts proving");
+        assert!(
+            clock.begin_interest(now),
+            "the first interest starts proving"
+        );
         assert!(!clock.begin_interest(now), "the second does not");
         clock.end_interest(now);
         clock.end_interest(now + T);
@@ -142,6 +145,9 @@ mod tests {
         let later = now + T * 10;
         clock.begin_interest(later);
         assert_eq!(clock.unproven_for(later + T), Some(T));
-        assert!(clock.is_stale(later), "the holder's view stays honest meanwhile");
+        assert!(
+            clock.is_stale(later),
+            "the holder's view stays honest meanwhile"
+        );
     }
 }

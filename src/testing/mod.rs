@@ -18,8 +18,8 @@
 //! `/usr/share/java/zookeeper.jar`, whose manifest names its dependencies).
 
 mod cluster;
-mod cut_off;
 pub mod curator;
+mod cut_off;
 pub mod harness;
 mod process;
 mod proxy;

@@ -1,5 +1,7 @@
 //! What the `zklock` tests share: the binary with a clean environment, a client to look at
-//! the server, bounded waits for child processes, scratch directories.
+//! the server, bounded waits for child processes, scratch directories. Each zklock test
+//! binary uses only some of it.
+#![allow(dead_code)]
 
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::sync::Arc;
@@ -8,6 +10,8 @@ use std::time::Duration;
 use zk_locks::client::zookeeper::ZookeeperClient;
 
 use crate::common::eventually;
+
+pub mod processes;
 
 /// How long a test waits for anything another process does.
 pub const PATIENCE: Duration = Duration::from_secs(30);

@@ -65,7 +65,7 @@ pub(crate) fn run(args: RunArgs) -> i32 {
             };
         }
     };
-    watch_for_loss(node.clone(), loss_tx);
+    watch_for_loss(node.clone(), loss_tx, args.session_timeout);
     let outcome = supervise(running, &events, args.grace);
     match outcome {
         Outcome::Exited(status) => {
@@ -114,7 +114,15 @@ fn supervise(running: Running, events: &Receiver<Event>, grace: Duration) -> Out
                 log::info!("forwarding signal {signo} to the command");
                 running.signal(signo);
             }
-            Ok(Event::Lost) => return Outcome::LockLost(terminate(running, events, grace)),
+            Ok(Event::Lost) => return Outcome::LockLost(terminate(running, events, grace, None)),
+            Ok(Event::Expiring(by)) => {
+                log::warn!(
+                    "the lock's session may expire in {:?} and no server confirmed it: \
+                     stopping the command before another holder can start",
+                    by.saturating_duration_since(Instant::now())
+                );
+                return Outcome::LockLost(terminate(running, events, grace, Some(by)));
+            }
             Ok(_) => {}
             // Nobody left to report anything (cannot happen while the signal thread runs).
             Err(_) => return Outcome::Exited(running.reap()),
@@ -122,19 +130,27 @@ fn supervise(running: Running, events: &Receiver<Event>, grace: Duration) -> Out
     }
 }
 
-/// SIGTERM to the group; once the leader exits, or `grace` passes, SIGKILL to what is left of
-/// the group (the lock is gone: nothing of the command may run on); returns the leader's
-/// status.
-fn terminate(running: Running, events: &Receiver<Event>, grace: Duration) -> ExitStatus {
+/// SIGTERM to the group; once the leader exits, or `grace` passes, or `by` comes (the moment
+/// the session can expire), SIGKILL to what is left of the group (the lock is gone or may be
+/// gone: nothing of the command may run on); returns the leader's status.
+fn terminate(
+    running: Running,
+    events: &Receiver<Event>,
+    grace: Duration,
+    by: Option<Instant>,
+) -> ExitStatus {
     running.signal(libc::SIGTERM);
     // `grace` is at most a year (checked at parsing); `None` would wait without limit.
-    let deadline = deadline_after(grace);
+    let deadline = match (deadline_after(grace), by) {
+        (Some(d), Some(by)) => Some(d.min(by)),
+        (d, by) => d.or(by),
+    };
     while !running.has_exited() {
         match recv_until(events, deadline) {
             Ok(Event::Signal(signo)) if signals::is_stop(signo) => running.signal(signo),
             Ok(_) => {}
             Err(RecvTimeoutError::Timeout) => {
-                log::warn!("the command ignored SIGTERM for {grace:?}; sending SIGKILL");
+                log::warn!("the command did not exit in time after SIGTERM; sending SIGKILL");
                 break;
             }
             Err(RecvTimeoutError::Disconnected) => break,
@@ -173,9 +189,12 @@ fn describe(status: ExitStatus) -> String {
     }
 }
 
-/// Reports `Event::Lost` once the held node is lost. Suspect (connection suspended) is not
-/// lost yet: the session may come back, and the server keeps our node meanwhile.
-fn watch_for_loss(node: Arc<HeldNode>, tx: Sender<Event>) {
+/// Reports `Event::Lost` once the held node is lost, and `Event::Expiring` when it stays
+/// `Suspect` until `T / STOP_AHEAD` before `safe_until` (the earliest moment the leader can
+/// have expired the session and granted the lock to another): a suspect lock whose session
+/// comes back in time costs nothing, one that may be gone is stopped before another holder
+/// can start.
+fn watch_for_loss(node: Arc<HeldNode>, tx: Sender<Event>, timeout: Duration) {
     let spawned = std::thread::Builder::new()
         .name("zklock-watch".into())
         .spawn(move || loop {
@@ -187,7 +206,19 @@ fn watch_for_loss(node: Arc<HeldNode>, tx: Sender<Event>) {
                     return;
                 }
                 LockState::Suspect => {
-                    session.wait_for_change(epoch, None);
+                    let Some(safe_until) = session.safe_until() else {
+                        // A backend that proves nothing: wait for the session to change.
+                        session.wait_for_change(epoch, None);
+                        continue;
+                    };
+                    let stop_at = safe_until
+                        .checked_sub(timeout / STOP_AHEAD)
+                        .unwrap_or(safe_until);
+                    session.wait_for_change(epoch, Some(stop_at));
+                    if Instant::now() >= stop_at && node.state() != LockState::Held {
+                        let _ = tx.send(Event::Expiring(safe_until));
+                        return;
+                    }
                 }
                 // Held, or a state of a later version: look again.
                 _ => {}
@@ -197,3 +228,7 @@ fn watch_for_loss(node: Arc<HeldNode>, tx: Sender<Event>) {
         log::error!("cannot watch the lock for loss: {e}");
     }
 }
+
+/// The command of a suspect lock is stopped `T / STOP_AHEAD` before its session can expire:
+/// SIGTERM then, SIGKILL by the expiry at the latest.
+const STOP_AHEAD: u32 = 6;

@@ -33,6 +33,9 @@ pub(crate) enum Event {
     Failed(Error),
     /// The watcher saw the lock lost.
     Lost,
+    /// The watcher saw the lock `Suspect` until close to the moment its session can expire
+    /// (`Session::safe_until`, given): the command must be gone by then.
+    Expiring(Instant),
     /// The worker released the lock (after main asked).
     Released,
     /// A signal zklock handles (see [`crate::signals`]).
@@ -123,7 +126,11 @@ pub(crate) fn acquire(args: &RunArgs) -> Result<Held, i32> {
                 close(&client);
                 return Err(exit::LOCK_ERROR);
             }
-            Event::Signal(_) | Event::Cancelled | Event::Lost | Event::Released => {}
+            Event::Signal(_)
+            | Event::Cancelled
+            | Event::Lost
+            | Event::Expiring(_)
+            | Event::Released => {}
         }
     };
     log::info!("acquired {} as {}", args.path, node.path());

@@ -11,8 +11,16 @@
 //! Java client's own expiry clock (ZooKeeper 3.9.3): the server expires the session about `T`
 //! after it last heard from us, and the extra third absorbs clock skew and a leader election
 //! that takes about `T` (sessions do not expire without a leader, and a new leader gives every
-//! session a fresh timeout). Holders are `Suspect` from `2T/3` on, so this margin never lets a
-//! holder believe it holds a lock the server has given away.
+//! session a fresh timeout). `Lost` is when the client may start over, not how long a holder
+//! may work: a silent link is `Suspended` from `2T/3`, and a holder relies on its lock only
+//! while the leader is *proven* to keep the session (below).
+//!
+//! Proving (`proving.rs`, `quorum.rs`): a member answers pings alone, so a live link proves
+//! nothing about the session when the member is cut off from its ensemble. While the session
+//! holds or waits for a lock, a `sync` goes out every `T/24`; chains of answered syncs prove
+//! when the leader last renewed the session ([`Session::safe_until`] is that plus `T`), a
+//! ConnectResponse proves it by itself; holders are `Suspect` once the proof is `2T/3` old,
+//! and the member is left for another at `3T/4`, before the leader could expire the session.
 //!
 //! Order on every new connection, which the lock layer's epoch guard relies on: the state
 //! change (`Connected`, `Reconnected`, or `Lost` then `Connected`) is reported *before* the

@@ -68,9 +68,7 @@ impl SessionCore {
                         return; // the connection broke: the next one starts a new chain
                     }
                     let answered = Instant::now();
-                    let proven = proof
-                        .lock()
-                        .answered(connection, now, answered, negotiated);
+                    let proven = proof.lock().answered(connection, now, answered, negotiated);
                     if let Some(at) = proven {
                         session.confirm_quorum(at, negotiated);
                     }
