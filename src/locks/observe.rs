@@ -18,7 +18,9 @@
 //!   semaphore's admission wait and its wait for room count as one) before `acquired`; `suspect`/`held_again` as seen; `lost` at most once (also reported on
 //!   release when the hold was lost and nobody looked); `released` once.
 
+use std::any::Any;
 use std::cell::Cell;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -38,8 +40,17 @@ use super::participants::ParticipantKind;
 /// multi-lock reports through the locks it is made of.
 ///
 /// The methods run on the thread that acquires, releases or looks at the state (a guard's
-/// drop, a wait), or on a background thread for a release left to the background: keep them
-/// short and never block on a lock of this crate there. A panic in an observer is not caught.
+/// drop, a wait), or on a background thread for a release left to the background, never on a
+/// thread that wakes waiters (watch and session callbacks): an observer that blocks holds up
+/// only the call it runs in (a blocked `released` delays that hold's delete, so its
+/// successor), no other lock or session. Keep them short and never block on a lock of this
+/// crate there.
+///
+/// **A panic in an observer is caught**, logged at `error` level and the event dropped, as
+/// the crate does with every callback of user code (session, watch, revocation and
+/// `SharedCount` listeners): the library goes on as if the method had returned, so the
+/// acquire still returns its hold, the release still deletes its node, and no node is left
+/// that nobody owns. (Under `panic = "abort"` the process ends, and its session with it.)
 ///
 /// ```
 /// use std::sync::atomic::{AtomicU64, Ordering};
@@ -161,6 +172,15 @@ impl std::fmt::Debug for ObserverSlot {
     }
 }
 
+/// The message a panic was raised with, when it is a string.
+fn panic_message(panic: &(dyn Any + Send)) -> &str {
+    match (panic.downcast_ref::<&str>(), panic.downcast_ref::<String>()) {
+        (Some(s), _) => s,
+        (_, Some(s)) => s,
+        _ => "no message",
+    }
+}
+
 /// A session id as ZooKeeper prints it (`0x` and lower-case hex), or `none`.
 pub(crate) fn session_hex(id: Option<i64>) -> String {
     match id {
@@ -245,6 +265,24 @@ impl Observe {
         &self.lock
     }
 
+    /// Calls the observer, if any. A panic in it is caught and logged (`error`) and the
+    /// event is dropped: the library goes on as if the observer had returned, so a buggy
+    /// observer never leaves a node that nobody owns (an `acquired` that unwound would have
+    /// left a granted node unrecorded; a `released`, a hold forgotten and not deleted).
+    fn tell(&self, event: &str, call: impl FnOnce(&dyn LockObserver)) {
+        let Some(o) = &self.observer else {
+            return;
+        };
+        if let Err(panic) = catch_unwind(AssertUnwindSafe(|| call(o.as_ref()))) {
+            log::error!(
+                "{} {}: the lock observer panicked in `{event}` ({}); the event is dropped",
+                self.kind,
+                self.lock,
+                panic_message(panic.as_ref())
+            );
+        }
+    }
+
     fn event<'a>(&'a self, node: &'a str, session_id: Option<i64>) -> LockEvent<'a> {
         LockEvent {
             lock: &self.lock,
@@ -262,9 +300,7 @@ impl Observe {
             self.lock,
             session_hex(session_id)
         );
-        if let Some(o) = &self.observer {
-            o.queued(&self.event(node, session_id));
-        }
+        self.tell("queued", |o| o.queued(&self.event(node, session_id)));
     }
 
     pub(crate) fn acquired(&self, node: &str, session_id: Option<i64>, wait: Duration) {
@@ -274,23 +310,19 @@ impl Observe {
             self.lock,
             session_hex(session_id)
         );
-        if let Some(o) = &self.observer {
-            o.acquired(&self.event(node, session_id), wait);
-        }
+        self.tell("acquired", |o| {
+            o.acquired(&self.event(node, session_id), wait)
+        });
     }
 
     pub(crate) fn timed_out(&self, wait: Duration) {
         log::debug!("{} {}: timed out after {wait:?}", self.kind, self.lock);
-        if let Some(o) = &self.observer {
-            o.timed_out(&self.lock, self.kind, wait);
-        }
+        self.tell("timed_out", |o| o.timed_out(&self.lock, self.kind, wait));
     }
 
     pub(crate) fn failed(&self, error: &Error) {
         log::debug!("{} {}: acquire failed: {error}", self.kind, self.lock);
-        if let Some(o) = &self.observer {
-            o.failed(&self.lock, self.kind, error);
-        }
+        self.tell("failed", |o| o.failed(&self.lock, self.kind, error));
     }
 
     pub(crate) fn released(&self, node: &str, session_id: Option<i64>, held: Duration) {
@@ -300,9 +332,9 @@ impl Observe {
             self.lock,
             session_hex(session_id)
         );
-        if let Some(o) = &self.observer {
-            o.released(&self.event(node, session_id), held);
-        }
+        self.tell("released", |o| {
+            o.released(&self.event(node, session_id), held)
+        });
     }
 
     pub(crate) fn suspect(&self, node: &str, session_id: Option<i64>) {
@@ -312,9 +344,7 @@ impl Observe {
             self.lock,
             session_hex(session_id)
         );
-        if let Some(o) = &self.observer {
-            o.suspect(&self.event(node, session_id));
-        }
+        self.tell("suspect", |o| o.suspect(&self.event(node, session_id)));
     }
 
     pub(crate) fn held_again(&self, node: &str, session_id: Option<i64>) {
@@ -324,9 +354,9 @@ impl Observe {
             self.lock,
             session_hex(session_id)
         );
-        if let Some(o) = &self.observer {
-            o.held_again(&self.event(node, session_id));
-        }
+        self.tell("held_again", |o| {
+            o.held_again(&self.event(node, session_id))
+        });
     }
 
     pub(crate) fn lost(&self, node: &str, session_id: Option<i64>) {
@@ -336,9 +366,7 @@ impl Observe {
             self.lock,
             session_hex(session_id)
         );
-        if let Some(o) = &self.observer {
-            o.lost(&self.event(node, session_id));
-        }
+        self.tell("lost", |o| o.lost(&self.event(node, session_id)));
     }
 }
 
