@@ -507,3 +507,63 @@ fn a_panicking_shared_count_listener_stops_neither_the_others_nor_the_semaphore(
     second.close().unwrap();
     assert_no_orphan(&e, Recipe::Semaphore, path, "count listener");
 }
+
+/// A user's `ZkClient` wrapper that panics on the listing behind our create: the panic
+/// unwinds the acquire (it is the library's I/O, not a callback), and the drop guard deletes
+/// the node through the same wrapper: nothing is left behind.
+#[test]
+fn a_client_wrapper_that_panics_after_the_create_leaves_no_node() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use zk_locks::client::{CreateMode, Stat, Watcher, ZkResult};
+    use zk_locks::{Session, ZkClient};
+
+    struct PanicsOnListing {
+        inner: Arc<MemoryClient>,
+        armed: AtomicBool,
+    }
+    impl ZkClient for PanicsOnListing {
+        fn create(&self, path: &str, data: &[u8], mode: CreateMode) -> ZkResult<String> {
+            self.inner.create(path, data, mode)
+        }
+        fn delete(&self, path: &str, version: Option<i32>) -> ZkResult<()> {
+            self.inner.delete(path, version)
+        }
+        fn exists(&self, path: &str) -> ZkResult<Option<Stat>> {
+            self.inner.exists(path)
+        }
+        fn get_data(&self, path: &str, watcher: Option<Watcher>) -> ZkResult<(Vec<u8>, Stat)> {
+            self.inner.get_data(path, watcher)
+        }
+        fn get_children(&self, path: &str, watcher: Option<Watcher>) -> ZkResult<Vec<String>> {
+            if self.armed.swap(false, Ordering::SeqCst) {
+                panic!("a buggy client wrapper");
+            }
+            self.inner.get_children(path, watcher)
+        }
+        fn set_data(&self, path: &str, data: &[u8], version: Option<i32>) -> ZkResult<Stat> {
+            self.inner.set_data(path, data, version)
+        }
+        fn session(&self) -> &Session {
+            self.inner.session()
+        }
+        fn close(&self) {
+            self.inner.close()
+        }
+    }
+
+    let e = MemoryEnsemble::new();
+    let path = "/locks/wrapped";
+    let wrapped: SharedClient = Arc::new(PanicsOnListing {
+        inner: e.connect(),
+        armed: AtomicBool::new(true),
+    });
+    let mutex = InterProcessMutex::new(wrapped.clone(), path).unwrap();
+    let took = no_panic("wrapper", || mutex.acquire());
+    assert!(
+        took.is_err(),
+        "the wrapper's panic is the caller's: {took:?}"
+    );
+    assert!(!mutex.is_acquired_in_this_process());
+    assert_no_orphan(&e, Recipe::Mutex, path, "a panicking client wrapper");
+    drop(wrapped);
+}

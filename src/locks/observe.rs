@@ -3,7 +3,7 @@
 //!
 //! Rules kept here:
 //! - **One reporter.** Every event goes through `Observe`: the engine's attempt (queued,
-//!   acquired, timed out, failed), the semaphore's lease loop (its grant and its wait for
+//!   acquired, timed out, cancelled, failed), the semaphore's lease loop (its grant and its wait for
 //!   room), the release of a hold (`cleanup::release_held`, which every recipe's release and
 //!   every guard's drop ends in) and the state of a held node (`HeldNode`: suspect, held
 //!   again, lost, as the library observes them). Recipes report nothing themselves.
@@ -17,6 +17,13 @@
 //! - **Per hold, each event once, in order**: `queued` (once per node that waits; a
 //!   semaphore's admission wait and its wait for room count as one) before `acquired`; `suspect`/`held_again` as seen; `lost` at most once (also reported on
 //!   release when the hold was lost and nobody looked); `released` once.
+//! - **An acquire ends as it returns**: `timed_out` for "not acquired" at its deadline,
+//!   `cancelled` for `Error::Cancelled` (the thread's token is cancelled: `gave_up` asks
+//!   `locks::cancel`), `failed` for any other error.
+//! - **User code never derails the library.** Every call into the observer is made under
+//!   `catch_unwind` (`tell`): a panic is logged and the event dropped, so an acquire still
+//!   returns (and records) its hold and a release still deletes its node; no observer call
+//!   runs on a thread that wakes waiters.
 
 use std::any::Any;
 use std::cell::Cell;
@@ -86,9 +93,9 @@ use super::participants::ParticipantKind;
 /// ```
 pub trait LockObserver: Send + Sync {
     /// The acquisition had to wait: its node is in the queue behind a holder. Once per
-    /// node that waits, before the acquisition's `acquired`, `timed_out` or `failed` (an
-    /// acquisition that queues anew because its session was lost reports it again). A
-    /// semaphore reports it for its admission node when it waits to be admitted, else for
+    /// node that waits, before the acquisition's `acquired`, `timed_out`, `cancelled` or
+    /// `failed` (an acquisition that queues anew because its session was lost reports it
+    /// again). A semaphore reports it for its admission node when it waits to be admitted, else for
     /// its lease node when it waits for room, never both.
     fn queued(&self, event: &LockEvent<'_>) {
         let _ = event;
@@ -101,8 +108,17 @@ pub trait LockObserver: Send + Sync {
         let _ = (event, wait);
     }
 
-    /// A timed acquire gave up after `wait`; nothing of it is left in the queue.
+    /// A timed acquire reached its deadline after `wait` without the lock (it returned "not
+    /// acquired"); nothing of it is left in the queue. A cancelled one is
+    /// [`Self::cancelled`], never this.
     fn timed_out(&self, lock: &str, kind: ParticipantKind, wait: Duration) {
+        let _ = (lock, kind, wait);
+    }
+
+    /// An acquire was cancelled through its [`CancelToken`](super::CancelToken) after `wait`
+    /// without the lock (it returned [`Error::Cancelled`]); nothing of it is left in the
+    /// queue. A token cancelled before the call makes no request and reports nothing.
+    fn cancelled(&self, lock: &str, kind: ParticipantKind, wait: Duration) {
         let _ = (lock, kind, wait);
     }
 
@@ -315,9 +331,24 @@ impl Observe {
         });
     }
 
-    pub(crate) fn timed_out(&self, wait: Duration) {
+    /// An acquire that ended without the lock and without an error, after `wait`: cancelled
+    /// when the calling thread's token is (the call returns `Error::Cancelled`,
+    /// `locks::cancel::run`), else timed out.
+    pub(crate) fn gave_up(&self, wait: Duration) {
+        match super::cancel::requested() {
+            true => self.cancelled(wait),
+            false => self.timed_out(wait),
+        }
+    }
+
+    fn timed_out(&self, wait: Duration) {
         log::debug!("{} {}: timed out after {wait:?}", self.kind, self.lock);
         self.tell("timed_out", |o| o.timed_out(&self.lock, self.kind, wait));
+    }
+
+    fn cancelled(&self, wait: Duration) {
+        log::debug!("{} {}: cancelled after {wait:?}", self.kind, self.lock);
+        self.tell("cancelled", |o| o.cancelled(&self.lock, self.kind, wait));
     }
 
     pub(crate) fn failed(&self, error: &Error) {
