@@ -3,7 +3,7 @@
 //!
 //! Rules kept here:
 //! - **One reporter.** Every event goes through `Observe`: the engine's attempt (queued,
-//!   acquired, timed out, failed), the semaphore's lease loop (its grant and its wait for
+//!   acquired, timed out, cancelled, failed), the semaphore's lease loop (its grant and its wait for
 //!   room), the release of a hold (`cleanup::release_held`, which every recipe's release and
 //!   every guard's drop ends in) and the state of a held node (`HeldNode`: suspect, held
 //!   again, lost, as the library observes them). Recipes report nothing themselves.
@@ -17,8 +17,17 @@
 //! - **Per hold, each event once, in order**: `queued` (once per node that waits; a
 //!   semaphore's admission wait and its wait for room count as one) before `acquired`; `suspect`/`held_again` as seen; `lost` at most once (also reported on
 //!   release when the hold was lost and nobody looked); `released` once.
+//! - **An acquire ends as it returns**: `timed_out` for "not acquired" at its deadline,
+//!   `cancelled` for `Error::Cancelled` (the thread's token is cancelled: `gave_up` asks
+//!   `locks::cancel`), `failed` for any other error.
+//! - **User code never derails the library.** Every call into the observer is made under
+//!   `catch_unwind` (`tell`): a panic is logged and the event dropped, so an acquire still
+//!   returns (and records) its hold and a release still deletes its node; no observer call
+//!   runs on a thread that wakes waiters.
 
+use std::any::Any;
 use std::cell::Cell;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -38,8 +47,17 @@ use super::participants::ParticipantKind;
 /// multi-lock reports through the locks it is made of.
 ///
 /// The methods run on the thread that acquires, releases or looks at the state (a guard's
-/// drop, a wait), or on a background thread for a release left to the background: keep them
-/// short and never block on a lock of this crate there. A panic in an observer is not caught.
+/// drop, a wait), or on a background thread for a release left to the background, never on a
+/// thread that wakes waiters (watch and session callbacks): an observer that blocks holds up
+/// only the call it runs in (a blocked `released` delays that hold's delete, so its
+/// successor), no other lock or session. Keep them short and never block on a lock of this
+/// crate there.
+///
+/// **A panic in an observer is caught**, logged at `error` level and the event dropped, as
+/// the crate does with every callback of user code (session, watch, revocation and
+/// `SharedCount` listeners): the library goes on as if the method had returned, so the
+/// acquire still returns its hold, the release still deletes its node, and no node is left
+/// that nobody owns. (Under `panic = "abort"` the process ends, and its session with it.)
 ///
 /// ```
 /// use std::sync::atomic::{AtomicU64, Ordering};
@@ -75,9 +93,9 @@ use super::participants::ParticipantKind;
 /// ```
 pub trait LockObserver: Send + Sync {
     /// The acquisition had to wait: its node is in the queue behind a holder. Once per
-    /// node that waits, before the acquisition's `acquired`, `timed_out` or `failed` (an
-    /// acquisition that queues anew because its session was lost reports it again). A
-    /// semaphore reports it for its admission node when it waits to be admitted, else for
+    /// node that waits, before the acquisition's `acquired`, `timed_out`, `cancelled` or
+    /// `failed` (an acquisition that queues anew because its session was lost reports it
+    /// again). A semaphore reports it for its admission node when it waits to be admitted, else for
     /// its lease node when it waits for room, never both.
     fn queued(&self, event: &LockEvent<'_>) {
         let _ = event;
@@ -90,8 +108,17 @@ pub trait LockObserver: Send + Sync {
         let _ = (event, wait);
     }
 
-    /// A timed acquire gave up after `wait`; nothing of it is left in the queue.
+    /// A timed acquire reached its deadline after `wait` without the lock (it returned "not
+    /// acquired"); nothing of it is left in the queue. A cancelled one is
+    /// [`Self::cancelled`], never this.
     fn timed_out(&self, lock: &str, kind: ParticipantKind, wait: Duration) {
+        let _ = (lock, kind, wait);
+    }
+
+    /// An acquire was cancelled through its [`CancelToken`](super::CancelToken) after `wait`
+    /// without the lock (it returned [`Error::Cancelled`]); nothing of it is left in the
+    /// queue. A token cancelled before the call makes no request and reports nothing.
+    fn cancelled(&self, lock: &str, kind: ParticipantKind, wait: Duration) {
         let _ = (lock, kind, wait);
     }
 
@@ -158,6 +185,15 @@ impl Eq for ObserverSlot {}
 impl std::fmt::Debug for ObserverSlot {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(if self.0.is_some() { "Some(..)" } else { "None" })
+    }
+}
+
+/// The message a panic was raised with, when it is a string.
+fn panic_message(panic: &(dyn Any + Send)) -> &str {
+    match (panic.downcast_ref::<&str>(), panic.downcast_ref::<String>()) {
+        (Some(s), _) => s,
+        (_, Some(s)) => s,
+        _ => "no message",
     }
 }
 
@@ -245,6 +281,24 @@ impl Observe {
         &self.lock
     }
 
+    /// Calls the observer, if any. A panic in it is caught and logged (`error`) and the
+    /// event is dropped: the library goes on as if the observer had returned, so a buggy
+    /// observer never leaves a node that nobody owns (an `acquired` that unwound would have
+    /// left a granted node unrecorded; a `released`, a hold forgotten and not deleted).
+    fn tell(&self, event: &str, call: impl FnOnce(&dyn LockObserver)) {
+        let Some(o) = &self.observer else {
+            return;
+        };
+        if let Err(panic) = catch_unwind(AssertUnwindSafe(|| call(o.as_ref()))) {
+            log::error!(
+                "{} {}: the lock observer panicked in `{event}` ({}); the event is dropped",
+                self.kind,
+                self.lock,
+                panic_message(panic.as_ref())
+            );
+        }
+    }
+
     fn event<'a>(&'a self, node: &'a str, session_id: Option<i64>) -> LockEvent<'a> {
         LockEvent {
             lock: &self.lock,
@@ -262,9 +316,7 @@ impl Observe {
             self.lock,
             session_hex(session_id)
         );
-        if let Some(o) = &self.observer {
-            o.queued(&self.event(node, session_id));
-        }
+        self.tell("queued", |o| o.queued(&self.event(node, session_id)));
     }
 
     pub(crate) fn acquired(&self, node: &str, session_id: Option<i64>, wait: Duration) {
@@ -274,23 +326,34 @@ impl Observe {
             self.lock,
             session_hex(session_id)
         );
-        if let Some(o) = &self.observer {
-            o.acquired(&self.event(node, session_id), wait);
+        self.tell("acquired", |o| {
+            o.acquired(&self.event(node, session_id), wait)
+        });
+    }
+
+    /// An acquire that ended without the lock and without an error, after `wait`: cancelled
+    /// when the calling thread's token is (the call returns `Error::Cancelled`,
+    /// `locks::cancel::run`), else timed out.
+    pub(crate) fn gave_up(&self, wait: Duration) {
+        match super::cancel::requested() {
+            true => self.cancelled(wait),
+            false => self.timed_out(wait),
         }
     }
 
-    pub(crate) fn timed_out(&self, wait: Duration) {
+    fn timed_out(&self, wait: Duration) {
         log::debug!("{} {}: timed out after {wait:?}", self.kind, self.lock);
-        if let Some(o) = &self.observer {
-            o.timed_out(&self.lock, self.kind, wait);
-        }
+        self.tell("timed_out", |o| o.timed_out(&self.lock, self.kind, wait));
+    }
+
+    fn cancelled(&self, wait: Duration) {
+        log::debug!("{} {}: cancelled after {wait:?}", self.kind, self.lock);
+        self.tell("cancelled", |o| o.cancelled(&self.lock, self.kind, wait));
     }
 
     pub(crate) fn failed(&self, error: &Error) {
         log::debug!("{} {}: acquire failed: {error}", self.kind, self.lock);
-        if let Some(o) = &self.observer {
-            o.failed(&self.lock, self.kind, error);
-        }
+        self.tell("failed", |o| o.failed(&self.lock, self.kind, error));
     }
 
     pub(crate) fn released(&self, node: &str, session_id: Option<i64>, held: Duration) {
@@ -300,9 +363,9 @@ impl Observe {
             self.lock,
             session_hex(session_id)
         );
-        if let Some(o) = &self.observer {
-            o.released(&self.event(node, session_id), held);
-        }
+        self.tell("released", |o| {
+            o.released(&self.event(node, session_id), held)
+        });
     }
 
     pub(crate) fn suspect(&self, node: &str, session_id: Option<i64>) {
@@ -312,9 +375,7 @@ impl Observe {
             self.lock,
             session_hex(session_id)
         );
-        if let Some(o) = &self.observer {
-            o.suspect(&self.event(node, session_id));
-        }
+        self.tell("suspect", |o| o.suspect(&self.event(node, session_id)));
     }
 
     pub(crate) fn held_again(&self, node: &str, session_id: Option<i64>) {
@@ -324,9 +385,9 @@ impl Observe {
             self.lock,
             session_hex(session_id)
         );
-        if let Some(o) = &self.observer {
-            o.held_again(&self.event(node, session_id));
-        }
+        self.tell("held_again", |o| {
+            o.held_again(&self.event(node, session_id))
+        });
     }
 
     pub(crate) fn lost(&self, node: &str, session_id: Option<i64>) {
@@ -336,9 +397,7 @@ impl Observe {
             self.lock,
             session_hex(session_id)
         );
-        if let Some(o) = &self.observer {
-            o.lost(&self.event(node, session_id));
-        }
+        self.tell("lost", |o| o.lost(&self.event(node, session_id)));
     }
 }
 

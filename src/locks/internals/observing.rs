@@ -67,7 +67,8 @@ impl LockInternals {
         held.observed(self.observe.clone(), now)
     }
 
-    /// The one place an attempt's outcome is reported: `acquired`, `timed_out` or `failed`.
+    /// The one place an attempt's outcome is reported: `acquired`, `timed_out` (or
+    /// `cancelled`) or `failed`.
     pub(super) fn report(
         &self,
         result: Result<Option<HeldNode>>,
@@ -76,7 +77,7 @@ impl LockInternals {
         match result {
             Ok(Some(held)) => Ok(Some(self.granted(held, start))),
             Ok(None) if self.observe.grants() => {
-                self.observe.timed_out(start.elapsed());
+                self.observe.gave_up(start.elapsed());
                 Ok(None)
             }
             Err(e) if self.observe.grants() => {

@@ -254,7 +254,7 @@ impl InterProcessSemaphoreV2 {
             // The semaphore's own engine reports its outcomes here (the grant in the loop).
             match &outcome {
                 Ok(Some(_)) => {}
-                Ok(None) => self.leases.observe().timed_out(started.elapsed()),
+                Ok(None) => self.leases.observe().gave_up(started.elapsed()),
                 Err(e) => self.leases.observe().failed(e),
             }
             let Ok(Some(lease)) = outcome else {
