@@ -23,6 +23,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::Error;
+use crate::session::session_hex;
 
 use super::participants::ParticipantKind;
 
@@ -158,14 +159,6 @@ impl Eq for ObserverSlot {}
 impl std::fmt::Debug for ObserverSlot {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(if self.0.is_some() { "Some(..)" } else { "None" })
-    }
-}
-
-/// A session id as ZooKeeper prints it (`0x` and lower-case hex), or `none`.
-pub(crate) fn session_hex(id: Option<i64>) -> String {
-    match id {
-        Some(id) => format!("0x{id:x}"),
-        None => "none".into(),
     }
 }
 
