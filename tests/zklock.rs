@@ -50,6 +50,10 @@ fn usage_errors_exit_64_with_a_message() {
         &["--connect", "127.0.0.1:1", "/", "--", "true"],
         &["/lock", "--", "true"], // no --connect and no ZK_CONNECT
         &["holders", "--connect", "127.0.0.1:1", "/lock", "--", "true"],
+        // `--` still starts the command after global options: holders takes none.
+        &["--connect", "127.0.0.1:1", "holders", "/lock", "--", "true"],
+        // A subcommand only where the first non-option stands (PATH is absolute anyway).
+        &["--connect", "127.0.0.1:1", "/lock", "holders", "--", "true"],
     ];
     for args in cases {
         let out = run(zklock().args(*args));
@@ -75,6 +79,9 @@ fn durations_zklock_cannot_use_are_usage_errors() {
         ("--session-timeout", "0"),
         ("--grace", "5 parsecs"),
         ("--grace", ""),
+        ("--connect-timeout", "0"),
+        ("--connect-timeout", "366days"),
+        ("--connect-timeout", "5 parsecs"),
     ];
     for (option, value) in cases {
         let out = run(zklock().args([
@@ -172,27 +179,82 @@ fn help_lists_exit_codes_and_examples() {
     let out = run(zklock().arg("--help"));
     assert!(out.status.success());
     let help = String::from_utf8_lossy(&out.stdout);
-    for needle in ["EXIT STATUS", "EXAMPLES", "ZKLOCK_FENCING_TOKEN", "holders"] {
+    for needle in [
+        "EXIT STATUS",
+        "EXAMPLES",
+        "ZKLOCK_FENCING_TOKEN",
+        "holders",
+        "--connect-timeout",
+        "(holders) the lock has no participants",
+    ] {
         assert!(help.contains(needle), "--help lacks {needle}");
     }
 }
 
+/// A port nothing listens on: zklock gives up after `--connect-timeout`, not after the
+/// session timeout (30 s here; it once waited out the whole session-derived budget), for the
+/// command and for `holders` alike.
 #[test]
-fn unreachable_server_exits_69() {
-    // A port nothing listens on: the connect fails after the (short) session timeout.
+fn unreachable_server_exits_69_after_the_connect_timeout() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
     drop(listener);
-    let out = run(zklock().args([
-        "--connect",
-        &addr.to_string(),
-        "--session-timeout",
-        "1s",
-        "/lock",
-        "--",
-        "true",
-    ]));
-    assert_eq!(out.status.code(), Some(69), "{out:?}");
+    let run_modes: &[&[&str]] = &[&["/lock", "--", "true"], &["holders", "/lock"]];
+    for mode in run_modes {
+        let started = std::time::Instant::now();
+        let out = run(zklock()
+            .args(["--connect", &addr, "--session-timeout", "30s"])
+            .args(["--connect-timeout", "300ms"])
+            .args(*mode));
+        let took = started.elapsed();
+        assert_eq!(out.status.code(), Some(69), "{mode:?}: {out:?}");
+        assert!(
+            took < std::time::Duration::from_secs(15),
+            "{mode:?}: {took:?}"
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("could not connect"), "{mode:?}: {stderr}");
+    }
+}
+
+/// Options on either side of the subcommand and of PATH, as git and kubectl take them.
+#[test]
+fn global_options_go_before_or_after_the_subcommand() {
+    let Some(server) = shared_server() else {
+        return;
+    };
+    let connect = server.connect_string();
+    let root = unique_root("zklock-global-options");
+    let holder: SharedClient = client(&connect);
+    let mutex = InterProcessMutex::new(holder, &root)
+        .unwrap()
+        .with_data("holding");
+    let guard = mutex.lock().unwrap();
+    let spellings: &[&[&str]] = &[
+        &["--connect", &connect, "holders", &root],
+        &["-v", "--connect", &connect, "holders", "--json", &root],
+        &["holders", &root, "--connect", &connect],
+        &[
+            "--connect",
+            &connect,
+            "--session-timeout",
+            "8s",
+            "holders",
+            &root,
+        ],
+    ];
+    for args in spellings {
+        let out = run(zklock().args(*args));
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {out:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains("holding"),
+            "{args:?}: {out:?}"
+        );
+    }
+    drop(guard);
+    // The run mode: options after PATH too; `--` still starts the command.
+    let out = run(zklock().args([&root, "--connect", &connect, "-t", "30s", "--", "true"]));
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
 }
 
 #[test]
@@ -429,9 +491,25 @@ fn holders_lists_the_queue_with_data() {
     drop(guard);
     assert!(wait_exit(&mut waiter, "the waiter gets the lock").success());
 
-    // An empty or missing lock lists nothing.
-    let out = run(zklock().args(["holders", "--connect", &connect, &root]));
-    assert!(out.status.success() && out.stdout.is_empty(), "{out:?}");
+    // An empty lock lists nothing, says so and exits 1 (as grep does when nothing matches),
+    // in JSON too; a missing one likewise, saying there is no node.
+    for json in [&[][..], &["--json"]] {
+        let out = run(zklock()
+            .args(["holders", "--connect", &connect, &root])
+            .args(json));
+        assert_eq!(out.status.code(), Some(1), "{out:?}");
+        assert!(out.stdout.is_empty(), "{out:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains(&format!("no participants in {root}")),
+            "{stderr}"
+        );
+    }
+    let missing = format!("{root}/never-made");
+    let out = run(zklock().args(["holders", "--connect", &connect, &missing]));
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("no node at that path"), "{stderr}");
 }
 
 /// `holders` on a read/write lock: the readers ahead of a writer hold, the writer waits, and

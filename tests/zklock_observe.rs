@@ -63,6 +63,15 @@ fn verbose_prints_the_lock_events_under_their_targets_and_rust_log_still_works()
         assert!(line.contains(&format!("{root}/_c_")), "{line}");
         assert!(line.contains("(session 0x"), "{line}");
     }
+    // Every line names the session in hex, never in decimal, and a normal close is not
+    // reported as a broken read ("failed to fill whole buffer" once was).
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let hex = acquired.unwrap().split("(session 0x").nth(1).unwrap();
+    let hex = &hex[..hex.find(')').unwrap()];
+    let decimal = i64::from_str_radix(hex, 16).unwrap().to_string();
+    assert!(!stderr.contains(&decimal), "{decimal} in {stderr}");
+    assert!(stderr.contains(&format!("0x{hex}")), "{stderr}");
+    assert!(!stderr.contains("failed to fill"), "{stderr}");
     // The client's and the session's layers log under their own targets.
     assert!(
         !lines_of(&out, "zk_locks::session").is_empty(),

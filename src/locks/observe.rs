@@ -32,6 +32,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::Error;
+use crate::session::session_hex;
 
 use super::participants::ParticipantKind;
 
@@ -194,14 +195,6 @@ fn panic_message(panic: &(dyn Any + Send)) -> &str {
         (Some(s), _) => s,
         (_, Some(s)) => s,
         _ => "no message",
-    }
-}
-
-/// A session id as ZooKeeper prints it (`0x` and lower-case hex), or `none`.
-pub(crate) fn session_hex(id: Option<i64>) -> String {
-    match id {
-        Some(id) => format!("0x{id:x}"),
-        None => "none".into(),
     }
 }
 

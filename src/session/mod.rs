@@ -51,8 +51,9 @@ impl ConnectionState {
     }
 }
 
-/// A consistent view of a [`Session`] at one instant.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A consistent view of a [`Session`] at one instant. Its `Debug` shows the session id as
+/// ZooKeeper prints it, in hex (`0x…`).
+#[derive(Clone, Copy, PartialEq, Eq)]
 pub struct SessionSnapshot {
     /// The current state.
     pub state: ConnectionState,
@@ -63,6 +64,29 @@ pub struct SessionSnapshot {
     /// How many times a session of this client was lost (or the client closed). A lock taken
     /// when this was `n` is lost once it is no longer `n`.
     pub losses: u64,
+}
+
+impl std::fmt::Debug for SessionSnapshot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionSnapshot")
+            .field("state", &self.state)
+            .field("epoch", &self.epoch)
+            .field(
+                "session_id",
+                &format_args!("{}", session_hex(self.session_id)),
+            )
+            .field("losses", &self.losses)
+            .finish()
+    }
+}
+
+/// A session id as ZooKeeper prints it (`0x` and lower-case hex), or `none`: the one spelling
+/// of every log line and message that names a session.
+pub(crate) fn session_hex(id: Option<i64>) -> String {
+    match id {
+        Some(id) => format!("0x{id:x}"),
+        None => "none".into(),
+    }
 }
 
 /// Identifies a listener registered with [`Session::subscribe`] or
@@ -325,5 +349,32 @@ impl Session {
             }
         }
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// ZooKeeper prints session ids in hex (`0x…`); so does every log line and `Debug` here.
+    #[test]
+    fn a_snapshot_shows_its_session_id_in_hex() {
+        let snapshot = SessionSnapshot {
+            state: ConnectionState::Connected,
+            epoch: 3,
+            session_id: Some(0x1000_0099_3cc0_0000),
+            losses: 1,
+        };
+        let text = format!("{snapshot:?}");
+        assert!(text.contains("0x100000993cc0000"), "{text}");
+        assert!(
+            !text.contains(&0x1000_0099_3cc0_0000_i64.to_string()),
+            "{text}"
+        );
+        let none = SessionSnapshot {
+            session_id: None,
+            ..snapshot
+        };
+        assert!(format!("{none:?}").contains("session_id: none"), "{none:?}");
     }
 }

@@ -16,8 +16,10 @@ zklock - run a command while holding a ZooKeeper lock (Curator-compatible)
 
 USAGE:
     zklock [OPTIONS] PATH -- COMMAND [ARGS...]
-    zklock holders [--connect HOSTS] [--session-timeout DUR] [--auth-file FILE] [--semaphore N]
-                   [--json] PATH
+    zklock [OPTIONS] holders [--semaphore N] [--json] PATH
+
+Options go before or after the subcommand and PATH (`zklock -c zk1:2181 holders /p` and
+`zklock holders /p -c zk1:2181` alike); everything after `--` is the command.
 
 Acquires the lock at PATH (an InterProcessMutex by default), runs COMMAND, releases the lock
 and exits with COMMAND's status. JVM processes using Curator 5.4's recipes on the same PATH
@@ -31,6 +33,8 @@ OPTIONS:
         --write                take the write side of an InterProcessReadWriteLock
         --semaphore N          take one lease of an InterProcessSemaphoreV2 with N leases
         --session-timeout DUR  ZooKeeper session timeout (default 10s)
+        --connect-timeout DUR  give up connecting (exit 69) after DUR (default: the session
+                               timeout); servers that refuse are retried until then
         --grace DUR            after a lost lock, time between SIGTERM and SIGKILL (default 5s)
         --foreground           keep the command in zklock's process group, so that it may
                                read from the terminal (as timeout --foreground); signals
@@ -51,7 +55,8 @@ OPTIONS:
     -V, --version              the version
 
 DUR is a duration: 500ms, 10s, 1m30s, 2h (a bare number means seconds); --timeout and --grace
-up to 365days, --session-timeout from 1ms to about 24 days. Values attach as -t30s,
+up to 365days, --connect-timeout from 1ms to 365days, --session-timeout from 1ms to about
+24 days. Values attach as -t30s,
 -t=30s or --timeout=30s.
 
 The command sees ZKLOCK_PATH (the lock path), ZKLOCK_NODE (our lock node's full path) and
@@ -71,7 +76,8 @@ stops it (SIGTTIN).
 `holders` prints the lock's participants in queue order: state (holder/waiting), kind, node
 name and node data (zklock and zk-locks store `<host> <pid>`, Curator its IP address). For a
 semaphore, --semaphore N tells the holders from the one lease waiting for room; without it
-every lease is listed as a holder.
+every lease is listed as a holder. A lock with no participants (free, or no such path) lists
+nothing, says so on stderr and exits 1, as grep does when nothing matches.
 
 `holders --json` prints one JSON object per participant and line, in queue order, with the
 keys position (0 first), node (the node's name), path, kind (mutex, read, write, lease),
@@ -86,6 +92,8 @@ zklock (the command's life). RUST_LOG=zk_locks::locks=debug selects one layer.
 
 EXIT STATUS:
     0-255  the command's own status
+    0      (holders) the participants were listed
+    1      (holders) the lock has no participants (it is free, or no node at PATH)
     64     usage error
     69     could not connect to ZooKeeper, or not allowed (credentials refused, the lock's
            ACL does not grant our user: a wrong password?; with --acl creator-all or
@@ -103,7 +111,8 @@ EXAMPLES:
     zklock --timeout 30s /locks/db-migration -- ./migrate up
     zklock --semaphore 3 /pools/encoder -- ffmpeg -i in.mp4 out.webm
     zklock --read /locks/catalog -- ./export-catalog
-    zklock holders /locks/nightly-report
+    zklock holders /locks/nightly-report || echo 'the lock is free'
+    zklock --connect-timeout 2s holders /locks/nightly-report
     ZK_AUTH=deploy:s3cret zklock --acl creator-all /locks/deploy -- ./deploy.sh
     RUST_LOG=debug zklock /locks/x -- true
 ";
@@ -156,6 +165,8 @@ pub(crate) struct RunArgs {
     pub(crate) security: Security,
     pub(crate) connect: String,
     pub(crate) session_timeout: Duration,
+    /// `--connect-timeout` (`None`: the session timeout).
+    pub(crate) connect_timeout: Option<Duration>,
     pub(crate) timeout: Option<Duration>,
     pub(crate) grace: Duration,
     /// `--foreground`: the command stays in zklock's process group.
@@ -172,6 +183,8 @@ pub(crate) struct HoldersArgs {
     pub(crate) security: Security,
     pub(crate) connect: String,
     pub(crate) session_timeout: Duration,
+    /// `--connect-timeout` (`None`: the session timeout).
+    pub(crate) connect_timeout: Option<Duration>,
     pub(crate) semaphore: Option<usize>,
     pub(crate) path: String,
     /// `--json`: one JSON object per participant.
@@ -199,6 +212,7 @@ pub(crate) fn parse_cli(args: Vec<OsString>, env_connect: Option<String>) -> Res
     let mut parser = lexopt::Parser::from_args(args);
     let mut connect = None;
     let mut session_timeout = Duration::from_secs(10);
+    let mut connect_timeout = None;
     let mut timeout = None;
     let mut grace = Duration::from_secs(5);
     let mut foreground = false;
@@ -207,7 +221,6 @@ pub(crate) fn parse_cli(args: Vec<OsString>, env_connect: Option<String>) -> Res
     let mut holders_mode = false;
     let mut path = None;
     let mut command = Vec::new();
-    let mut first = true;
     let mut security = Security::default();
     let mut verbose = 0u8;
     let mut json = false;
@@ -224,7 +237,6 @@ pub(crate) fn parse_cli(args: Vec<OsString>, env_connect: Option<String>) -> Res
         let Some(arg) = parser.next().map_err(usage)? else {
             break;
         };
-        let is_first = std::mem::replace(&mut first, false);
         let mut set_kind = |k: Kind| -> Result<(), Usage> {
             if kind.replace(k).is_some_and(|old| old != k) {
                 return Err(Usage(
@@ -249,6 +261,11 @@ pub(crate) fn parse_cli(args: Vec<OsString>, env_connect: Option<String>) -> Res
                 let text = value(&mut parser)?;
                 session_timeout =
                     durations::session_timeout("--session-timeout", &text).map_err(Usage)?;
+            }
+            Long("connect-timeout") => {
+                let text = value(&mut parser)?;
+                connect_timeout =
+                    Some(durations::connect_timeout("--connect-timeout", &text).map_err(Usage)?);
             }
             Long("grace") => {
                 let text = value(&mut parser)?;
@@ -289,7 +306,9 @@ pub(crate) fn parse_cli(args: Vec<OsString>, env_connect: Option<String>) -> Res
                 let text = v
                     .into_string()
                     .map_err(|v| Usage(format!("argument {v:?} is not valid UTF-8")))?;
-                if is_first && text == "holders" {
+                // The subcommand stands where the first non-option does, wherever the
+                // options are (git's and kubectl's rule); a PATH is absolute, never `holders`.
+                if !holders_mode && path.is_none() && text == "holders" {
                     holders_mode = true;
                 } else if path.replace(text.clone()).is_some() {
                     return Err(Usage(format!(
@@ -317,13 +336,14 @@ pub(crate) fn parse_cli(args: Vec<OsString>, env_connect: Option<String>) -> Res
         }
         if matches!(kind, Some(Kind::Read | Kind::Write)) || timeout.is_some() || foreground {
             return Err(Usage(
-                "holders takes only --connect, --session-timeout, --auth-file, --acl, --tls-*, --semaphore, --json and -v".into(),
+                "holders takes only --connect, --session-timeout, --connect-timeout, --auth-file, --acl, --tls-*, --semaphore, --json and -v".into(),
             ));
         }
         return Ok(Cli::Holders(HoldersArgs {
             security,
             connect,
             session_timeout,
+            connect_timeout,
             semaphore,
             path,
             json,
@@ -340,6 +360,7 @@ pub(crate) fn parse_cli(args: Vec<OsString>, env_connect: Option<String>) -> Res
         security,
         connect,
         session_timeout,
+        connect_timeout,
         timeout,
         grace,
         foreground,

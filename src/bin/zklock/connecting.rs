@@ -8,15 +8,20 @@ use zk_locks::Error;
 
 use crate::cli::Security;
 
-/// Opens a session to `hosts` with the credentials, ACL provider and TLS of `security`.
+/// Opens a session to `hosts` with the credentials, ACL provider and TLS of `security`,
+/// giving up after `connect_timeout` (`None`: the session timeout, the library's default).
 pub(crate) fn connect(
     hosts: &str,
     session_timeout: Duration,
+    connect_timeout: Option<Duration>,
     security: &Security,
 ) -> Result<Arc<NativeClient>, Error> {
     let mut options = NativeOptions::new(hosts)
         .session_timeout(session_timeout)
         .acl_provider(security.acl.provider());
+    if let Some(timeout) = connect_timeout {
+        options = options.connect_timeout(timeout);
+    }
     if let Some(credentials) = &security.credentials {
         options = options.auth("digest", credentials.as_bytes());
     }

@@ -4,6 +4,8 @@
 //!
 //! - `--timeout` and `--grace` become deadlines (`now + d`): at most [`MAX_WAIT`], far below
 //!   what an `Instant` can hold, so no deadline computed from them can overflow;
+//! - `--connect-timeout` bounds the first connect (a deadline too): from 1 ms (0 would give
+//!   up before trying) to [`MAX_WAIT`];
 //! - `--session-timeout` is sent to ZooKeeper as an `int` of milliseconds: from 1 ms to
 //!   `i32::MAX` ms (about 24.8 days); the server then fits it to its own bounds.
 
@@ -52,6 +54,12 @@ fn within(
 pub(crate) fn wait(option: &str, text: &str) -> Result<Duration, String> {
     let range = "from 0 to 365days (leave --timeout out to wait without limit)";
     within(option, text, (Duration::ZERO, MAX_WAIT), range)
+}
+
+/// `--connect-timeout`: from 1 ms to [`MAX_WAIT`].
+pub(crate) fn connect_timeout(option: &str, text: &str) -> Result<Duration, String> {
+    let range = "from 1ms to 365days";
+    within(option, text, (Duration::from_millis(1), MAX_WAIT), range)
 }
 
 /// `--session-timeout`: from [`MIN_SESSION_TIMEOUT`] to [`MAX_SESSION_TIMEOUT`].
@@ -110,6 +118,14 @@ mod tests {
                 "{bad:?}"
             );
         }
+        for bad in ["0", "0.5ms", "366days", "soon"] {
+            let e = connect_timeout("--connect-timeout", bad).unwrap_err();
+            assert!(e.starts_with("--connect-timeout"), "{bad:?}: {e}");
+        }
+        assert_eq!(
+            connect_timeout("--connect-timeout", "1ms"),
+            Ok(Duration::from_millis(1))
+        );
         assert_eq!(
             session_timeout("--session-timeout", "24days"),
             Ok(Duration::from_secs(24 * 86400))

@@ -13,7 +13,13 @@ use crate::connecting::{connect, not_allowed};
 use crate::exit;
 
 pub(crate) fn holders(args: &HoldersArgs) -> i32 {
-    let client: SharedClient = match connect(&args.connect, args.session_timeout, &args.security) {
+    let connected = connect(
+        &args.connect,
+        args.session_timeout,
+        args.connect_timeout,
+        &args.security,
+    );
+    let client: SharedClient = match connected {
         Ok(c) => c,
         Err(e) => {
             eprintln!("zklock: {e}");
@@ -21,6 +27,7 @@ pub(crate) fn holders(args: &HoldersArgs) -> i32 {
         }
     };
     let code = match participants(&client, &args.path, args.semaphore) {
+        Ok(participants) if participants.is_empty() => nobody(&client, &args.path),
         Ok(participants) => {
             for (position, p) in participants.iter().enumerate() {
                 if args.json {
@@ -44,6 +51,20 @@ pub(crate) fn holders(args: &HoldersArgs) -> i32 {
     };
     client.close();
     code
+}
+
+/// Says on stderr that the lock at `path` has no participants, and whether its node exists
+/// (one more request; a failure of it only leaves that detail out: a lock directory is a
+/// container the server removes once empty, so a free lock often has none); the status a
+/// script tests.
+fn nobody(client: &SharedClient, path: &str) -> i32 {
+    let why = match client.exists(path) {
+        Ok(Some(_)) => ": the lock is free",
+        Ok(None) => ": the lock is free (no node at that path)",
+        Err(_) => "",
+    };
+    eprintln!("zklock: no participants in {path}{why}");
+    exit::NO_PARTICIPANTS
 }
 
 /// The participants of the lock at `path`. With `--semaphore N` it is a semaphore of N

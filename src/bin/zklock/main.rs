@@ -31,6 +31,9 @@ use cli::{load_credentials, parse_cli, Cli, Usage, HELP};
 
 /// Exit codes of zklock itself (sysexits.h where one fits); any other status is the child's.
 pub(crate) mod exit {
+    /// (`holders`) The lock has no participants: it is free, or there is no such path (as
+    /// grep's 1: nothing matched), so that a script can test it.
+    pub const NO_PARTICIPANTS: i32 = 1;
     /// Bad arguments.
     pub const USAGE: i32 = 64;
     /// No session with ZooKeeper (unreachable, bad connect string), or not allowed: refused

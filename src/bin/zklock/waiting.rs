@@ -70,6 +70,7 @@ pub(crate) fn acquire(args: &RunArgs) -> Result<Held, i32> {
         security: args.security.clone(),
         hosts: args.connect.clone(),
         session_timeout: args.session_timeout,
+        connect_timeout: args.connect_timeout,
         kind: args.kind,
         path: args.path.clone(),
         timeout: args.timeout,
@@ -183,6 +184,7 @@ struct Request {
     security: Security,
     hosts: String,
     session_timeout: Duration,
+    connect_timeout: Option<Duration>,
     kind: Kind,
     path: String,
     timeout: Option<Duration>,
@@ -191,7 +193,13 @@ struct Request {
 /// The worker: connects, acquires, reports, and releases when told to (on the same thread,
 /// as a reentrant mutex requires). Main may stop listening at any point (it then exits).
 fn hold(request: &Request, events: &Sender<Event>, release: &Receiver<()>) {
-    let client = match connect(&request.hosts, request.session_timeout, &request.security) {
+    let connected = connect(
+        &request.hosts,
+        request.session_timeout,
+        request.connect_timeout,
+        &request.security,
+    );
+    let client = match connected {
         Ok(c) => c,
         Err(e) => {
             let _ = events.send(Event::Failed(e));

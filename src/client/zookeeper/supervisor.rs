@@ -216,7 +216,10 @@ impl Supervisor {
             _ => {
                 // The crate silently opened a new session: the old one (and its ephemerals) is
                 // gone.
-                log::warn!("session changed from {known:x?} to 0x{id:x} behind the client's back");
+                log::warn!(
+                    "session changed from {} to 0x{id:x} behind the client's back",
+                    crate::session::session_hex(known)
+                );
                 shared.session.transition(ConnectionState::Lost, None);
                 shared
                     .session
