@@ -284,6 +284,67 @@ impl Drop for Network {
 mod tests {
     use super::*;
 
+    /// Whether these tests can make namespaces: skipped with a note where not, failed under
+    /// `ZK_LOCKS_REQUIRE_SERVER=1`.
+    fn namespaces_here() -> bool {
+        match super::super::available() {
+            Ok(()) => true,
+            Err(reason) if crate::testing::server_required() => panic!("{reason}"),
+            Err(reason) => {
+                eprintln!("skipping: no network namespaces ({reason})");
+                false
+            }
+        }
+    }
+
+    fn namespace_exists(name: &str) -> bool {
+        let list = ip(&["netns", "list"]).unwrap();
+        list.lines()
+            .any(|l| l.split_whitespace().next() == Some(name))
+    }
+
+    #[test]
+    fn a_panicking_test_leaves_no_network_behind() {
+        if !namespaces_here() {
+            return;
+        }
+        let names = std::sync::Mutex::new(Vec::new());
+        let unwound = std::panic::catch_unwind(|| {
+            let net = Network::create(2).unwrap();
+            names
+                .lock()
+                .unwrap()
+                .extend([net.namespace(0), net.namespace(1), net.bridge()]);
+            net.set_cut(0, true).unwrap();
+            panic!("a failing test");
+        });
+        assert!(unwound.is_err());
+        let names = names.into_inner().unwrap();
+        assert_eq!(names.len(), 3);
+        assert!(!namespace_exists(&names[0]) && !namespace_exists(&names[1]));
+        assert!(
+            ip(&["link", "show", &names[2]]).is_err(),
+            "{} remains",
+            names[2]
+        );
+    }
+
+    #[test]
+    fn a_dead_runs_leftovers_are_removed() {
+        if !namespaces_here() {
+            return;
+        }
+        let mut child = Command::new("true").spawn().unwrap();
+        let dead = child.id();
+        child.wait().unwrap();
+        let (ns, bridge) = (format!("zkl{dead:x}-0m0"), format!("zkl{dead:x}-0br"));
+        ip(&["netns", "add", &ns]).unwrap();
+        ip(&["link", "add", &bridge, "type", "bridge"]).unwrap();
+        remove_leftovers();
+        assert!(!namespace_exists(&ns), "{ns} remains");
+        assert!(ip(&["link", "show", &bridge]).is_err(), "{bridge} remains");
+    }
+
     #[test]
     fn names_carry_their_pid() {
         assert_eq!(owner_pid("zkl1f2e-0br"), Some(0x1f2e));
