@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test. Installs Java (with javac), ZooKeeper 3.8 and Curator 5.4 (Debian packages)
 # when missing, so the tests against a real server and the Curator interoperability tests run;
-# the tests start their own servers on 127.0.0.1.
+# the tests start their own servers on 127.0.0.1 (the member-partition tests: in network
+# namespaces of their own, which needs root and iproute2).
 #
 # Since everything is installed here, a missing server, Java or Curator is a test failure, not
 # a skip (ZK_LOCKS_REQUIRE_SERVER=1), unless the caller sets ZK_LOCKS_REQUIRE_SERVER=0.
@@ -15,7 +16,8 @@ have_everything() {
         && [ -f /usr/share/java/slf4j-nop.jar ] \
         && [ -f /usr/share/java/netty-codec.jar ] \
         && [ -f /usr/share/java/netty-resolver.jar ] \
-        && command -v openssl >/dev/null 2>&1
+        && command -v openssl >/dev/null 2>&1 \
+        && { command -v ip || [ -x /usr/sbin/ip ] || [ -x /sbin/ip ]; } >/dev/null 2>&1
 }
 
 if ! have_everything; then
@@ -26,10 +28,11 @@ if ! have_everything; then
     # default-jdk-headless brings javac (the interop tests compile Java at test time);
     # libslf4j-java (slf4j-nop) comes with Curator, named here because the tests need it;
     # the TLS tests need libnetty-java (two jars zookeeper.jar's manifest omits) and openssl
-    # (certificates are made at test time).
+    # (certificates are made at test time); the member-partition tests need iproute2 (`ip`,
+    # network namespaces; they also need root).
     "${SUDO[@]}" apt-get install -y --no-install-recommends \
         default-jdk-headless zookeeper libcurator-recipes-java libslf4j-java \
-        libnetty-java openssl
+        libnetty-java openssl iproute2
 fi
 
 export ZK_LOCKS_REQUIRE_SERVER="${ZK_LOCKS_REQUIRE_SERVER:-1}"

@@ -3,7 +3,9 @@
 //!
 //! - [`TestingServer`]: one standalone ZooKeeper 3.8 (Debian's jars, plain `java`, no root),
 //!   optionally with a TLS port ([`TestingServer::start_tls`], certificates in [`TlsFiles`]);
-//! - [`TestingCluster`]: an n-member quorum on 127.0.0.1;
+//! - [`TestingCluster`]: an n-member quorum on 127.0.0.1, or ([`TestingCluster::builder`])
+//!   with its own clock and each member in its own network namespace, where [`partition`]
+//!   cuts a member off from the others while clients still reach it;
 //! - [`FaultProxy`]: cut / freeze / refuse connections, expire a session for real;
 //! - [`shared_server`]: one lazily started server per test process ([`shared_tls_server`]:
 //!   the same with a TLS port);
@@ -21,6 +23,7 @@ mod cluster;
 pub mod curator;
 mod cut_off;
 pub mod harness;
+pub mod partition;
 mod process;
 mod proxy;
 mod server;
@@ -28,7 +31,7 @@ mod tls;
 
 use std::sync::OnceLock;
 
-pub use cluster::TestingCluster;
+pub use cluster::{ClusterBuilder, TestingCluster};
 pub use cut_off::CutOffMember;
 pub use proxy::FaultProxy;
 pub use server::TestingServer;

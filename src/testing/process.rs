@@ -8,7 +8,7 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -150,13 +150,17 @@ fn remove_stale_dirs(base: &Path) {
         let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<i32>().ok()) else {
             continue;
         };
-        // kill(pid, 0) fails with ESRCH when no such process exists.
-        let alive = unsafe { libc::kill(pid, 0) } == 0
-            || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH);
-        if !alive {
+        if !process_alive(pid) {
             let _ = fs::remove_dir_all(entry.path());
         }
     }
+}
+
+/// Whether a process with this pid exists (what names of a dead run's leftovers are checked by).
+pub(crate) fn process_alive(pid: i32) -> bool {
+    // SAFETY: kill(pid, 0) sends nothing; it fails with ESRCH when no such process exists.
+    let sent = unsafe { libc::kill(pid, 0) };
+    sent == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
 }
 
 /// The last `max` bytes of a log file, for error messages.
@@ -171,13 +175,41 @@ pub(crate) fn log_tail(path: &Path, max: u64) -> String {
     tail
 }
 
+/// A server's clock: `tickTime` and the follower limits counted in ticks (`initLimit`: to
+/// connect to and sync with the leader; `syncLimit`: the longest silence a follower and the
+/// leader allow each other before giving up on the link).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Timing {
+    pub tick_time: Duration,
+    pub init_limit: u32,
+    pub sync_limit: u32,
+}
+
+impl Default for Timing {
+    /// Short ticks so elections and session expiries in tests take a second, not a minute.
+    fn default() -> Timing {
+        Timing {
+            tick_time: Duration::from_millis(500),
+            init_limit: 20,
+            sync_limit: 10,
+        }
+    }
+}
+
 /// What a node's `zoo.cfg` says besides the per-node dirs and ports.
 pub(crate) struct NodeConfig {
-    /// Its client port on 127.0.0.1.
+    /// The address every port of the node binds (127.0.0.1, or its own address in its own
+    /// network namespace).
+    pub host: Ipv4Addr,
+    /// The network namespace the JVM runs in (`ip netns exec`), if any.
+    pub netns: Option<String>,
+    /// `tickTime`, `initLimit`, `syncLimit`.
+    pub timing: Timing,
+    /// Its client port on `host`.
     pub client_port: u16,
     /// `server.N=...` lines (empty for standalone) and this node's id.
     pub quorum: Option<(u32, Vec<String>)>,
-    /// A TLS `secureClientPort` on 127.0.0.1 (Netty connection factory, certificates made
+    /// A TLS `secureClientPort` on `host` (Netty connection factory, certificates made
     /// with `openssl` in the node's dir, client certificates wanted but not required).
     pub secure_port: Option<u16>,
 }
@@ -192,7 +224,9 @@ pub(crate) const DEBIAN_NETTY_JARS: [&str; 2] = [
 /// One ZooKeeper JVM with its own dir (config, data, log), restartable on the same port.
 pub(crate) struct Node {
     pub dir: PathBuf,
+    pub host: Ipv4Addr,
     pub client_port: u16,
+    netns: Option<String>,
     /// The certificates, on a TLS node.
     pub tls: Option<super::tls::TlsFiles>,
     main_class: &'static str,
@@ -207,13 +241,18 @@ impl Node {
         let dir = make_temp_dir()?;
         let data = dir.join("data");
         fs::create_dir_all(&data).map_err(io_err("creating the data dir"))?;
+        let Timing {
+            tick_time,
+            init_limit,
+            sync_limit,
+        } = config.timing;
         let mut cfg = format!(
-            "tickTime=500\n\
-             initLimit=20\n\
-             syncLimit=10\n\
+            "tickTime={}\n\
+             initLimit={init_limit}\n\
+             syncLimit={sync_limit}\n\
              dataDir={}\n\
              clientPort={}\n\
-             clientPortAddress=127.0.0.1\n\
+             clientPortAddress={}\n\
              maxClientCnxns=0\n\
              minSessionTimeout=1000\n\
              maxSessionTimeout=60000\n\
@@ -221,8 +260,10 @@ impl Node {
              admin.enableServer=false\n\
              forceSync=no\n\
              electionPortBindRetry=0\n",
+            tick_time.as_millis(),
             data.display(),
-            config.client_port
+            config.client_port,
+            config.host
         );
         if let Some((myid, servers)) = &config.quorum {
             for line in servers {
@@ -239,13 +280,14 @@ impl Node {
                 let files = super::tls::generate(&tls_dir)?;
                 cfg.push_str(&format!(
                     "secureClientPort={port}\n\
-                     secureClientPortAddress=127.0.0.1\n\
+                     secureClientPortAddress={}\n\
                      serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory\n\
                      ssl.keyStore.location={}\n\
                      ssl.keyStore.type=PEM\n\
                      ssl.trustStore.location={}\n\
                      ssl.trustStore.type=PEM\n\
                      ssl.clientAuth=want\n",
+                    config.host,
                     files.server_store.display(),
                     files.ca.display()
                 ));
@@ -264,7 +306,9 @@ impl Node {
         .map_err(io_err("writing log4j.properties"))?;
         Ok(Node {
             dir,
+            host: config.host,
             client_port: config.client_port,
+            netns: config.netns,
             tls,
             main_class: if config.quorum.is_some() {
                 "org.apache.zookeeper.server.quorum.QuorumPeerMain"
@@ -278,7 +322,7 @@ impl Node {
     }
 
     pub fn client_addr(&self) -> SocketAddr {
-        SocketAddr::from(([127, 0, 0, 1], self.client_port))
+        SocketAddr::from((self.host, self.client_port))
     }
 
     pub fn log_path(&self) -> PathBuf {
@@ -325,7 +369,20 @@ impl Node {
             .open(self.log_path())
             .map_err(io_err("opening the server log"))?;
         let log2 = log.try_clone().map_err(io_err("cloning the log handle"))?;
-        let mut command = Command::new(java);
+        let mut command = match &self.netns {
+            None => Command::new(java),
+            Some(ns) => {
+                let mut ip = Command::new(super::partition::ip_command());
+                // `ip netns exec` execs java in place (no fork): the pid is the JVM's.
+                ip.args(["netns", "exec", ns]).arg(java);
+                // A silently dropped connect waits its whole timeout, and a member cut off
+                // backs off its election notices: both bounded to 2 s so that a healed member
+                // rejoins in seconds (defaults: 5 s and 60 s).
+                ip.arg("-Dzookeeper.cnxTimeout=2000")
+                    .arg("-Dzookeeper.fastleader.maxNotificationInterval=2000");
+                ip
+            }
+        };
         command
             .arg("-Xmx256m")
             .arg("-XX:+UseSerialGC")
@@ -353,7 +410,7 @@ impl Node {
         let (pid_tx, pid_rx) = mpsc::channel();
         let (exit_tx, exit_rx) = mpsc::channel::<()>();
         let keeper = std::thread::Builder::new()
-            .name(format!("zk-server-{}", self.client_port))
+            .name(format!("zk-server-{}", self.client_addr()))
             .spawn(move || match command.spawn() {
                 Ok(mut child) => {
                     let _ = pid_tx.send(Ok(child.id() as i32));
@@ -441,11 +498,11 @@ impl Node {
         }
     }
 
-    /// Waits until `port` on 127.0.0.1 accepts a TCP connection, the JVM dies, or the deadline
+    /// Waits until `port` on the node's host accepts a TCP connection, the JVM dies, or the deadline
     /// passes.
     pub fn wait_for_port(&self, port: u16, timeout: Duration) -> Result<()> {
         let deadline = crate::testing::deadline_after(timeout);
-        let addr = SocketAddr::from(([127, 0, 0, 1], port));
+        let addr = SocketAddr::from((self.host, port));
         loop {
             if !self.is_running() {
                 return Err(self.startup_error("the server process exited".into()));

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 
-use super::process::{free_port, lost_a_port_race, Node, NodeConfig};
+use super::process::{free_port, lost_a_port_race, Node, NodeConfig, Timing};
 use crate::error::Result;
 
 /// How long a (re)started server may take to answer `ruok` (a JVM on a loaded 2-core box).
@@ -68,6 +68,9 @@ impl TestingServer {
     fn start_once(secure_port: Option<u16>) -> Result<TestingServer> {
         let port = free_port()?;
         let node = Node::create(NodeConfig {
+            host: std::net::Ipv4Addr::LOCALHOST,
+            netns: None,
+            timing: Timing::default(),
             client_port: port,
             quorum: None,
             secure_port,
