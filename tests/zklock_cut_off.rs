@@ -19,7 +19,8 @@ use zklock_support::processes::{alive, read_pid, stderr_of, KillOnDrop};
 use zklock_support::{client, temp_dir, wait_exit, zklock, PATIENCE};
 
 /// zklock holds `root` through `connect` with session timeout `timeout`, running a command
-/// that ignores SIGTERM (only SIGKILL stops it, as late as zklock allows); `cut` then cuts it
+/// that ignores SIGTERM (only SIGKILL stops it: by `--grace 1s` after a loss, or earlier when
+/// zklock must stop it before the session can expire); `cut` then cuts it
 /// off; a contender straight on the server waits for the lock. When the contender gets it,
 /// the command must already be dead.
 fn contender_never_runs_beside_the_command(
@@ -37,7 +38,7 @@ fn contender_never_runs_beside_the_command(
     );
     let mut holder = zklock()
         .args(["--connect", connect, "--session-timeout", timeout])
-        .args(["--grace", "1h", &root, "--", "sh", "-c", &script])
+        .args(["--grace", "1s", &root, "--", "sh", "-c", &script])
         .env("RUST_LOG", "zklock=info,zk_locks=info")
         .stderr(Stdio::piped())
         .spawn()
