@@ -155,8 +155,8 @@ pub enum Error {
         /// What went wrong (every host's failure when several were tried).
         reason: String,
         /// The I/O error beneath the last failed attempt, when there was one (a refused
-        /// connection, a time-out, a server that closed without answering); also the
-        /// error's `source()`.
+        /// connection, a time-out, a server that closed without answering, a failed TLS
+        /// handshake: rustls's error is inside it, `get_ref()`); also the error's `source()`.
         #[source]
         source: Option<std::io::Error>,
     },

@@ -3,10 +3,10 @@
 //! was restored after its session's link went down (and the holder released meanwhile), and
 //! the drain costs no listing or watch beyond one listing per hand-off. On the memory
 //! backend (exact, many waiters) and on a real server through a `FaultProxy` (our own client,
-//! SetWatches; smaller). Counts only, no timing. And a waiter's wake-up does not wait behind
-//! a user's callback that blocks the session's event thread.
+//! SetWatches; smaller). Counts only, no timing. (A waiter's wake-up does not wait behind a
+//! user's callback that blocks the session's event thread: `tests/blocked_event_thread.rs`.)
 
-use std::sync::{mpsc, Arc};
+use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
@@ -16,7 +16,7 @@ use zk_locks::client::{Counters, CountingClient};
 use zk_locks::session::ConnectionState;
 use zk_locks::testing::harness::{eventually, unique_root};
 use zk_locks::testing::{shared_server, FaultProxy};
-use zk_locks::{CreateMode, InterProcessLock, InterProcessMutex, SharedClient, ZkClient};
+use zk_locks::{InterProcessLock, InterProcessMutex, SharedClient, ZkClient};
 
 /// Bound of every wait on a condition (a loaded machine).
 const PATIENCE: Duration = Duration::from_secs(120);
@@ -173,62 +173,4 @@ fn wait_for(client: &dyn ZkClient, state: ConnectionState) {
         assert!(Instant::now() < deadline, "never {state:?}: {seen:?}");
         seen = client.session().wait_for_change(seen.epoch, Some(deadline));
     }
-}
-
-/// A user's watch callback that blocks the session's event thread (here until the test lets
-/// it go) does not hold up a lock hand-off to a waiter of that session: the waiter's wake-up
-/// runs where the notification is read. (Before, it queued behind the blocked callback and
-/// the waiter slept until that callback returned.)
-#[test]
-fn a_blocked_user_callback_does_not_stall_a_waiter_of_its_session() {
-    let Some(server) = shared_server() else {
-        return;
-    };
-    let connect = || NativeClient::connect(&server.connect_string(), Duration::from_secs(30));
-    let (waiter_client, holder_client) = (connect().unwrap(), connect().unwrap());
-    let root = unique_root("blocked-callback");
-    let node = format!("{root}/watched");
-    holder_client
-        .create(&root, b"", CreateMode::Persistent)
-        .unwrap();
-    holder_client
-        .create(&node, b"", CreateMode::Persistent)
-        .unwrap();
-    // The user's callback: it says it runs, then blocks until the test lets it go.
-    let (entered_tx, entered) = mpsc::channel();
-    let (let_go, blocked) = mpsc::channel::<()>();
-    waiter_client
-        .get_data(
-            &node,
-            Some(Box::new(move |_| {
-                entered_tx.send(()).unwrap();
-                let _ = blocked.recv_timeout(PATIENCE);
-            })),
-        )
-        .unwrap();
-    holder_client.set_data(&node, b"x", None).unwrap();
-    entered
-        .recv_timeout(PATIENCE)
-        .expect("the user's callback runs");
-
-    let lock = format!("{root}/lock");
-    let holder = InterProcessMutex::new(holder_client.clone(), &lock).unwrap();
-    holder.acquire().unwrap();
-    let waiter = InterProcessMutex::new(waiter_client.clone(), &lock).unwrap();
-    let (acquired_tx, acquired) = mpsc::channel();
-    let thread = thread::spawn(move || {
-        waiter.acquire().unwrap();
-        acquired_tx.send(()).unwrap();
-        waiter.release().unwrap();
-    });
-    eventually(PATIENCE, "the waiter watches the holder", || {
-        waiter_client.watch_count() == 1
-    });
-    holder.release().unwrap();
-    let handed_over = acquired.recv_timeout(Duration::from_secs(20));
-    let_go.send(()).unwrap();
-    handed_over.expect("the waiter took the lock while its session's event thread was blocked");
-    thread.join().unwrap();
-    waiter_client.close();
-    holder_client.close();
 }

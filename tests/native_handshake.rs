@@ -3,6 +3,10 @@
 //! never carries the old session's last zxid, and connect strings are read as the Java
 //! client reads them (an unresolvable host is skipped while another one answers).
 
+#[cfg(feature = "tls")]
+#[path = "support/tls_member.rs"]
+mod tls_member;
+
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
@@ -390,4 +394,116 @@ fn a_plaintext_client_on_a_real_tls_port_is_told_so() {
         matches!(&err, Error::Connect { reason, .. } if reason.contains("TLS")),
         "{err}"
     );
+}
+
+/// The I/O error beneath `err`, an `Error::Connect`.
+fn io_source(err: &Error) -> &std::io::Error {
+    assert!(matches!(err, Error::Connect { .. }), "{err}");
+    std::error::Error::source(err)
+        .and_then(|s| s.downcast_ref::<std::io::Error>())
+        .unwrap_or_else(|| panic!("no io::Error beneath {err:?}"))
+}
+
+/// A member that takes the connection (the kernel's backlog) and never says anything: the
+/// time-out is the source. The listener lives as long as the returned guard.
+fn frozen_member() -> (String, TcpListener) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    (listener.local_addr().unwrap().to_string(), listener)
+}
+
+fn is_time_out(kind: std::io::ErrorKind) -> bool {
+    matches!(
+        kind,
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+    )
+}
+
+#[test]
+fn a_frozen_member_keeps_its_time_out_as_the_source() {
+    let (addr, _frozen) = frozen_member();
+    let err = NativeClient::connect_with(
+        NativeOptions::new(&addr)
+            .session_timeout(Duration::from_secs(2))
+            .connect_timeout(Duration::from_secs(1)),
+    )
+    .unwrap_err();
+    assert!(is_time_out(io_source(&err).kind()), "{err:?}");
+}
+
+/// Over TLS every failed handshake keeps what is beneath it as the `source()` (it was once
+/// flattened into the message, with no source): a time-out, a close, and a certificate that
+/// does not verify (rustls's error, inside the `io::Error`).
+#[cfg(feature = "tls")]
+mod over_tls {
+    use super::*;
+    use zk_locks::client::native::TlsOptions;
+
+    fn tls_options(addr: &str) -> NativeOptions {
+        NativeOptions::new(addr)
+            .session_timeout(Duration::from_secs(2))
+            .connect_timeout(Duration::from_secs(1))
+            .tls(tls_member::client_options())
+    }
+
+    /// Accepts connections and hands each to `serve` on a thread of its own.
+    fn server(serve: impl Fn(TcpStream) + Send + Sync + 'static) -> String {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let serve = Arc::new(serve);
+        thread::spawn(move || {
+            for tcp in listener.incoming().flatten() {
+                let serve = serve.clone();
+                thread::spawn(move || serve(tcp));
+            }
+        });
+        addr
+    }
+
+    #[test]
+    fn a_handshake_that_times_out_keeps_its_time_out_as_the_source() {
+        let (addr, _frozen) = frozen_member();
+        let err = NativeClient::connect_with(tls_options(&addr)).unwrap_err();
+        assert!(is_time_out(io_source(&err).kind()), "{err:?}");
+    }
+
+    #[test]
+    fn a_server_closing_the_handshake_keeps_its_io_error_as_the_source() {
+        let addr = server(drop);
+        let err = NativeClient::connect_with(tls_options(&addr)).unwrap_err();
+        let kind = io_source(&err).kind();
+        assert!(
+            matches!(
+                kind,
+                std::io::ErrorKind::UnexpectedEof
+                    | std::io::ErrorKind::ConnectionReset
+                    | std::io::ErrorKind::ConnectionAborted
+                    | std::io::ErrorKind::BrokenPipe
+            ),
+            "{kind:?} beneath {err}"
+        );
+    }
+
+    #[test]
+    fn a_certificate_that_does_not_verify_keeps_the_rustls_error_beneath() {
+        let addr = server(|tcp| {
+            let mut stream = tls_member::accept(tcp);
+            let _ = std::io::Read::read(&mut stream, &mut [0; 1]);
+        });
+        let err = NativeClient::connect_with(
+            tls_options(&addr)
+                .tls(TlsOptions::from_ca_file(&tls_member::files().other_ca).unwrap()),
+        )
+        .unwrap_err();
+        assert!(
+            matches!(&err, Error::Connect { reason, .. } if reason.contains("certificate")),
+            "{err}"
+        );
+        let rustls = io_source(&err)
+            .get_ref()
+            .and_then(|e| e.downcast_ref::<rustls::Error>());
+        assert!(
+            matches!(rustls, Some(rustls::Error::InvalidCertificate(_))),
+            "{rustls:?} beneath {err:?}"
+        );
+    }
 }

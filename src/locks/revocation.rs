@@ -182,7 +182,13 @@ impl Revocation {
                 me.fired(number, event.event_type);
             }
         });
-        match self.client.get_data(&self.path, Some(watcher)) {
+        // The callback only records and starts a thread: it runs on the reader thread, so a
+        // request is heard (and the holder's waiters let in) while a user's callback blocks
+        // the event thread.
+        let read = crate::client::native::watches::wake_only(|| {
+            self.client.get_data(&self.path, Some(watcher))
+        });
+        match read {
             Ok((data, stat)) => {
                 {
                     let mut slot = self.slot.lock();

@@ -193,10 +193,12 @@ fn refresh(shared: &Arc<Shared>) -> Result<()> {
             spawn(THREAD_NAME, move || keep_current(&weak));
         }
     });
-    let (data, stat) = shared
-        .client
-        .get_data(&shared.path, Some(watcher))
-        .map_err(|c| Error::zk("get_data", shared.path.clone(), c))?;
+    // The callback only starts a thread: it runs on the reader thread, so a semaphore waiting
+    // for a larger maximum does not hear of it only after a user's blocked callback returns.
+    let (data, stat) = crate::client::native::watches::wake_only(|| {
+        shared.client.get_data(&shared.path, Some(watcher))
+    })
+    .map_err(|c| Error::zk("get_data", shared.path.clone(), c))?;
     shared.armed.fetch_max(read, Ordering::SeqCst);
     let Some(value) = decode_count(&data) else {
         return Err(Error::InvalidArgument {

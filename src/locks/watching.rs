@@ -139,7 +139,12 @@ impl HeldNode {
                 w.fired(number, &event);
             }
         });
-        match client.get_data(self.path(), Some(watcher)) {
+        // The callback only records and signals: it runs on the reader thread, so a user's
+        // callback blocking the event thread does not hide a deletion from the holder.
+        let read = crate::client::native::watches::wake_only(|| {
+            client.get_data(self.path(), Some(watcher))
+        });
+        match read {
             Ok((_, stat)) if self.owned_by_us(stat.ephemeral_owner) => {
                 watch.armed(number, epoch);
                 self.verified_in(epoch);

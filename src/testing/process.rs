@@ -277,7 +277,7 @@ impl Node {
             Some(port) => {
                 let tls_dir = dir.join("tls");
                 fs::create_dir_all(&tls_dir).map_err(io_err("creating the tls dir"))?;
-                let files = super::tls::generate(&tls_dir)?;
+                let files = super::tls::TlsFiles::generate(&tls_dir)?;
                 cfg.push_str(&format!(
                     "secureClientPort={port}\n\
                      secureClientPortAddress={}\n\

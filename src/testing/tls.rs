@@ -40,8 +40,19 @@ pub struct TlsFiles {
     pub client_cert: PathBuf,
     /// The client's private key (PKCS#8).
     pub client_key: PathBuf,
-    /// The server's key store: its PKCS#8 key, then its certificate.
-    pub(crate) server_store: PathBuf,
+    /// The server's key store: its PKCS#8 key, then its certificate (SAN `IP:127.0.0.1,
+    /// DNS:localhost`), as ZooKeeper's PEM key store takes them; a scripted TLS server in a
+    /// test reads both from it.
+    pub server_store: PathBuf,
+}
+
+impl TlsFiles {
+    /// Makes a new set of certificates in `dir` (which must exist) with the `openssl`
+    /// command: for a scripted TLS server of a test, as [`TestingServer::start_tls`] does for
+    /// a real one.
+    pub fn generate(dir: &Path) -> Result<TlsFiles> {
+        generate(dir)
+    }
 }
 
 fn openssl(dir: &Path, args: &[&str]) -> Result<()> {
@@ -120,7 +131,7 @@ fn signed(dir: &Path, name: &str, extensions: &str) -> Result<()> {
 }
 
 /// Makes every file in `dir` (which must exist).
-pub(crate) fn generate(dir: &Path) -> Result<TlsFiles> {
+fn generate(dir: &Path) -> Result<TlsFiles> {
     self_signed_ca(dir, "ca")?;
     self_signed_ca(dir, "other-ca")?;
     signed(

@@ -86,7 +86,7 @@ impl ConnectFailure {
     }
 }
 
-/// A failure of our own words (a TLS error, a closed client): [`Reach::Failed`].
+/// A failure of our own words with no error beneath it (a closed client): [`Reach::Failed`].
 impl From<String> for ConnectFailure {
     fn from(text: String) -> ConnectFailure {
         ConnectFailure::new(Reach::Failed, text)

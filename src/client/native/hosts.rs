@@ -15,7 +15,7 @@
 //!   pacing reads: a member that did not answer is passed over, one not serving is retried
 //!   soon.
 
-use std::io::{ErrorKind, Read};
+use std::io::{self, ErrorKind, Read};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
@@ -105,28 +105,29 @@ pub fn read_connect_response(
 ) -> Result<Vec<u8>, ConnectFailure> {
     let mut prefix = [0u8; 4];
     if let Err(e) = stream.read_exact(&mut prefix) {
-        return Err(match e.kind() {
-            ErrorKind::UnexpectedEof
-            | ErrorKind::ConnectionReset
-            | ErrorKind::ConnectionAborted => ConnectFailure::explained(
-                Reach::NotServing,
-                closed_without_answer(last_zxid, &e),
-                e,
-            ),
-            ErrorKind::WouldBlock | ErrorKind::TimedOut => {
-                ConnectFailure::io(Reach::Unreachable, "no answer", e)
-            }
-            _ => ConnectFailure::io(Reach::Failed, "read", e),
-        });
+        return Err(read_failure("read", e, Reach::NotServing, |e| {
+            closed_without_answer(last_zxid, e)
+        }));
     }
     if is_tls_record(prefix) {
-        return Err(ConnectFailure::new(
+        return Err(ConnectFailure::explained(
             Reach::Failed,
             "the server answered with TLS: this port expects TLS \
-             (NativeOptions::tls, feature `tls`)",
+             (NativeOptions::tls, feature `tls`)"
+                .into(),
+            io::Error::new(
+                ErrorKind::InvalidData,
+                "a TLS record in place of a ConnectResponse",
+            ),
         ));
     }
-    let len = frame_length(prefix, limit).map_err(|e| e.to_string())?;
+    let len = frame_length(prefix, limit).map_err(|e| {
+        ConnectFailure::explained(
+            Reach::Failed,
+            format!("ConnectResponse: {e}"),
+            io::Error::new(ErrorKind::InvalidData, e),
+        )
+    })?;
     let mut body = vec![0u8; len];
     stream
         .read_exact(&mut body)
@@ -134,7 +135,29 @@ pub fn read_connect_response(
     Ok(body)
 }
 
-fn closed_without_answer(last_zxid: i64, e: &std::io::Error) -> String {
+/// What a read (or a TLS handshake) that failed during an attempt says of the member, the
+/// error kept beneath: nothing back within the socket's timeout is [`Reach::Unreachable`] (a
+/// dead or frozen member, over TCP and inside a TLS handshake alike: pacing passes it over);
+/// a close is `closed`, in the words of `explain`; anything else is [`Reach::Failed`].
+pub fn read_failure(
+    what: &str,
+    error: io::Error,
+    closed: Reach,
+    explain: impl FnOnce(&io::Error) -> String,
+) -> ConnectFailure {
+    match error.kind() {
+        ErrorKind::UnexpectedEof
+        | ErrorKind::ConnectionReset
+        | ErrorKind::ConnectionAborted
+        | ErrorKind::BrokenPipe => ConnectFailure::explained(closed, explain(&error), error),
+        ErrorKind::WouldBlock | ErrorKind::TimedOut => {
+            ConnectFailure::io(Reach::Unreachable, &format!("{what}: no answer"), error)
+        }
+        _ => ConnectFailure::io(Reach::Failed, what, error),
+    }
+}
+
+fn closed_without_answer(last_zxid: i64, e: &io::Error) -> String {
     if last_zxid > 0 {
         let why = format!(
             "the server closed the connection without answering ({e}): it may refuse our last \
@@ -226,6 +249,7 @@ mod tests {
         let err = read_connect_response(&mut &alert[..], 1 << 20, 0).unwrap_err();
         assert!(err.text().contains("expects TLS"), "{err}");
         assert_eq!(err.reach(), Reach::Failed);
+        assert!(err.into_parts().1.is_some(), "an error kept beneath");
         let mut frame = 3i32.to_be_bytes().to_vec();
         frame.extend_from_slice(&[1, 2, 3]);
         assert_eq!(

@@ -37,6 +37,8 @@ impl fmt::Display for DecodeError {
     }
 }
 
+impl std::error::Error for DecodeError {}
+
 /// Result of decoding.
 pub type DecodeResult<T> = Result<T, DecodeError>;
 

@@ -135,8 +135,10 @@ impl NativeClient {
     /// Errors: [`Error::InvalidArgument`] for a bad chroot or timeout; [`Error::Connect`]
     /// (naming the hosts) for an empty connect string, failed authentication, or no session
     /// within the connect timeout (the reason names each host's latest failure: a name that
-    /// does not resolve, a refused connection, a server that closed without answering; the
-    /// I/O error beneath is the error's `source()`).
+    /// does not resolve, a refused connection, a server that closed without answering, a TLS
+    /// handshake that failed; the I/O error beneath is the error's `source()`, over TLS as
+    /// over TCP, with rustls's error inside it where that is the cause, e.g. a certificate
+    /// that does not verify: `io_error.get_ref()` downcasts to `rustls::Error`).
     pub fn connect_with(options: NativeOptions) -> Result<Arc<NativeClient>> {
         let millis = options.session_timeout.as_millis();
         if millis == 0 || millis > i32::MAX as u128 {
@@ -189,7 +191,10 @@ impl NativeClient {
         if let Some(chroot) = client.chroot.clone() {
             client.create_chroot(&chroot).map_err(|e| {
                 client.close();
-                connect_error(format!("cannot create the chroot {chroot:?}: {e}"), None)
+                connect_error(
+                    format!("cannot create the chroot {chroot:?}: {e}"),
+                    Some(std::io::Error::other(e)),
+                )
             })?;
         }
         Ok(client)

@@ -510,7 +510,7 @@ impl SessionCore {
                 Ok(conn) => return Ok(conn),
                 Err(e) => {
                     self.note(format!("{host}: {e}"));
-                    failures[index] = Some(ConnectFailure::from(e).at(&host));
+                    failures[index] = Some(e.at(&host));
                     pause = pacer.failed(index, hosts::Reach::Failed, outage.elapsed());
                     // The link is down again: say so, as after any other broken link.
                     if self.session.state().is_connected() {
@@ -529,13 +529,13 @@ impl SessionCore {
         response: ConnectResponse,
         asked: i64,
         asked_at: Instant,
-    ) -> Result<Arc<Connection>, String> {
+    ) -> Result<Arc<Connection>, ConnectFailure> {
         if asked != 0 && response.session_id != asked {
             self.lose("the server answered the resume with another session");
         }
         let resumed = asked != 0 && response.session_id == asked;
         let conn = Connection::new(stream, self.config.packet_limit, self.xids.clone())
-            .map_err(|e| format!("socket: {e}"))?;
+            .map_err(|e| ConnectFailure::io(hosts::Reach::Failed, "socket", e))?;
         let negotiated = Duration::from_millis(response.timeout_ms as u64);
         {
             let mut link = self.link.lock();
@@ -545,7 +545,7 @@ impl SessionCore {
             if link.closed {
                 drop(link);
                 conn.close();
-                return Err(closed_reason(&self.link.lock()));
+                return Err(closed_reason(&self.link.lock()).into());
             }
             link.session_id = response.session_id;
             link.password = response.password.clone();
@@ -565,7 +565,7 @@ impl SessionCore {
         self.session.transition(state, Some(response.session_id));
         let observer: Arc<dyn LinkObserver> = self.clone();
         conn.start_reader(self.watches.clone(), self.last_zxid.clone(), observer)
-            .map_err(|e| format!("spawning the reader: {e}"))?;
+            .map_err(|e| ConnectFailure::io(hosts::Reach::Failed, "spawning the reader", e))?;
         self.restore(&conn, negotiated)?;
         let mut link = self.link.lock();
         link.ready = true;
@@ -574,7 +574,7 @@ impl SessionCore {
     }
 
     /// Auth packets, then SetWatches batches; waits for every reply.
-    fn restore(&self, conn: &Arc<Connection>, negotiated: Duration) -> Result<(), String> {
+    fn restore(&self, conn: &Arc<Connection>, negotiated: Duration) -> Result<(), ConnectFailure> {
         let mut requests: Vec<_> = self
             .config
             .auth
@@ -618,11 +618,22 @@ impl SessionCore {
                     conn.close();
                     self.watches.shutdown();
                     self.session.transition(ConnectionState::Closed, None);
-                    return Err("authentication failed".into());
+                    return Err(ConnectFailure::explained(
+                        hosts::Reach::Failed,
+                        "authentication failed".into(),
+                        std::io::Error::new(
+                            std::io::ErrorKind::PermissionDenied,
+                            ZkError::AuthFailed,
+                        ),
+                    ));
                 }
                 Err(e) => {
                     conn.close();
-                    return Err(format!("restoring auth and watches: {e}"));
+                    return Err(ConnectFailure::io(
+                        hosts::Reach::Failed,
+                        "restoring auth and watches",
+                        std::io::Error::other(e),
+                    ));
                 }
             }
         }

@@ -20,6 +20,11 @@ use std::net::{Shutdown, TcpStream};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+#[cfg(feature = "tls")]
+use super::failure::ConnectFailure;
+#[cfg(feature = "tls")]
+use super::hosts::{self, Reach};
+
 /// One connection's stream; clones share the socket (and the TLS session).
 pub struct Transport {
     tcp: TcpStream,
@@ -66,28 +71,39 @@ impl Transport {
     }
 
     /// Runs the TLS handshake on `tcp` (bounded by its read and write timeouts) and wraps it.
-    /// The error names the cause (an unknown issuer, a refused client certificate, or a peer
-    /// that does not speak TLS).
+    /// The failure names the cause (an unknown issuer, a refused client certificate, or a
+    /// peer that does not speak TLS) and keeps the error beneath it (rustls's, inside the
+    /// `io::Error`, for a certificate that does not verify); a handshake that gets no answer
+    /// in time is a member that did not answer, as over TCP (`hosts::read_failure`).
     #[cfg(feature = "tls")]
     pub fn tls(
         tcp: TcpStream,
         config: Arc<rustls::ClientConfig>,
         host: &str,
-    ) -> Result<Transport, String> {
-        let name = rustls::pki_types::ServerName::try_from(host.to_string())
-            .map_err(|e| format!("TLS: {host:?} is not a valid server name: {e}"))?;
-        let mut session = rustls::ClientConnection::new(config, name)
-            .map_err(|e| format!("TLS: cannot start a session: {e}"))?;
+    ) -> Result<Transport, ConnectFailure> {
+        let name = rustls::pki_types::ServerName::try_from(host.to_string()).map_err(|e| {
+            ConnectFailure::explained(
+                Reach::Failed,
+                format!("TLS: {host:?} is not a valid server name: {e}"),
+                io::Error::new(io::ErrorKind::InvalidInput, e),
+            )
+        })?;
+        let mut session = rustls::ClientConnection::new(config, name).map_err(|e| {
+            ConnectFailure::explained(
+                Reach::Failed,
+                format!("TLS: cannot start a session: {e}"),
+                io::Error::other(e),
+            )
+        })?;
         let mut socket = &tcp;
         while session.is_handshaking() {
             session.complete_io(&mut socket).map_err(|e| {
-                if e.kind() == io::ErrorKind::UnexpectedEof
-                    || e.kind() == io::ErrorKind::ConnectionReset
-                {
-                    format!("TLS handshake: the server closed the connection ({e}); is this a TLS port, and does it want a client certificate?")
-                } else {
-                    format!("TLS handshake: {e}")
-                }
+                hosts::read_failure("TLS handshake", e, Reach::Failed, |e| {
+                    format!(
+                        "TLS handshake: the server closed the connection ({e}); is this a TLS \
+                         port, and does it want a client certificate?"
+                    )
+                })
             })?;
         }
         Ok(Transport {

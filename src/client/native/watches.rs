@@ -7,11 +7,13 @@
 //! order on one thread of ours under `catch_unwind`, never on the reader thread. When the
 //! session is lost the registry is emptied without firing anything: the node did not change.
 //!
-//! One exception: a lock waiter's wake-up (registered inside [`wake_only`]) runs on the reader
-//! thread itself, as soon as its notification is read. It only sets a flag and signals the
-//! waiter's own `Condvar`, never blocks and never calls the client; run there, a hand-off
-//! does not wait for the event thread to be scheduled, nor behind a user's slow callback on
-//! the same session (which used to stall every lock waiter of that session).
+//! One exception: a waiter's wake-up (registered inside [`wake_only`]) runs on the reader
+//! thread itself, as soon as its notification is read. It only sets a flag and signals
+//! waiters' own `Condvar`s (a lock's or a semaphore's waiter, a held node's watch) or starts
+//! a thread (a `SharedCount`'s re-read), never blocks and never calls the client; run there,
+//! a hand-off does not wait for the event thread to be scheduled, nor behind a user's slow
+//! callback on the same session (which used to stall every waiter of that session). Every
+//! watch a recipe sets is registered so: no recipe's waiter depends on the event thread.
 
 use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -41,8 +43,8 @@ thread_local! {
 
 /// Runs `register` (a read that sets a watch, on this thread) so that the watch's callback
 /// runs on the reader thread when it fires, not on the event thread. Only for callbacks that
-/// never block and never call the client: a lock waiter's wake-up (a flag and its own
-/// `Condvar`), possibly wrapped by a counting client. Other backends ignore it.
+/// never block and never call the client: a waiter's wake-up (a flag and its own `Condvar`,
+/// or a thread started), possibly wrapped by a counting client. Other backends ignore it.
 pub(crate) fn wake_only<T>(register: impl FnOnce() -> T) -> T {
     struct Reset(bool);
     impl Drop for Reset {

@@ -374,10 +374,14 @@ impl InterProcessSemaphoreV2 {
                     }
                 }) as crate::client::Watcher
             });
-            // The first round decides from the listing sent behind our create (no watch).
+            // The first round decides from the listing sent behind our create (no watch). The
+            // wake-up runs where the notification is read (our own client's reader thread),
+            // not behind the session's other callbacks.
             let listed = match listing.take() {
                 Some(listed) if watcher.is_none() => listed,
-                _ => client.get_children(&leases_path, watcher),
+                _ => crate::client::native::watches::wake_only(|| {
+                    client.get_children(&leases_path, watcher)
+                }),
             };
             let children = match listed {
                 Ok(c) => c,

@@ -11,6 +11,8 @@ use std::time::{Duration, Instant};
 
 use super::{closed_reason, SessionCore};
 use crate::client::native::connection::Connection;
+use crate::client::native::failure::ConnectFailure;
+use crate::client::native::hosts::Reach;
 use crate::session::ConnectionState;
 
 impl SessionCore {
@@ -63,11 +65,13 @@ impl SessionCore {
 
     /// Records the socket of a connect attempt, so that closing can shut it down; refused
     /// once the client is closed (the socket is then dropped, nothing sent on it).
-    pub(super) fn track_attempt(&self, tcp: &TcpStream) -> Result<(), String> {
-        let handle = tcp.try_clone().map_err(|e| format!("socket: {e}"))?;
+    pub(super) fn track_attempt(&self, tcp: &TcpStream) -> Result<(), ConnectFailure> {
+        let handle = tcp
+            .try_clone()
+            .map_err(|e| ConnectFailure::io(Reach::Failed, "socket", e))?;
         let mut link = self.link.lock();
         if link.closed {
-            return Err(closed_reason(&link));
+            return Err(closed_reason(&link).into());
         }
         link.connecting = Some(handle);
         Ok(())

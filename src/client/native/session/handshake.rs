@@ -74,8 +74,13 @@ impl SessionCore {
             self.config.packet_limit,
             request.last_zxid_seen,
         )?;
-        let response =
-            ConnectResponse::decode(&body).map_err(|e| format!("ConnectResponse: {e}"))?;
+        let response = ConnectResponse::decode(&body).map_err(|e| {
+            ConnectFailure::explained(
+                Reach::Failed,
+                format!("ConnectResponse: {e}"),
+                std::io::Error::new(std::io::ErrorKind::InvalidData, e),
+            )
+        })?;
         // A write that makes no progress for 2/3 of the *negotiated* timeout fails, as the
         // link is dead by then anyway (the dead-link clock shuts it down at that point).
         let negotiated = Duration::from_millis(response.timeout_ms.max(1) as u64);
