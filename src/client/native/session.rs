@@ -33,7 +33,8 @@
 //! that makes no progress for `2T/3` fails too (negotiated `T`, never the requested one).
 //!
 //! The handshake (`handshake.rs`): one attempt on a host, TCP (and TLS), ConnectRequest,
-//! ConnectResponse.
+//! ConnectResponse. Establishing (`establish.rs`): installing the accepted connection in the
+//! order above.
 //!
 //! Pacing (`pacing.rs`): which member to try next in an outage and how long to pause before
 //! it (a member that did not answer is passed over once; jittered pauses after members that
@@ -47,6 +48,7 @@ use std::net::TcpStream;
 use std::thread::ThreadId;
 
 mod closing;
+mod establish;
 mod handshake;
 mod pacing;
 mod proving;
@@ -56,7 +58,6 @@ use pacing::Pacer;
 use proving::Proving;
 use quorum::ProofChain;
 
-use super::transport::Transport;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -66,7 +67,7 @@ use parking_lot::{Condvar, Mutex};
 use super::connection::{Connection, LinkObserver, XidCounter};
 use super::failure::ConnectFailure;
 use super::hosts;
-use super::records::{ConnectResponse, WireRequest};
+
 use super::watches::Watches;
 use crate::client::{ZkError, ZkResult};
 use crate::session::{ConnectionState, Session};
@@ -519,125 +520,6 @@ impl SessionCore {
                 }
             }
         }
-    }
-
-    /// Takes a connection the server accepted: reports the state change, starts the reader,
-    /// re-sends auth and watches, then lets requests flow.
-    fn establish(
-        self: &Arc<Self>,
-        stream: Transport,
-        response: ConnectResponse,
-        asked: i64,
-        asked_at: Instant,
-    ) -> Result<Arc<Connection>, ConnectFailure> {
-        if asked != 0 && response.session_id != asked {
-            self.lose("the server answered the resume with another session");
-        }
-        let resumed = asked != 0 && response.session_id == asked;
-        let conn = Connection::new(stream, self.config.packet_limit, self.xids.clone())
-            .map_err(|e| ConnectFailure::io(hosts::Reach::Failed, "socket", e))?;
-        let negotiated = Duration::from_millis(response.timeout_ms as u64);
-        {
-            let mut link = self.link.lock();
-            // Installed only while the client is open: a handshake that completes after
-            // close() leaves nothing behind (no reader, no auth, the socket closed).
-            link.connecting = None;
-            if link.closed {
-                drop(link);
-                conn.close();
-                return Err(closed_reason(&self.link.lock()).into());
-            }
-            link.session_id = response.session_id;
-            link.password = response.password.clone();
-            link.negotiated = negotiated;
-            link.conn = Some(conn.clone());
-            link.ready = false;
-            link.connection += 1;
-            // Before the state change: a holder never sees the new connection with an old
-            // proof.
-            self.accepted(link.connection, asked_at, negotiated, response.read_only);
-        }
-        let state = match (resumed, response.read_only) {
-            (_, true) => ConnectionState::ReadOnly,
-            (true, false) => ConnectionState::Reconnected,
-            (false, false) => ConnectionState::Connected,
-        };
-        self.session.transition(state, Some(response.session_id));
-        let observer: Arc<dyn LinkObserver> = self.clone();
-        conn.start_reader(self.watches.clone(), self.last_zxid.clone(), observer)
-            .map_err(|e| ConnectFailure::io(hosts::Reach::Failed, "spawning the reader", e))?;
-        self.restore(&conn, negotiated)?;
-        let mut link = self.link.lock();
-        link.ready = true;
-        self.changed.notify_all();
-        Ok(conn)
-    }
-
-    /// Auth packets, then SetWatches batches; waits for every reply.
-    fn restore(&self, conn: &Arc<Connection>, negotiated: Duration) -> Result<(), ConnectFailure> {
-        let mut requests: Vec<_> = self
-            .config
-            .auth
-            .iter()
-            .map(|(scheme, auth)| {
-                (
-                    WireRequest::Auth {
-                        scheme: scheme.clone(),
-                        auth: auth.clone(),
-                    },
-                    None,
-                )
-            })
-            .collect();
-        let relative_zxid = self.last_zxid.load(Ordering::SeqCst);
-        for batch in self.watches.paths().batches(SET_WATCHES_BUDGET) {
-            requests.push((
-                WireRequest::SetWatches {
-                    relative_zxid,
-                    data: batch.data,
-                    exist: batch.exist,
-                    child: batch.child,
-                },
-                None,
-            ));
-        }
-        if requests.is_empty() {
-            return Ok(());
-        }
-        let deadline = Instant::now() + negotiated * 2 / 3;
-        for slot in conn.send(requests) {
-            match slot.wait(deadline) {
-                Ok(_) => {}
-                Err(ZkError::AuthFailed) => {
-                    log::error!("authentication failed; closing the client");
-                    let mut link = self.link.lock();
-                    link.closed = true;
-                    link.auth_failed = true;
-                    self.changed.notify_all();
-                    drop(link);
-                    conn.close();
-                    self.watches.shutdown();
-                    self.session.transition(ConnectionState::Closed, None);
-                    return Err(ConnectFailure::explained(
-                        hosts::Reach::Failed,
-                        "authentication failed".into(),
-                        std::io::Error::new(
-                            std::io::ErrorKind::PermissionDenied,
-                            ZkError::AuthFailed,
-                        ),
-                    ));
-                }
-                Err(e) => {
-                    conn.close();
-                    return Err(ConnectFailure::io(
-                        hosts::Reach::Failed,
-                        "restoring auth and watches",
-                        std::io::Error::other(e),
-                    ));
-                }
-            }
-        }
-        Ok(())
     }
 }
 
