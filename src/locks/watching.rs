@@ -223,6 +223,16 @@ pub(crate) fn wait_on(
             }
             false => deadline,
         };
+        // A proof of the session that turns stale makes a holder `Suspect` with no transition
+        // (`session/quorum.rs`): look again then.
+        let stale_at = clients
+            .iter()
+            .filter_map(|(c, _)| c.session().quorum_stale_at())
+            .min();
+        let wake = match (wake, stale_at) {
+            (Some(w), Some(s)) => Some(w.min(s)),
+            (w, s) => w.or(s),
+        };
         waiter.wait(wake);
     };
     for (client, id) in clients {

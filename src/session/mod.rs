@@ -249,6 +249,12 @@ impl Session {
         self.inner.lock().quorum.is_stale(Instant::now())
     }
 
+    /// When the proof turns stale (`2T/3` after it), if it is fresh now: a wait on a held
+    /// node wakes then, as no transition may come.
+    pub(crate) fn quorum_stale_at(&self) -> Option<Instant> {
+        self.inner.lock().quorum.stale_at(Instant::now())
+    }
+
     /// Records that the leader renewed the session at `at` or later (backends only), under
     /// the negotiated timeout `timeout`; wakes [`Self::wait_quorum_fresh`].
     pub(crate) fn confirm_quorum(&self, at: Instant, timeout: Duration) {

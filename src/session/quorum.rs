@@ -58,8 +58,13 @@ impl QuorumClock {
 
     /// Whether the proof is older than `2T/3` at `now` (never, without a proof).
     pub(super) fn is_stale(&self, now: Instant) -> bool {
-        self.confirmed
-            .is_some_and(|c| now >= c + self.timeout * 2 / 3)
+        self.confirmed.is_some() && self.stale_at(now).is_none()
+    }
+
+    /// When the proof turns stale, if it is fresh at `now`.
+    pub(super) fn stale_at(&self, now: Instant) -> Option<Instant> {
+        let at = self.confirmed? + self.timeout * 2 / 3;
+        (at > now).then_some(at)
     }
 
     /// Whether the backend should keep proving now.
