@@ -200,10 +200,35 @@ pub mod testing;
 
 pub use client::{CreateMode, SharedClient, Stat, WatchedEvent, ZkClient, ZkError};
 pub use error::{Error, Result};
+// Every recipe and the types one names with it, where the mutex is.
 pub use locks::{
-    Acquire, CancelToken, InterProcessLock, InterProcessMutex, LockGuard, LockState, OwnedLockGuard,
+    Acquire, CancelToken, HeldNode, InterProcessLock, InterProcessMultiLock, InterProcessMutex,
+    InterProcessReadWriteLock, InterProcessSemaphoreMutex, InterProcessSemaphoreV2, Lease,
+    LockEvent, LockGuard, LockObserver, LockState, OwnedLockGuard, Participant, ParticipantKind,
+    ReadLock, Revoker, SharedCount, WriteLock,
 };
 pub use session::{ConnectionState, Session, SessionSnapshot};
+
+/// The names a lock-taking module needs, in one `use`: the [`InterProcessLock`] trait (its
+/// methods are how every recipe is taken), the recipes, their guards, and the crate's
+/// [`Result`].
+///
+/// ```
+/// use zk_locks::client::memory::MemoryEnsemble;
+/// use zk_locks::prelude::*;
+///
+/// let rw = InterProcessReadWriteLock::new(MemoryEnsemble::new().connect(), "/locks/catalog")?;
+/// let reading = rw.read_lock().lock()?;
+/// assert_eq!(reading.state(), LockState::Held);
+/// # Ok::<(), zk_locks::Error>(())
+/// ```
+pub mod prelude {
+    pub use crate::{
+        Acquire, CancelToken, Error, InterProcessLock, InterProcessMultiLock, InterProcessMutex,
+        InterProcessReadWriteLock, InterProcessSemaphoreMutex, InterProcessSemaphoreV2, Lease,
+        LockGuard, LockState, OwnedLockGuard, Result, SharedClient, ZkClient,
+    };
+}
 
 // The README's example compiles (`cargo test --doc`), so it cannot drift from the API.
 #[cfg(doctest)]
