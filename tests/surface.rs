@@ -60,3 +60,136 @@ fn a_zk_error_converts_with_question_mark() {
     assert_eq!(err.zk_code(), Some(ZkError::NoNode), "{err:?}");
     assert!(matches!(Error::from(ZkError::Closed), Error::Closed));
 }
+
+mod try_lock {
+    use std::any::Any;
+    use std::rc::Rc;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use zk_locks::client::memory::MemoryEnsemble;
+    use zk_locks::client::{Counters, CountingClient};
+    use zk_locks::{
+        InterProcessLock, InterProcessMultiLock, InterProcessMutex, InterProcessReadWriteLock,
+        InterProcessSemaphoreMutex, SharedClient,
+    };
+
+    /// One recipe's lock on a counting client, and a way to take it as a rival would.
+    struct Case {
+        name: &'static str,
+        /// Through `try_lock()` (`true`) or `try_lock_for(ZERO)` (`false`); owned or borrowed.
+        attempt: Box<dyn Fn(bool) -> bool>,
+        /// Holds the lock elsewhere until the returned guard drops.
+        hold: Rc<dyn Fn() -> Box<dyn Any>>,
+        directory: String,
+    }
+
+    fn cases(e: &MemoryEnsemble, counting: &Arc<CountingClient<SharedClient>>) -> Vec<Case> {
+        let ours: SharedClient = counting.clone();
+        let rival: SharedClient = e.connect();
+        let mut all = Vec::new();
+        macro_rules! case {
+            ($name:expr, $dir:expr, $ours:expr, $theirs:expr) => {{
+                let ours = Arc::new($ours);
+                let theirs = Arc::new($theirs);
+                let hold: Rc<dyn Fn() -> Box<dyn Any>> =
+                    Rc::new(move || Box::new(theirs.lock_owned().unwrap()));
+                let borrowed = ours.clone();
+                all.push(Case {
+                    name: $name,
+                    attempt: Box::new(move |new_call| {
+                        if new_call {
+                            borrowed.try_lock().unwrap().is_some()
+                        } else {
+                            borrowed.try_lock_for(Duration::ZERO).unwrap().is_some()
+                        }
+                    }),
+                    hold: hold.clone(),
+                    directory: $dir.to_string(),
+                });
+                all.push(Case {
+                    name: concat!($name, " (owned)"),
+                    attempt: Box::new(move |new_call| {
+                        if new_call {
+                            ours.try_lock_owned().unwrap().is_some()
+                        } else {
+                            ours.try_lock_owned_for(Duration::ZERO).unwrap().is_some()
+                        }
+                    }),
+                    hold,
+                    directory: $dir.to_string(),
+                });
+            }};
+        }
+        case!(
+            "mutex",
+            "/try/mutex",
+            InterProcessMutex::new(ours.clone(), "/try/mutex").unwrap(),
+            InterProcessMutex::new(rival.clone(), "/try/mutex").unwrap()
+        );
+        case!(
+            "write lock",
+            "/try/rw",
+            InterProcessReadWriteLock::new(ours.clone(), "/try/rw")
+                .unwrap()
+                .write_lock_arc(),
+            InterProcessReadWriteLock::new(rival.clone(), "/try/rw")
+                .unwrap()
+                .read_lock_arc()
+        );
+        case!(
+            "semaphore mutex",
+            "/try/sem/leases",
+            InterProcessSemaphoreMutex::new(ours.clone(), "/try/sem").unwrap(),
+            InterProcessSemaphoreMutex::new(rival.clone(), "/try/sem").unwrap()
+        );
+        case!(
+            "multi-lock",
+            "/try/multi",
+            InterProcessMultiLock::from_paths(ours.clone(), &["/try/multi"]).unwrap(),
+            InterProcessMultiLock::from_paths(rival.clone(), &["/try/multi"]).unwrap()
+        );
+        all
+    }
+
+    /// The cost of one attempt, with the counters of `counting` reset before it.
+    fn cost(
+        counting: &CountingClient<SharedClient>,
+        attempt: impl FnOnce() -> bool,
+    ) -> (bool, Counters) {
+        counting.reset_counters();
+        let got = attempt();
+        (got, counting.counters())
+    }
+
+    /// `try_lock()` takes a free lock, and on a held one returns `None` at once, leaving no
+    /// node, at exactly the requests and round trips of `try_lock_for(Duration::ZERO)`.
+    #[test]
+    fn try_lock_is_try_lock_for_zero() {
+        let e = MemoryEnsemble::new();
+        let counting = Arc::new(CountingClient::new(e.connect() as SharedClient));
+        for case in cases(&e, &counting) {
+            let name = case.name;
+            // Free: both take it (the first call also makes the directories).
+            assert!((case.attempt)(true), "{name}: a free lock is taken");
+            let (free_new, free_new_cost) = cost(&counting, || (case.attempt)(true));
+            let (free_old, free_old_cost) = cost(&counting, || (case.attempt)(false));
+            assert!(free_new && free_old, "{name}");
+            assert_eq!(free_new_cost, free_old_cost, "{name}: free");
+            // Held elsewhere: `None`, our node gone, the same cost.
+            let held = (case.hold)();
+            let before = e.children(&case.directory).unwrap();
+            let (busy_new, busy_new_cost) = cost(&counting, || (case.attempt)(true));
+            assert_eq!(
+                e.children(&case.directory).unwrap(),
+                before,
+                "{name}: left a node"
+            );
+            let (busy_old, busy_old_cost) = cost(&counting, || (case.attempt)(false));
+            assert!(!busy_new && !busy_old, "{name}: a held lock is not taken");
+            assert_eq!(busy_new_cost, busy_old_cost, "{name}: contended");
+            assert!(busy_new_cost.requests() > 0, "{name}: {busy_new_cost:?}");
+            drop(held);
+        }
+    }
+}

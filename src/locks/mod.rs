@@ -160,6 +160,32 @@ pub trait InterProcessLock: Send + Sync {
         Ok(self.acquire_timeout(timeout)?.then(|| LockGuard::new(self)))
     }
 
+    /// One attempt that does not wait, as `std`'s and tokio's `try_lock`: the lock if it is
+    /// free now, `None` when it is held elsewhere (its node is deleted then, so nothing is left
+    /// in the queue). What [`Self::try_lock_for`] with [`Duration::ZERO`] does, at its cost:
+    /// on an uncontended lock the acquire's usual requests, on a contended one the create and
+    /// listing (one round trip) and the delete of our node.
+    ///
+    /// ```
+    /// use zk_locks::client::memory::MemoryEnsemble;
+    /// use zk_locks::{InterProcessLock, InterProcessMutex};
+    ///
+    /// let ensemble = MemoryEnsemble::new();
+    /// let ours = InterProcessMutex::new(ensemble.connect(), "/locks/report")?;
+    /// let theirs = InterProcessMutex::new(ensemble.connect(), "/locks/report")?;
+    /// let guard = ours.try_lock()?.expect("free");
+    /// assert!(theirs.try_lock()?.is_none()); // held elsewhere: no wait, no node left
+    /// assert_eq!(ours.participant_nodes()?.len(), 1);
+    /// drop(guard);
+    /// # Ok::<(), zk_locks::Error>(())
+    /// ```
+    fn try_lock(&self) -> Result<Option<LockGuard<'_, Self>>>
+    where
+        Self: Sized,
+    {
+        self.try_lock_for(Duration::ZERO)
+    }
+
     /// Acquires as `how` says: until held, or its timeout passed (`Ok(false)`, nothing left
     /// behind), or its [`CancelToken`] cancelled ([`Error::Cancelled`](crate::Error::Cancelled):
     /// the wait ends within about one round trip, its node is deleted so the queue behind it
@@ -256,6 +282,16 @@ pub trait InterProcessLock: Send + Sync {
             // Only a closed client ends an untimed wait without the lock.
             None => Err(crate::Error::Closed),
         }
+    }
+
+    /// [`Self::try_lock`] returning an [`OwnedLockGuard`]: one attempt that does not wait,
+    /// `None` (nothing left behind) when the lock is held elsewhere, as
+    /// [`Self::try_lock_owned_for`] with [`Duration::ZERO`].
+    fn try_lock_owned(self: &Arc<Self>) -> Result<Option<OwnedLockGuard<Self>>>
+    where
+        Self: Sized,
+    {
+        self.try_lock_owned_for(Duration::ZERO)
     }
 
     /// Acquires within `timeout` and returns an [`OwnedLockGuard`], or `None` when the time
