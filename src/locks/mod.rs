@@ -72,6 +72,14 @@ use cleanup::Wait;
 /// A lock shared between processes. Implemented by every recipe, so code (and
 /// `InterProcessMultiLock`) can hold any of them.
 ///
+/// To implement it for a lock of your own, write [`Self::acquire`],
+/// [`Self::acquire_timeout`], [`Self::release`], [`Self::is_acquired_in_this_process`] and
+/// [`Self::held_nodes`] (empty when the lock has no nodes a guard could watch), and
+/// [`Self::lock_paths`] and [`Self::try_acquire_with`] when you can do better than the
+/// defaults. A wrapper around a recipe of this crate forwards every method to it, the hidden
+/// ones included (the plumbing of guards and owned holds), so that its guards release exactly
+/// their own hold.
+///
 /// Curator's calls (`acquire`, `acquire_timeout`, `release`) and guard-returning ones
 /// (`lock`, `try_lock_for`) work on the same lock:
 ///
@@ -131,6 +139,7 @@ pub trait InterProcessLock: Send + Sync {
     /// through), and no other: this is what a guard calls. A lock whose holds belong to
     /// threads releases the calling thread's hold (the default: [`Self::release`]); a lock
     /// that any thread may release releases that hold only, and nothing when it is gone.
+    #[doc(hidden)]
     fn release_hold(&self, nodes: &[Arc<HeldNode>]) -> Result<()> {
         let _ = nodes;
         self.release()
@@ -233,6 +242,7 @@ pub trait InterProcessLock: Send + Sync {
     /// when this object is held already (by a thread or another owned hold). Every recipe of
     /// this crate implements it; the default (a lock of another crate) refuses with
     /// [`crate::Error::InvalidArgument`].
+    #[doc(hidden)]
     fn acquire_owned_hold(&self, how: &Acquire) -> Result<Option<Vec<Arc<HeldNode>>>> {
         let _ = how;
         Err(owned_holds_unsupported())
@@ -241,6 +251,7 @@ pub trait InterProcessLock: Send + Sync {
     /// Releases the owned hold that `nodes` stand for (from [`Self::acquire_owned_hold`]),
     /// from any thread, and nothing else; a lost hold releases without waiting for the link,
     /// as [`Self::release`]. What an [`OwnedLockGuard`] calls.
+    #[doc(hidden)]
     fn release_owned_hold(&self, nodes: &[Arc<HeldNode>]) -> Result<()> {
         let _ = nodes;
         Err(owned_holds_unsupported())
