@@ -193,3 +193,25 @@ mod try_lock {
         }
     }
 }
+
+/// `Revoker::attempt_revoke` takes the client as the constructors do: a `&Arc<MemoryClient>`
+/// (or any client handle), not only a `&SharedClient`.
+#[test]
+fn attempt_revoke_accepts_any_client_handle() {
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    let e = MemoryEnsemble::new();
+    let holder = InterProcessMutex::new(e.connect(), "/surface/revoke").unwrap();
+    let (asked, revoked) = mpsc::channel();
+    holder.make_revocable(move || {
+        let _ = asked.send(());
+    });
+    let guard = holder.lock().unwrap();
+    let other = e.connect(); // an Arc<MemoryClient>
+    let node = guard.node_path().unwrap().to_string();
+    Revoker::attempt_revoke(&other, &node).unwrap();
+    revoked
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the holder was asked");
+}
