@@ -215,3 +215,53 @@ fn attempt_revoke_accepts_any_client_handle() {
         .recv_timeout(Duration::from_secs(30))
         .expect("the holder was asked");
 }
+
+/// A guard's `Debug` shows what a user reads (the lock's path, its node, its state, the
+/// fencing token once known) and none of the internals; so do an owned guard's and a lease's.
+#[test]
+fn guards_debug_as_path_node_state_and_token() {
+    let e = MemoryEnsemble::new();
+    let mutex = std::sync::Arc::new(InterProcessMutex::new(e.connect(), "/surface/debug").unwrap());
+    let guard = mutex.lock().unwrap();
+    let token = guard.fencing_token().unwrap().to_string();
+    let text = format!("{guard:?}");
+    let node = guard.node_path().unwrap();
+    for want in ["LockGuard", "\"/surface/debug\"", node, "Held", &token] {
+        assert!(text.contains(want), "{text} lacks {want}");
+    }
+    let internals = [
+        "OnceLock",
+        "NodeWatch",
+        "verified_epoch",
+        "client",
+        "retry",
+        "closed",
+    ];
+    let shows_none = |text: &str| {
+        for internal in internals {
+            assert!(!text.contains(internal), "{text} shows {internal}");
+        }
+    };
+    shows_none(&text);
+    drop(guard);
+
+    let owned = mutex.lock_owned().unwrap();
+    let text = format!("{owned:?}");
+    assert!(text.starts_with("OwnedLockGuard"), "{text}");
+    assert!(
+        text.contains(owned.node_path().unwrap()) && text.contains("Held"),
+        "{text}"
+    );
+    shows_none(&text);
+    drop(owned);
+
+    let semaphore = InterProcessSemaphoreV2::new(e.connect(), "/surface/debug-sem", 1).unwrap();
+    let lease = semaphore.acquire().unwrap();
+    let text = format!("{lease:?}");
+    assert!(
+        text.starts_with("Lease") && text.contains(lease.node_path()),
+        "{text}"
+    );
+    assert!(text.contains("Held"), "{text}");
+    shows_none(&text);
+}

@@ -166,10 +166,36 @@ impl<L: InterProcessLock + ?Sized> Drop for LockGuard<'_, L> {
 
 impl<L: InterProcessLock + ?Sized> std::fmt::Debug for LockGuard<'_, L> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LockGuard")
-            .field("nodes", &self.nodes)
-            .finish()
+        debug_hold(f, "LockGuard", &self.nodes)
     }
+}
+
+/// How every guard (and lease) shows itself: what a user reads, not the internals. The lock's
+/// path (the node's directory), its node (several for a multi-lock), the state as far as the
+/// client knows (formatting makes no request), and the fencing token once known.
+pub(crate) fn debug_hold(
+    f: &mut std::fmt::Formatter<'_>,
+    name: &str,
+    nodes: &[Arc<HeldNode>],
+) -> std::fmt::Result {
+    fn directory(n: &Arc<HeldNode>) -> &str {
+        n.path().rsplit_once('/').map_or("/", |(d, _)| d)
+    }
+    let mut s = f.debug_struct(name);
+    match nodes {
+        [node] => s
+            .field("path", &directory(node))
+            .field("node", &node.path()),
+        _ => s
+            .field("paths", &nodes.iter().map(directory).collect::<Vec<_>>())
+            .field("nodes", &nodes.iter().map(|n| n.path()).collect::<Vec<_>>()),
+    };
+    let state = worst(&nodes.iter().map(|n| n.state_known()).collect::<Vec<_>>());
+    let token = match nodes {
+        [node] => node.token_known(),
+        _ => nodes.iter().filter_map(|n| n.token_known()).max(),
+    };
+    s.field("state", &state).field("token", &token).finish()
 }
 
 // What a guard answers from the nodes it holds through, whoever holds the lock object: the
