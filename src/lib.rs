@@ -25,9 +25,10 @@
 //!   # Ok::<(), zk_locks::Error>(())
 //!   ```
 //!
-//! - [`client::zookeeper::ZookeeperClient`] — the same over the `zookeeper` crate, with a
-//!   session layer that works around that crate's defects (see the module docs for the list
-//!   and the limits that remain: an aged client loses its session on a connection cut);
+//! - `client::zookeeper::ZookeeperClient` (feature `zookeeper-crate`) — the same over the
+//!   `zookeeper` crate, with a session layer that works around that crate's defects (see the
+//!   module docs for the list and the limits that remain: an aged client loses its session on
+//!   a connection cut);
 //!
 //! - [`client::memory::MemoryEnsemble`] — an in-memory ZooKeeper with fault injection
 //!   (connection loss before/after a request, suspend/resume, expiry). For tests, demos, and

@@ -8,9 +8,9 @@
 //! client itself when no server accepted it within 4/3 of its timeout (as the Java client).
 //!
 //! Table of contents, in reading order:
-//! - [`jute`]: the wire encoding (big-endian, length-prefixed), a reader that never panics
+//! - `jute`: the wire encoding (big-endian, length-prefixed), a reader that never panics
 //!   and never allocates past the bytes it was given;
-//! - [`records`]: the protocol records (connect, headers, requests, responses, notifications,
+//! - `records`: the protocol records (connect, headers, requests, responses, notifications,
 //!   error codes);
 //! - `connection`: one socket, one reader thread, callers' slots matched by xid;
 //! - `session`: connect, ping, dead-link and expiry clocks, reconnect, auth and SetWatches;
