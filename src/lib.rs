@@ -106,9 +106,12 @@
 //! [`InterProcessLock::try_lock_owned_with`] (a timeout and/or a [`CancelToken`]): `Send`,
 //! `Sync`, `'static`, the same `state()`, waits and fencing token, released on drop by
 //! whichever thread drops it. An owned hold belongs to its guard: each is a contender of its
-//! own, not reentrant (see [`OwnedLockGuard`]). `recipes/async_service.rs` uses them from
-//! tokio through `spawn_blocking`, its shutdown signal cancelling a waiting acquire; the
-//! library itself has no async runtime.
+//! own, not reentrant (see [`OwnedLockGuard`]). `spawn_blocking(move || mutex.lock())` is
+//! refused with "`*const ()` cannot be sent between threads safely": that is the borrowed
+//! guard; use `lock_owned`. `recipes/async_service.rs` uses them from tokio through
+//! `spawn_blocking`, its shutdown signal cancelling a waiting acquire; a [`CancelToken`] and a
+//! runtime's own token (tokio-util's `CancellationToken`) drive each other through
+//! [`CancelToken::on_cancel`]. The library itself has no async runtime.
 //!
 //! ## Fencing
 //!

@@ -265,3 +265,59 @@ fn guards_debug_as_path_node_state_and_token() {
     assert!(text.contains("Held"), "{text}");
     shows_none(&text);
 }
+
+/// `CancelToken::on_cancel` runs its callback once, on the cancelling thread, or at once when
+/// the token is cancelled already; and a callback is enough to end a waiting acquire's wait
+/// from another token (what a bridge to a runtime's cancellation needs).
+#[test]
+fn on_cancel_runs_once_when_cancelled() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    let runs = Arc::new(AtomicUsize::new(0));
+    let token = CancelToken::new();
+    let counted = runs.clone();
+    token.on_cancel(move || {
+        counted.fetch_add(1, Ordering::SeqCst);
+    });
+    assert_eq!(runs.load(Ordering::SeqCst), 0, "not before the cancel");
+    token.cancel();
+    token.cancel();
+    assert_eq!(runs.load(Ordering::SeqCst), 1, "once");
+    let counted = runs.clone();
+    token.on_cancel(move || {
+        counted.fetch_add(1, Ordering::SeqCst);
+    });
+    assert_eq!(
+        runs.load(Ordering::SeqCst),
+        2,
+        "at once when already cancelled"
+    );
+
+    // A chain: the service's switch cancels the token a waiting acquire was given.
+    let e = MemoryEnsemble::new();
+    let holder = InterProcessMutex::new(e.connect(), "/surface/chain").unwrap();
+    let _held = holder.lock().unwrap();
+    let (switch, locks) = (CancelToken::new(), CancelToken::new());
+    switch.on_cancel({
+        let locks = locks.clone();
+        move || locks.cancel()
+    });
+    let waiter = Arc::new(InterProcessMutex::new(e.connect(), "/surface/chain").unwrap());
+    let how = Acquire::new().cancel(&locks);
+    let waiting = std::thread::spawn(move || waiter.try_lock_owned_with(&how).map(|g| g.is_some()));
+    let patience = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while holder.participant_nodes().unwrap().len() < 2 {
+        assert!(
+            std::time::Instant::now() < patience,
+            "the waiter never queued"
+        );
+        std::thread::yield_now();
+    }
+    switch.cancel();
+    assert!(matches!(
+        waiting.join().unwrap(),
+        Err(Error::Cancelled { .. })
+    ));
+    assert_eq!(holder.participant_nodes().unwrap().len(), 1);
+}

@@ -110,9 +110,67 @@ impl CancelToken {
         self.inner.cancelled.load(Ordering::SeqCst)
     }
 
+    /// Runs `callback` once when the token is cancelled, on the thread that cancels it (at
+    /// once, on this thread, when it is cancelled already). What drives an async runtime's own
+    /// cancellation from this token, with no thread and no task: make this token the service's
+    /// shutdown switch and let it cancel the runtime's. The callback must only record and
+    /// notify (cancel another token, send on a channel), as [`Self::cancel`] does; it stays
+    /// registered for the token's life.
+    ///
+    /// With tokio-util's `CancellationToken`, both ways:
+    ///
+    /// ```
+    /// use zk_locks::CancelToken;
+    /// use tokio_util::sync::CancellationToken;
+    ///
+    /// # let runtime = tokio::runtime::Builder::new_multi_thread().build().unwrap();
+    /// # runtime.block_on(async {
+    /// // This token drives the runtime's: no task, no thread.
+    /// let locks = CancelToken::new();
+    /// let tasks = CancellationToken::new();
+    /// locks.on_cancel({
+    ///     let tasks = tasks.clone();
+    ///     move || tasks.cancel()
+    /// });
+    /// locks.cancel(); // the shutdown handler
+    /// tasks.cancelled().await;
+    ///
+    /// // The runtime's token drives this one: one task waits for it.
+    /// let shutdown = CancellationToken::new();
+    /// let locks = CancelToken::new();
+    /// tokio::spawn({
+    ///     let (shutdown, locks) = (shutdown.clone(), locks.clone());
+    ///     async move {
+    ///         shutdown.cancelled().await;
+    ///         locks.cancel(); // every blocking acquire given `locks` stops waiting
+    ///     }
+    /// });
+    /// shutdown.cancel();
+    /// # while !locks.is_cancelled() { tokio::task::yield_now().await; }
+    /// # });
+    /// ```
+    pub fn on_cancel(&self, callback: impl FnOnce() + Send + 'static) {
+        let once = Mutex::new(Some(callback));
+        let run = move || {
+            if let Some(callback) = once.lock().take() {
+                callback();
+            }
+        };
+        let run = Arc::new(run);
+        // Registered before the flag is read: a cancel either runs it or is seen here (the
+        // `Option` runs it once when both happen).
+        std::mem::forget(self.wake_on({
+            let run = run.clone();
+            move || run()
+        }));
+        if self.is_cancelled() {
+            run();
+        }
+    }
+
     /// Calls `wake` when cancelled, until the registration drops. Registered before the flag
     /// is read, so a cancel is either seen by that read or wakes.
-    fn on_cancel(&self, wake: impl Fn() + Send + Sync + 'static) -> Registration {
+    fn wake_on(&self, wake: impl Fn() + Send + Sync + 'static) -> Registration {
         let mut w = self.inner.wakers.lock();
         let id = w.next;
         w.next += 1;
@@ -246,7 +304,7 @@ pub(crate) fn sleep(pause: Duration) {
 pub(crate) fn wake_on_cancel(waiter: &Arc<Waiter>) -> Option<Registration> {
     let token = CURRENT.with(|c| c.borrow().clone())?;
     let w = Arc::downgrade(waiter);
-    Some(token.on_cancel(move || {
+    Some(token.wake_on(move || {
         if let Some(w) = w.upgrade() {
             w.signal(None);
         }
@@ -263,7 +321,7 @@ struct Scope {
 impl Scope {
     fn enter(token: &CancelToken, client: &SharedClient) -> Scope {
         let weak: Weak<dyn ZkClient> = Arc::downgrade(client);
-        let wake = token.on_cancel(move || {
+        let wake = token.wake_on(move || {
             if let Some(c) = weak.upgrade() {
                 c.session().wake();
             }

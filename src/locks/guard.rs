@@ -15,6 +15,29 @@ use super::InterProcessLock;
 /// Releases its lock when dropped. Not `Send`: a reentrant mutex is released by the thread
 /// that took it.
 ///
+/// **Moving it to another thread or task** (`spawn_blocking(move || mutex.lock())`, holding it
+/// across an `.await` in a spawned task, storing it in a struct) fails to compile with
+/// "`*const ()` cannot be sent between threads safely" (or "borrowed value does not live long
+/// enough"): take an [`OwnedLockGuard`](super::OwnedLockGuard) instead, on an `Arc` of the
+/// lock, with [`lock_owned`](super::InterProcessLock::lock_owned),
+/// [`try_lock_owned`](super::InterProcessLock::try_lock_owned) or
+/// [`try_lock_owned_with`](super::InterProcessLock::try_lock_owned_with) (a timeout and/or a
+/// [`CancelToken`](super::CancelToken)). It is `Send + Sync + 'static`:
+///
+/// ```
+/// use std::sync::Arc;
+/// use zk_locks::client::memory::MemoryEnsemble;
+/// use zk_locks::{InterProcessLock, InterProcessMutex};
+///
+/// # tokio::runtime::Builder::new_multi_thread().build().unwrap().block_on(async {
+/// let mutex = Arc::new(InterProcessMutex::new(MemoryEnsemble::new().connect(), "/locks/job")?);
+/// let guard = tokio::task::spawn_blocking(move || mutex.lock_owned()).await.unwrap()?;
+/// tokio::task::yield_now().await; // held across awaits, in any task
+/// drop(guard);
+/// # Ok::<(), zk_locks::Error>(())
+/// # }).unwrap();
+/// ```
+///
 /// A holder should check [`LockGuard::is_valid`] (or wait with [`LockGuard::wait_while_held`])
 /// before and after work that needs exclusion, and pass [`LockGuard::fencing_token`] to the
 /// resources it writes, which reject tokens older than the newest they saw. State kept in
