@@ -196,6 +196,7 @@ pub mod client;
 pub mod error;
 pub mod locks;
 pub mod paths;
+mod primitives;
 pub mod retry;
 pub mod session;
 #[cfg(feature = "testing")]

@@ -177,7 +177,7 @@ impl Session {
     ) -> SessionSnapshot {
         let mut inner = self.inner.lock();
         // A cancelled acquire on this thread is past every deadline (`locks::cancel`).
-        while blocked(&inner.snapshot) && !crate::locks::cancel::requested() {
+        while blocked(&inner.snapshot) && !crate::primitives::cancel::requested() {
             match deadline {
                 Some(d) => {
                     if self.changed.wait_until(&mut inner, d).timed_out() {

@@ -479,8 +479,8 @@ pub trait ZkClient: Send + Sync {
     }
 
     /// The observer every lock recipe made on this client reports to, unless the recipe
-    /// sets its own (see [`crate::locks::LockObserver`]; default: none).
-    fn lock_observer(&self) -> Option<Arc<dyn crate::locks::LockObserver>> {
+    /// sets its own (see [`crate::primitives::observer::LockObserver`]; default: none).
+    fn lock_observer(&self) -> Option<Arc<dyn crate::primitives::observer::LockObserver>> {
         None
     }
 
@@ -570,7 +570,7 @@ impl<T: ZkClient + ?Sized> ZkClient for Arc<T> {
         (**self).own_digest_ids()
     }
 
-    fn lock_observer(&self) -> Option<Arc<dyn crate::locks::LockObserver>> {
+    fn lock_observer(&self) -> Option<Arc<dyn crate::primitives::observer::LockObserver>> {
         (**self).lock_observer()
     }
 

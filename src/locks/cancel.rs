@@ -1,200 +1,24 @@
-//! Cancellable waits: a [`CancelToken`] that any thread may trigger, and [`Acquire`], the
-//! options of an acquire that a token (and a timeout) can end.
+//! Cancellable acquires: [`Acquire`], the options of an acquire that a timeout and a
+//! [`CancelToken`] can end, and how a recipe runs one ([`run`]: the token current on the
+//! acquiring thread for the call, the session's waits woken by a cancel).
 //!
-//! The rule this module keeps: **a cancelled acquire is an acquire past its deadline.** While
-//! a recipe runs a call given a token, that token is the calling thread's *current* token
-//! ([`run`] enters a scope, restored when the call returns); from the moment it is cancelled,
-//! `internals::past` says every deadline of that thread has passed, so the deadline rules hold
-//! as they are: no new round of the wait loop, no create, no retry; one delete of each node the
-//! call made, and none when its link is in trouble (the delete then goes to the background).
-//! Every blocking wait of the acquiring thread wakes at once: the waiter's `Condvar` (through
-//! [`wake_on_cancel`]), the session's (the client is registered by [`run`]), and the pause
-//! between retries (slept on the token, [`sleep`]). A request already sent is waited for (at
-//! most one call timeout), so a cancelled call returns within about one round trip.
+//! The token itself, the thread's current token and the rule that a cancelled acquire is an
+//! acquire past its deadline are beneath both the client and the locks, in
+//! `primitives/cancel.rs`; the old paths (`locks::cancel::requested`, `sleep`) still lead
+//! there.
 
-use std::cell::RefCell;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
-use std::time::{Duration, Instant};
-
-use parking_lot::{Condvar, Mutex};
+use std::time::Duration;
 
 use crate::client::{SharedClient, ZkClient};
 use crate::error::{Error, Result};
+pub use crate::primitives::cancel::CancelToken;
+use crate::primitives::cancel::{current, enter, Registration};
+// The old paths of the primitives, kept for the code that still names them here.
+#[allow(unused_imports)]
+pub(crate) use crate::primitives::cancel::{requested, sleep};
 
 use super::internals::Waiter;
-
-type Wake = Arc<dyn Fn() + Send + Sync>;
-
-#[derive(Default)]
-struct Inner {
-    cancelled: AtomicBool,
-    /// What to wake when cancelled; the `Condvar` wakes a pause between retries.
-    wakers: Mutex<Wakers>,
-    cond: Condvar,
-}
-
-#[derive(Default)]
-struct Wakers {
-    next: u64,
-    list: Vec<(u64, Wake)>,
-}
-
-/// A handle that cancels waiting acquires: clone it, give it to an acquire through
-/// [`Acquire::cancel`], and call [`CancelToken::cancel`] from any thread.
-///
-/// A cancelled acquire returns [`Error::Cancelled`] within about one round trip, its node
-/// deleted (the queue behind it moves on), the session and every other lock of the client
-/// untouched. A token cancelled before the call makes it return at once, without a request.
-/// Cancelling is for good: a token, once cancelled, cancels every call given it.
-///
-/// ```
-/// use std::time::Duration;
-/// use zk_locks::client::memory::MemoryEnsemble;
-/// use zk_locks::locks::{Acquire, CancelToken, InterProcessLock, InterProcessMutex};
-/// use zk_locks::Error;
-///
-/// let ensemble = MemoryEnsemble::new();
-/// let holder = InterProcessMutex::new(ensemble.connect(), "/locks/jobs")?;
-/// let _held = holder.lock()?;
-///
-/// let waiter = InterProcessMutex::new(ensemble.connect(), "/locks/jobs")?;
-/// let token = CancelToken::new();
-/// let stop = token.clone();
-/// std::thread::spawn(move || {
-///     std::thread::sleep(Duration::from_millis(50));
-///     stop.cancel(); // from a shutdown handler, another thread, ...
-/// });
-/// let outcome = waiter.try_lock_with(&Acquire::new().cancel(&token));
-/// assert!(matches!(outcome, Err(Error::Cancelled { .. })));
-/// assert_eq!(holder.participant_nodes()?.len(), 1); // the waiter's node is gone
-/// # Ok::<(), zk_locks::Error>(())
-/// ```
-#[derive(Clone, Default)]
-pub struct CancelToken {
-    inner: Arc<Inner>,
-}
-
-impl std::fmt::Debug for CancelToken {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CancelToken")
-            .field("cancelled", &self.is_cancelled())
-            .finish()
-    }
-}
-
-impl CancelToken {
-    /// A token not cancelled yet.
-    pub fn new() -> CancelToken {
-        CancelToken::default()
-    }
-
-    /// Cancels every acquire given this token, waiting now or later. Callable from any thread
-    /// (it only records and wakes: also from a signal-handling thread or a callback).
-    pub fn cancel(&self) {
-        if self.inner.cancelled.swap(true, Ordering::SeqCst) {
-            return;
-        }
-        let wakers: Vec<Wake> = {
-            let w = self.inner.wakers.lock();
-            self.inner.cond.notify_all();
-            w.list.iter().map(|(_, f)| f.clone()).collect()
-        };
-        for wake in wakers {
-            wake();
-        }
-    }
-
-    /// True once [`Self::cancel`] was called.
-    pub fn is_cancelled(&self) -> bool {
-        self.inner.cancelled.load(Ordering::SeqCst)
-    }
-
-    /// Runs `callback` once when the token is cancelled, on the thread that cancels it (at
-    /// once, on this thread, when it is cancelled already). What drives an async runtime's own
-    /// cancellation from this token, with no thread and no task: make this token the service's
-    /// shutdown switch and let it cancel the runtime's. The callback must only record and
-    /// notify (cancel another token, send on a channel), as [`Self::cancel`] does; it stays
-    /// registered for the token's life.
-    ///
-    /// With tokio-util's `CancellationToken`, both ways:
-    ///
-    /// ```
-    /// use zk_locks::CancelToken;
-    /// use tokio_util::sync::CancellationToken;
-    ///
-    /// # let runtime = tokio::runtime::Builder::new_multi_thread().build().unwrap();
-    /// # runtime.block_on(async {
-    /// // This token drives the runtime's: no task, no thread.
-    /// let locks = CancelToken::new();
-    /// let tasks = CancellationToken::new();
-    /// locks.on_cancel({
-    ///     let tasks = tasks.clone();
-    ///     move || tasks.cancel()
-    /// });
-    /// locks.cancel(); // the shutdown handler
-    /// tasks.cancelled().await;
-    ///
-    /// // The runtime's token drives this one: one task waits for it.
-    /// let shutdown = CancellationToken::new();
-    /// let locks = CancelToken::new();
-    /// tokio::spawn({
-    ///     let (shutdown, locks) = (shutdown.clone(), locks.clone());
-    ///     async move {
-    ///         shutdown.cancelled().await;
-    ///         locks.cancel(); // every blocking acquire given `locks` stops waiting
-    ///     }
-    /// });
-    /// shutdown.cancel();
-    /// # while !locks.is_cancelled() { tokio::task::yield_now().await; }
-    /// # });
-    /// ```
-    pub fn on_cancel(&self, callback: impl FnOnce() + Send + 'static) {
-        let once = Mutex::new(Some(callback));
-        let run = move || {
-            if let Some(callback) = once.lock().take() {
-                callback();
-            }
-        };
-        let run = Arc::new(run);
-        // Registered before the flag is read: a cancel either runs it or is seen here (the
-        // `Option` runs it once when both happen).
-        std::mem::forget(self.wake_on({
-            let run = run.clone();
-            move || run()
-        }));
-        if self.is_cancelled() {
-            run();
-        }
-    }
-
-    /// Calls `wake` when cancelled, until the registration drops. Registered before the flag
-    /// is read, so a cancel is either seen by that read or wakes.
-    fn wake_on(&self, wake: impl Fn() + Send + Sync + 'static) -> Registration {
-        let mut w = self.inner.wakers.lock();
-        let id = w.next;
-        w.next += 1;
-        w.list.push((id, Arc::new(wake)));
-        Registration {
-            inner: Arc::downgrade(&self.inner),
-            id,
-        }
-    }
-}
-
-/// Removes a waker from its token when dropped.
-pub(crate) struct Registration {
-    inner: Weak<Inner>,
-    id: u64,
-}
-
-impl Drop for Registration {
-    fn drop(&mut self) {
-        if let Some(inner) = self.inner.upgrade() {
-            inner.wakers.lock().list.retain(|(i, _)| *i != self.id);
-        }
-    }
-}
 
 /// How an acquire may end without the lock: a timeout, a [`CancelToken`], both, or neither
 /// (it then waits until it holds the lock or fails). Given to
@@ -267,42 +91,9 @@ fn cancelled(path: &str) -> Error {
     }
 }
 
-thread_local! {
-    /// The token of the cancellable acquire this thread is running, if any.
-    static CURRENT: RefCell<Option<CancelToken>> = const { RefCell::new(None) };
-}
-
-/// The calling thread runs an acquire whose token is cancelled: every deadline has passed.
-pub(crate) fn requested() -> bool {
-    CURRENT.with(|c| c.borrow().as_ref().is_some_and(CancelToken::is_cancelled))
-}
-
-/// Sleeps `pause`, or less when the current token is cancelled meanwhile.
-pub(crate) fn sleep(pause: Duration) {
-    let token = CURRENT.with(|c| c.borrow().clone());
-    let Some(token) = token else {
-        std::thread::sleep(pause);
-        return;
-    };
-    let Some(until) = Instant::now().checked_add(pause) else {
-        // Longer than an `Instant` can say: until cancelled.
-        let mut w = token.inner.wakers.lock();
-        while !token.is_cancelled() {
-            token.inner.cond.wait(&mut w);
-        }
-        return;
-    };
-    let mut w = token.inner.wakers.lock();
-    while !token.is_cancelled() {
-        if token.inner.cond.wait_until(&mut w, until).timed_out() {
-            return;
-        }
-    }
-}
-
 /// Wakes `waiter` when the current token is cancelled (until the registration drops).
 pub(crate) fn wake_on_cancel(waiter: &Arc<Waiter>) -> Option<Registration> {
-    let token = CURRENT.with(|c| c.borrow().clone())?;
+    let token = current()?;
     let w = Arc::downgrade(waiter);
     Some(token.wake_on(move || {
         if let Some(w) = w.upgrade() {
@@ -326,7 +117,7 @@ impl Scope {
                 c.session().wake();
             }
         });
-        let previous = CURRENT.with(|c| c.borrow_mut().replace(token.clone()));
+        let previous = enter(Some(token.clone()));
         Scope {
             previous,
             _wake: wake,
@@ -336,8 +127,7 @@ impl Scope {
 
 impl Drop for Scope {
     fn drop(&mut self) {
-        let previous = self.previous.take();
-        CURRENT.with(|c| *c.borrow_mut() = previous);
+        enter(self.previous.take());
     }
 }
 

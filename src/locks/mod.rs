@@ -57,6 +57,8 @@ pub use layout::{
 };
 pub use multi::InterProcessMultiLock;
 pub use mutex::InterProcessMutex;
+// The old path of the slot (now in `primitives/observer.rs`).
+#[allow(unused_imports)]
 pub(crate) use observe::ObserverSlot;
 pub use observe::{LockEvent, LockObserver};
 pub use owned::OwnedLockGuard;

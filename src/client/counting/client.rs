@@ -154,7 +154,9 @@ impl<C: ZkClient> ZkClient for CountingClient<C> {
         self.inner.own_digest_ids()
     }
 
-    fn lock_observer(&self) -> Option<std::sync::Arc<dyn crate::locks::LockObserver>> {
+    fn lock_observer(
+        &self,
+    ) -> Option<std::sync::Arc<dyn crate::primitives::observer::LockObserver>> {
         self.inner.lock_observer()
     }
 

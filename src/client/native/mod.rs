@@ -92,7 +92,7 @@ pub struct NativeClient {
     acl: AclProvider,
     auth: Vec<(String, Vec<u8>)>,
     /// The observer of the locks made on this client (`NativeOptions::lock_observer`).
-    lock_observer: Option<Arc<dyn crate::locks::LockObserver>>,
+    lock_observer: Option<Arc<dyn crate::primitives::observer::LockObserver>>,
 }
 
 impl std::fmt::Debug for NativeClient {
@@ -379,7 +379,7 @@ impl ZkClient for NativeClient {
         crate::client::acl::own_digest_ids(&self.auth)
     }
 
-    fn lock_observer(&self) -> Option<Arc<dyn crate::locks::LockObserver>> {
+    fn lock_observer(&self) -> Option<Arc<dyn crate::primitives::observer::LockObserver>> {
         self.lock_observer.clone()
     }
 
