@@ -130,11 +130,13 @@ impl AtomicCounters {
     }
 
     /// A request nobody waits for: counted, no round trip.
+    #[cfg(feature = "testing")] // only CountingClient counts these
     pub(crate) fn unawaited(&self, op: Op) {
         self.ops[Self::index(op)].fetch_add(1, Ordering::Relaxed);
     }
 
     /// Requests sent together: each is counted, the round trip once.
+    #[cfg(feature = "testing")] // only CountingClient counts these
     pub(crate) fn pipelined(&self, ops: impl IntoIterator<Item = Op>) {
         for op in ops {
             self.ops[Self::index(op)].fetch_add(1, Ordering::Relaxed);
