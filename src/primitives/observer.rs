@@ -46,9 +46,9 @@ impl std::fmt::Display for ParticipantKind {
 ///
 /// Set it on a client ([`crate::client::native::NativeOptions::lock_observer()`],
 /// [`crate::client::memory::MemoryOptions::lock_observer()`]: every recipe made on that client
-/// reports to it) or on one recipe (`with_observer` on [`super::InterProcessMutex`],
-/// [`super::InterProcessReadWriteLock`], [`super::InterProcessSemaphoreV2`],
-/// [`super::InterProcessSemaphoreMutex`]; it replaces the client's for that recipe). A
+/// reports to it) or on one recipe (`with_observer` on [`crate::locks::InterProcessMutex`],
+/// [`crate::locks::InterProcessReadWriteLock`], [`crate::locks::InterProcessSemaphoreV2`],
+/// [`crate::locks::InterProcessSemaphoreMutex`]; it replaces the client's for that recipe). A
 /// multi-lock reports through the locks it is made of.
 ///
 /// The methods run on the thread that acquires, releases or looks at the state (a guard's
