@@ -234,6 +234,28 @@ impl Error {
     }
 }
 
+/// `?` from a [`ZkClient`](crate::ZkClient) call into this crate's [`Result`]: the code is
+/// kept ([`Error::zk_code`]) and mapped as [`Error::zk`] maps it; the operation is named
+/// `request` and the path is empty (the call's own result does not carry them; use
+/// [`Error::zk`] to name them).
+///
+/// ```
+/// use zk_locks::client::memory::MemoryEnsemble;
+/// use zk_locks::{SharedClient, ZkError};
+///
+/// fn names(client: &SharedClient) -> zk_locks::Result<Vec<String>> {
+///     Ok(client.get_children("/nothing/here", None)?)
+/// }
+/// let client: SharedClient = MemoryEnsemble::new().connect();
+/// let err = names(&client).unwrap_err();
+/// assert_eq!(err.zk_code(), Some(ZkError::NoNode));
+/// ```
+impl From<ZkError> for Error {
+    fn from(code: ZkError) -> Error {
+        Error::zk("request", "", code)
+    }
+}
+
 /// Result with this library's [`Error`].
 pub type Result<T> = std::result::Result<T, Error>;
 

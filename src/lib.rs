@@ -25,9 +25,10 @@
 //!   # Ok::<(), zk_locks::Error>(())
 //!   ```
 //!
-//! - [`client::zookeeper::ZookeeperClient`] — the same over the `zookeeper` crate, with a
-//!   session layer that works around that crate's defects (see the module docs for the list
-//!   and the limits that remain: an aged client loses its session on a connection cut);
+//! - `client::zookeeper::ZookeeperClient` (feature `zookeeper-crate`) — the same over the
+//!   `zookeeper` crate, with a session layer that works around that crate's defects (see the
+//!   module docs for the list and the limits that remain: an aged client loses its session on
+//!   a connection cut);
 //!
 //! - [`client::memory::MemoryEnsemble`] — an in-memory ZooKeeper with fault injection
 //!   (connection loss before/after a request, suspend/resume, expiry). For tests, demos, and
@@ -105,9 +106,12 @@
 //! [`InterProcessLock::try_lock_owned_with`] (a timeout and/or a [`CancelToken`]): `Send`,
 //! `Sync`, `'static`, the same `state()`, waits and fencing token, released on drop by
 //! whichever thread drops it. An owned hold belongs to its guard: each is a contender of its
-//! own, not reentrant (see [`OwnedLockGuard`]). `recipes/async_service.rs` uses them from
-//! tokio through `spawn_blocking`, its shutdown signal cancelling a waiting acquire; the
-//! library itself has no async runtime.
+//! own, not reentrant (see [`OwnedLockGuard`]). `spawn_blocking(move || mutex.lock())` is
+//! refused with "`*const ()` cannot be sent between threads safely": that is the borrowed
+//! guard; use `lock_owned`. `recipes/async_service.rs` uses them from tokio through
+//! `spawn_blocking`, its shutdown signal cancelling a waiting acquire; a [`CancelToken`] and a
+//! runtime's own token (tokio-util's `CancellationToken`) drive each other through
+//! [`CancelToken::on_cancel`]. The library itself has no async runtime.
 //!
 //! ## Fencing
 //!
@@ -192,6 +196,7 @@ pub mod client;
 pub mod error;
 pub mod locks;
 pub mod paths;
+mod primitives;
 pub mod retry;
 pub mod session;
 #[cfg(feature = "testing")]
@@ -200,10 +205,35 @@ pub mod testing;
 
 pub use client::{CreateMode, SharedClient, Stat, WatchedEvent, ZkClient, ZkError};
 pub use error::{Error, Result};
+// Every recipe and the types one names with it, where the mutex is.
 pub use locks::{
-    Acquire, CancelToken, InterProcessLock, InterProcessMutex, LockGuard, LockState, OwnedLockGuard,
+    Acquire, CancelToken, HeldNode, InterProcessLock, InterProcessMultiLock, InterProcessMutex,
+    InterProcessReadWriteLock, InterProcessSemaphoreMutex, InterProcessSemaphoreV2, Lease,
+    LockEvent, LockGuard, LockObserver, LockState, OwnedLockGuard, Participant, ParticipantKind,
+    ReadLock, Revoker, SharedCount, WriteLock,
 };
 pub use session::{ConnectionState, Session, SessionSnapshot};
+
+/// The names a lock-taking module needs, in one `use`: the [`InterProcessLock`] trait (its
+/// methods are how every recipe is taken), the recipes, their guards, and the crate's
+/// [`Result`].
+///
+/// ```
+/// use zk_locks::client::memory::MemoryEnsemble;
+/// use zk_locks::prelude::*;
+///
+/// let rw = InterProcessReadWriteLock::new(MemoryEnsemble::new().connect(), "/locks/catalog")?;
+/// let reading = rw.read_lock().lock()?;
+/// assert_eq!(reading.state(), LockState::Held);
+/// # Ok::<(), zk_locks::Error>(())
+/// ```
+pub mod prelude {
+    pub use crate::{
+        Acquire, CancelToken, Error, InterProcessLock, InterProcessMultiLock, InterProcessMutex,
+        InterProcessReadWriteLock, InterProcessSemaphoreMutex, InterProcessSemaphoreV2, Lease,
+        LockGuard, LockState, OwnedLockGuard, Result, SharedClient, ZkClient,
+    };
+}
 
 // The README's example compiles (`cargo test --doc`), so it cannot drift from the API.
 #[cfg(doctest)]

@@ -189,7 +189,7 @@ impl<'a> Retries<'a> {
     /// Asks the policy for one more try and sleeps as it says; never sleeps past the deadline.
     pub(crate) fn next(&mut self) -> RetryStep {
         // A cancelled acquire is past its deadline (`locks::cancel`).
-        if crate::locks::cancel::requested() {
+        if crate::primitives::cancel::requested() {
             return RetryStep::DeadlinePassed;
         }
         let Some(sleep) = self.policy.next_retry(self.attempts, self.start.elapsed()) else {
@@ -204,7 +204,7 @@ impl<'a> Retries<'a> {
         // A user's policy may never give up: the count saturates rather than overflows.
         self.attempts = self.attempts.saturating_add(1);
         // Cut short when a cancellable acquire on this thread is cancelled.
-        crate::locks::cancel::sleep(sleep);
+        crate::primitives::cancel::sleep(sleep);
         RetryStep::Again { slept: sleep }
     }
 }

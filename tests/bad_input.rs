@@ -484,3 +484,39 @@ fn zero_and_maximal_timeouts() {
     drop(g);
     assert!(e.children("/t/wait").unwrap_or_default().is_empty());
 }
+
+/// A connect string that is not `host:port[,host:port...][/chroot]` (a URL, a stray comma, a
+/// bad port or chroot) is refused before any connection, with a message that names the
+/// expected form, whatever rule it breaks.
+#[test]
+fn a_bad_connect_string_names_the_expected_form() {
+    use zk_locks::client::native::NativeClient;
+    const FORM: &str = "host:port[,host:port...][/chroot]";
+    for bad in [
+        "http://127.0.0.1:2181",
+        "zk://zk1:2181/app",
+        "",
+        "127.0.0.1:2181,,127.0.0.2:2181",
+        "127.0.0.1:notaport",
+        "127.0.0.1:2181/app/",
+    ] {
+        let err = NativeClient::connect(bad, Duration::from_secs(10))
+            .map(drop)
+            .expect_err(bad);
+        assert!(
+            matches!(err, Error::Connect { .. } | Error::InvalidArgument { .. }),
+            "{bad:?}: {err:?}"
+        );
+        let message = err.to_string();
+        assert!(message.contains(FORM), "{bad:?}: {message:?}");
+    }
+    let url = NativeClient::connect("http://127.0.0.1:2181", Duration::from_secs(10))
+        .map(drop)
+        .unwrap_err()
+        .to_string();
+    assert!(url.contains("http://"), "names the scheme: {url:?}");
+    assert!(
+        !url.contains("chroot \""),
+        "not a chroot complaint: {url:?}"
+    );
+}

@@ -8,14 +8,26 @@ use std::net::{SocketAddr, ToSocketAddrs};
 
 use crate::error::{Error, Result};
 
+/// The form of a connect string, as error messages name it.
+const FORM: &str = "host:port[,host:port...][/chroot]";
+
 /// The hosts (`host:port`, port 2181 when omitted; not resolved) and the chroot of a
 /// connect string `host[:port][,host[:port]...][/chroot]`, hosts in the order given.
 pub(crate) fn parse(connect_string: &str) -> Result<(Vec<String>, Option<String>)> {
+    // Every refusal names the form expected, whichever rule the string breaks.
     let connect_error = |reason: String| Error::Connect {
         hosts: connect_string.to_string(),
-        reason,
+        reason: format!("{reason}; expected {FORM}"),
         source: None,
     };
+    if let Some((scheme, _)) = connect_string.split_once("://") {
+        return Err(Error::InvalidArgument {
+            name: "connect_string",
+            reason: format!(
+                "{connect_string:?} is a URL ({scheme}://): a connect string has no scheme; expected {FORM}"
+            ),
+        });
+    }
     let (hosts, chroot) = match connect_string.find('/') {
         Some(i) => connect_string.split_at(i),
         None => (connect_string, ""),
@@ -25,7 +37,7 @@ pub(crate) fn parse(connect_string: &str) -> Result<(Vec<String>, Option<String>
         c => {
             crate::paths::validate_path(c).map_err(|e| Error::InvalidArgument {
                 name: "connect_string",
-                reason: format!("bad chroot in {connect_string:?}: {e}"),
+                reason: format!("bad chroot in {connect_string:?}: {e}; expected {FORM}"),
             })?;
             Some(c.to_string())
         }

@@ -27,7 +27,9 @@ pub mod native;
 #[cfg_attr(docsrs, doc(cfg(feature = "zookeeper-crate")))]
 pub mod zookeeper;
 
-pub use counting::{Counters, CountingClient, Op};
+#[cfg(feature = "testing")]
+pub use counting::CountingClient;
+pub use counting::{Counters, Op};
 pub use multi::{MultiOp, MultiResult};
 
 use std::fmt;
@@ -477,8 +479,8 @@ pub trait ZkClient: Send + Sync {
     }
 
     /// The observer every lock recipe made on this client reports to, unless the recipe
-    /// sets its own (see [`crate::locks::LockObserver`]; default: none).
-    fn lock_observer(&self) -> Option<Arc<dyn crate::locks::LockObserver>> {
+    /// sets its own (see [`crate::primitives::observer::LockObserver`]; default: none).
+    fn lock_observer(&self) -> Option<Arc<dyn crate::primitives::observer::LockObserver>> {
         None
     }
 
@@ -502,7 +504,7 @@ impl fmt::Debug for dyn ZkClient {
 }
 
 /// Lets a shared handle (`Arc<MemoryClient>`, `Arc<dyn ZkClient>`) be used wherever a
-/// `ZkClient` is expected, e.g. wrapped in a [`CountingClient`].
+/// `ZkClient` is expected, e.g. wrapped in a `CountingClient`.
 impl<T: ZkClient + ?Sized> ZkClient for Arc<T> {
     fn create(&self, path: &str, data: &[u8], mode: CreateMode) -> ZkResult<String> {
         (**self).create(path, data, mode)
@@ -568,7 +570,7 @@ impl<T: ZkClient + ?Sized> ZkClient for Arc<T> {
         (**self).own_digest_ids()
     }
 
-    fn lock_observer(&self) -> Option<Arc<dyn crate::locks::LockObserver>> {
+    fn lock_observer(&self) -> Option<Arc<dyn crate::primitives::observer::LockObserver>> {
         (**self).lock_observer()
     }
 

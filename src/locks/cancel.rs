@@ -1,142 +1,24 @@
-//! Cancellable waits: a [`CancelToken`] that any thread may trigger, and [`Acquire`], the
-//! options of an acquire that a token (and a timeout) can end.
+//! Cancellable acquires: [`Acquire`], the options of an acquire that a timeout and a
+//! [`CancelToken`] can end, and how a recipe runs one ([`run`]: the token current on the
+//! acquiring thread for the call, the session's waits woken by a cancel).
 //!
-//! The rule this module keeps: **a cancelled acquire is an acquire past its deadline.** While
-//! a recipe runs a call given a token, that token is the calling thread's *current* token
-//! ([`run`] enters a scope, restored when the call returns); from the moment it is cancelled,
-//! `internals::past` says every deadline of that thread has passed, so the deadline rules hold
-//! as they are: no new round of the wait loop, no create, no retry; one delete of each node the
-//! call made, and none when its link is in trouble (the delete then goes to the background).
-//! Every blocking wait of the acquiring thread wakes at once: the waiter's `Condvar` (through
-//! [`wake_on_cancel`]), the session's (the client is registered by [`run`]), and the pause
-//! between retries (slept on the token, [`sleep`]). A request already sent is waited for (at
-//! most one call timeout), so a cancelled call returns within about one round trip.
+//! The token itself, the thread's current token and the rule that a cancelled acquire is an
+//! acquire past its deadline are beneath both the client and the locks, in
+//! `primitives/cancel.rs`; the old paths (`locks::cancel::requested`, `sleep`) still lead
+//! there.
 
-use std::cell::RefCell;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
-use std::time::{Duration, Instant};
-
-use parking_lot::{Condvar, Mutex};
+use std::time::Duration;
 
 use crate::client::{SharedClient, ZkClient};
 use crate::error::{Error, Result};
+pub use crate::primitives::cancel::CancelToken;
+use crate::primitives::cancel::{current, enter, Registration};
+// The old paths of the primitives, kept for the code that still names them here.
+#[allow(unused_imports)]
+pub(crate) use crate::primitives::cancel::{requested, sleep};
 
 use super::internals::Waiter;
-
-type Wake = Arc<dyn Fn() + Send + Sync>;
-
-#[derive(Default)]
-struct Inner {
-    cancelled: AtomicBool,
-    /// What to wake when cancelled; the `Condvar` wakes a pause between retries.
-    wakers: Mutex<Wakers>,
-    cond: Condvar,
-}
-
-#[derive(Default)]
-struct Wakers {
-    next: u64,
-    list: Vec<(u64, Wake)>,
-}
-
-/// A handle that cancels waiting acquires: clone it, give it to an acquire through
-/// [`Acquire::cancel`], and call [`CancelToken::cancel`] from any thread.
-///
-/// A cancelled acquire returns [`Error::Cancelled`] within about one round trip, its node
-/// deleted (the queue behind it moves on), the session and every other lock of the client
-/// untouched. A token cancelled before the call makes it return at once, without a request.
-/// Cancelling is for good: a token, once cancelled, cancels every call given it.
-///
-/// ```
-/// use std::time::Duration;
-/// use zk_locks::client::memory::MemoryEnsemble;
-/// use zk_locks::locks::{Acquire, CancelToken, InterProcessLock, InterProcessMutex};
-/// use zk_locks::Error;
-///
-/// let ensemble = MemoryEnsemble::new();
-/// let holder = InterProcessMutex::new(ensemble.connect(), "/locks/jobs")?;
-/// let _held = holder.lock()?;
-///
-/// let waiter = InterProcessMutex::new(ensemble.connect(), "/locks/jobs")?;
-/// let token = CancelToken::new();
-/// let stop = token.clone();
-/// std::thread::spawn(move || {
-///     std::thread::sleep(Duration::from_millis(50));
-///     stop.cancel(); // from a shutdown handler, another thread, ...
-/// });
-/// let outcome = waiter.try_lock_with(&Acquire::new().cancel(&token));
-/// assert!(matches!(outcome, Err(Error::Cancelled { .. })));
-/// assert_eq!(holder.participant_nodes()?.len(), 1); // the waiter's node is gone
-/// # Ok::<(), zk_locks::Error>(())
-/// ```
-#[derive(Clone, Default)]
-pub struct CancelToken {
-    inner: Arc<Inner>,
-}
-
-impl std::fmt::Debug for CancelToken {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CancelToken")
-            .field("cancelled", &self.is_cancelled())
-            .finish()
-    }
-}
-
-impl CancelToken {
-    /// A token not cancelled yet.
-    pub fn new() -> CancelToken {
-        CancelToken::default()
-    }
-
-    /// Cancels every acquire given this token, waiting now or later. Callable from any thread
-    /// (it only records and wakes: also from a signal-handling thread or a callback).
-    pub fn cancel(&self) {
-        if self.inner.cancelled.swap(true, Ordering::SeqCst) {
-            return;
-        }
-        let wakers: Vec<Wake> = {
-            let w = self.inner.wakers.lock();
-            self.inner.cond.notify_all();
-            w.list.iter().map(|(_, f)| f.clone()).collect()
-        };
-        for wake in wakers {
-            wake();
-        }
-    }
-
-    /// True once [`Self::cancel`] was called.
-    pub fn is_cancelled(&self) -> bool {
-        self.inner.cancelled.load(Ordering::SeqCst)
-    }
-
-    /// Calls `wake` when cancelled, until the registration drops. Registered before the flag
-    /// is read, so a cancel is either seen by that read or wakes.
-    fn on_cancel(&self, wake: impl Fn() + Send + Sync + 'static) -> Registration {
-        let mut w = self.inner.wakers.lock();
-        let id = w.next;
-        w.next += 1;
-        w.list.push((id, Arc::new(wake)));
-        Registration {
-            inner: Arc::downgrade(&self.inner),
-            id,
-        }
-    }
-}
-
-/// Removes a waker from its token when dropped.
-pub(crate) struct Registration {
-    inner: Weak<Inner>,
-    id: u64,
-}
-
-impl Drop for Registration {
-    fn drop(&mut self) {
-        if let Some(inner) = self.inner.upgrade() {
-            inner.wakers.lock().list.retain(|(i, _)| *i != self.id);
-        }
-    }
-}
 
 /// How an acquire may end without the lock: a timeout, a [`CancelToken`], both, or neither
 /// (it then waits until it holds the lock or fails). Given to
@@ -209,44 +91,11 @@ fn cancelled(path: &str) -> Error {
     }
 }
 
-thread_local! {
-    /// The token of the cancellable acquire this thread is running, if any.
-    static CURRENT: RefCell<Option<CancelToken>> = const { RefCell::new(None) };
-}
-
-/// The calling thread runs an acquire whose token is cancelled: every deadline has passed.
-pub(crate) fn requested() -> bool {
-    CURRENT.with(|c| c.borrow().as_ref().is_some_and(CancelToken::is_cancelled))
-}
-
-/// Sleeps `pause`, or less when the current token is cancelled meanwhile.
-pub(crate) fn sleep(pause: Duration) {
-    let token = CURRENT.with(|c| c.borrow().clone());
-    let Some(token) = token else {
-        std::thread::sleep(pause);
-        return;
-    };
-    let Some(until) = Instant::now().checked_add(pause) else {
-        // Longer than an `Instant` can say: until cancelled.
-        let mut w = token.inner.wakers.lock();
-        while !token.is_cancelled() {
-            token.inner.cond.wait(&mut w);
-        }
-        return;
-    };
-    let mut w = token.inner.wakers.lock();
-    while !token.is_cancelled() {
-        if token.inner.cond.wait_until(&mut w, until).timed_out() {
-            return;
-        }
-    }
-}
-
 /// Wakes `waiter` when the current token is cancelled (until the registration drops).
 pub(crate) fn wake_on_cancel(waiter: &Arc<Waiter>) -> Option<Registration> {
-    let token = CURRENT.with(|c| c.borrow().clone())?;
+    let token = current()?;
     let w = Arc::downgrade(waiter);
-    Some(token.on_cancel(move || {
+    Some(token.wake_on(move || {
         if let Some(w) = w.upgrade() {
             w.signal(None);
         }
@@ -263,12 +112,12 @@ struct Scope {
 impl Scope {
     fn enter(token: &CancelToken, client: &SharedClient) -> Scope {
         let weak: Weak<dyn ZkClient> = Arc::downgrade(client);
-        let wake = token.on_cancel(move || {
+        let wake = token.wake_on(move || {
             if let Some(c) = weak.upgrade() {
                 c.session().wake();
             }
         });
-        let previous = CURRENT.with(|c| c.borrow_mut().replace(token.clone()));
+        let previous = enter(Some(token.clone()));
         Scope {
             previous,
             _wake: wake,
@@ -278,8 +127,7 @@ impl Scope {
 
 impl Drop for Scope {
     fn drop(&mut self) {
-        let previous = self.previous.take();
-        CURRENT.with(|c| *c.borrow_mut() = previous);
+        enter(self.previous.take());
     }
 }
 

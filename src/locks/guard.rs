@@ -15,6 +15,29 @@ use super::InterProcessLock;
 /// Releases its lock when dropped. Not `Send`: a reentrant mutex is released by the thread
 /// that took it.
 ///
+/// **Moving it to another thread or task** (`spawn_blocking(move || mutex.lock())`, holding it
+/// across an `.await` in a spawned task, storing it in a struct) fails to compile with
+/// "`*const ()` cannot be sent between threads safely" (or "borrowed value does not live long
+/// enough"): take an [`OwnedLockGuard`](super::OwnedLockGuard) instead, on an `Arc` of the
+/// lock, with [`lock_owned`](super::InterProcessLock::lock_owned),
+/// [`try_lock_owned`](super::InterProcessLock::try_lock_owned) or
+/// [`try_lock_owned_with`](super::InterProcessLock::try_lock_owned_with) (a timeout and/or a
+/// [`CancelToken`](super::CancelToken)). It is `Send + Sync + 'static`:
+///
+/// ```
+/// use std::sync::Arc;
+/// use zk_locks::client::memory::MemoryEnsemble;
+/// use zk_locks::{InterProcessLock, InterProcessMutex};
+///
+/// # tokio::runtime::Builder::new_multi_thread().build().unwrap().block_on(async {
+/// let mutex = Arc::new(InterProcessMutex::new(MemoryEnsemble::new().connect(), "/locks/job")?);
+/// let guard = tokio::task::spawn_blocking(move || mutex.lock_owned()).await.unwrap()?;
+/// tokio::task::yield_now().await; // held across awaits, in any task
+/// drop(guard);
+/// # Ok::<(), zk_locks::Error>(())
+/// # }).unwrap();
+/// ```
+///
 /// A holder should check [`LockGuard::is_valid`] (or wait with [`LockGuard::wait_while_held`])
 /// before and after work that needs exclusion, and pass [`LockGuard::fencing_token`] to the
 /// resources it writes, which reject tokens older than the newest they saw. State kept in
@@ -166,10 +189,36 @@ impl<L: InterProcessLock + ?Sized> Drop for LockGuard<'_, L> {
 
 impl<L: InterProcessLock + ?Sized> std::fmt::Debug for LockGuard<'_, L> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LockGuard")
-            .field("nodes", &self.nodes)
-            .finish()
+        debug_hold(f, "LockGuard", &self.nodes)
     }
+}
+
+/// How every guard (and lease) shows itself: what a user reads, not the internals. The lock's
+/// path (the node's directory), its node (several for a multi-lock), the state as far as the
+/// client knows (formatting makes no request), and the fencing token once known.
+pub(crate) fn debug_hold(
+    f: &mut std::fmt::Formatter<'_>,
+    name: &str,
+    nodes: &[Arc<HeldNode>],
+) -> std::fmt::Result {
+    fn directory(n: &Arc<HeldNode>) -> &str {
+        n.path().rsplit_once('/').map_or("/", |(d, _)| d)
+    }
+    let mut s = f.debug_struct(name);
+    match nodes {
+        [node] => s
+            .field("path", &directory(node))
+            .field("node", &node.path()),
+        _ => s
+            .field("paths", &nodes.iter().map(directory).collect::<Vec<_>>())
+            .field("nodes", &nodes.iter().map(|n| n.path()).collect::<Vec<_>>()),
+    };
+    let state = worst(&nodes.iter().map(|n| n.state_known()).collect::<Vec<_>>());
+    let token = match nodes {
+        [node] => node.token_known(),
+        _ => nodes.iter().filter_map(|n| n.token_known()).max(),
+    };
+    s.field("state", &state).field("token", &token).finish()
 }
 
 // What a guard answers from the nodes it holds through, whoever holds the lock object: the

@@ -51,7 +51,6 @@ pub enum LockState {
 }
 
 /// A node this process holds a lock or lease through.
-#[derive(Debug)]
 pub struct HeldNode {
     client: SharedClient,
     path: String,
@@ -104,6 +103,28 @@ const HELD: u8 = 0;
 const SUSPECT: u8 = 1;
 const LOST: u8 = 2;
 const RELEASED: u8 = 3;
+
+/// What a user reads: the node, its session, the state as far as the client knows without a
+/// request (formatting never asks the server), and the fencing token once known.
+impl std::fmt::Debug for HeldNode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HeldNode")
+            .field("node", &self.path)
+            .field("session_id", &self.session_id.map(SessionIdHex))
+            .field("state", &self.state_known())
+            .field("token", &self.token_known())
+            .finish()
+    }
+}
+
+/// A session id as ZooKeeper's logs print it (`0x` and hex).
+struct SessionIdHex(i64);
+
+impl std::fmt::Debug for SessionIdHex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:#x}", self.0)
+    }
+}
 
 impl HeldNode {
     /// Records a node acquired while the session looked like `before` (taken *before* the node
@@ -228,6 +249,17 @@ impl HeldNode {
             (epoch, None) if ask => self.verify(epoch),
             (_, None) => LockState::Suspect,
         }
+    }
+
+    /// The state as far as the client knows, with no request and no report (`Suspect` while a
+    /// reconnect has not been followed by a read of the node): what `Debug` shows.
+    pub(crate) fn state_known(&self) -> LockState {
+        self.believed_unreported().1.unwrap_or(LockState::Suspect)
+    }
+
+    /// The cached fencing token, when the create's reply or a read brought it.
+    pub(crate) fn token_known(&self) -> Option<i64> {
+        self.czxid.get().copied()
     }
 
     /// The state as far as the client knows without a request, and the epoch it was read at;

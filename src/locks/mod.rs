@@ -57,6 +57,8 @@ pub use layout::{
 };
 pub use multi::InterProcessMultiLock;
 pub use mutex::InterProcessMutex;
+// The old path of the slot (now in `primitives/observer.rs`).
+#[allow(unused_imports)]
 pub(crate) use observe::ObserverSlot;
 pub use observe::{LockEvent, LockObserver};
 pub use owned::OwnedLockGuard;
@@ -71,6 +73,14 @@ use cleanup::Wait;
 
 /// A lock shared between processes. Implemented by every recipe, so code (and
 /// `InterProcessMultiLock`) can hold any of them.
+///
+/// To implement it for a lock of your own, write [`Self::acquire`],
+/// [`Self::acquire_timeout`], [`Self::release`], [`Self::is_acquired_in_this_process`] and
+/// [`Self::held_nodes`] (empty when the lock has no nodes a guard could watch), and
+/// [`Self::lock_paths`] and [`Self::try_acquire_with`] when you can do better than the
+/// defaults. A wrapper around a recipe of this crate forwards every method to it, the hidden
+/// ones included (the plumbing of guards and owned holds), so that its guards release exactly
+/// their own hold.
 ///
 /// Curator's calls (`acquire`, `acquire_timeout`, `release`) and guard-returning ones
 /// (`lock`, `try_lock_for`) work on the same lock:
@@ -131,6 +141,7 @@ pub trait InterProcessLock: Send + Sync {
     /// through), and no other: this is what a guard calls. A lock whose holds belong to
     /// threads releases the calling thread's hold (the default: [`Self::release`]); a lock
     /// that any thread may release releases that hold only, and nothing when it is gone.
+    #[doc(hidden)]
     fn release_hold(&self, nodes: &[Arc<HeldNode>]) -> Result<()> {
         let _ = nodes;
         self.release()
@@ -158,6 +169,32 @@ pub trait InterProcessLock: Send + Sync {
         Self: Sized,
     {
         Ok(self.acquire_timeout(timeout)?.then(|| LockGuard::new(self)))
+    }
+
+    /// One attempt that does not wait, as `std`'s and tokio's `try_lock`: the lock if it is
+    /// free now, `None` when it is held elsewhere (its node is deleted then, so nothing is left
+    /// in the queue). What [`Self::try_lock_for`] with [`Duration::ZERO`] does, at its cost:
+    /// on an uncontended lock the acquire's usual requests, on a contended one the create and
+    /// listing (one round trip) and the delete of our node.
+    ///
+    /// ```
+    /// use zk_locks::client::memory::MemoryEnsemble;
+    /// use zk_locks::{InterProcessLock, InterProcessMutex};
+    ///
+    /// let ensemble = MemoryEnsemble::new();
+    /// let ours = InterProcessMutex::new(ensemble.connect(), "/locks/report")?;
+    /// let theirs = InterProcessMutex::new(ensemble.connect(), "/locks/report")?;
+    /// let guard = ours.try_lock()?.expect("free");
+    /// assert!(theirs.try_lock()?.is_none()); // held elsewhere: no wait, no node left
+    /// assert_eq!(ours.participant_nodes()?.len(), 1);
+    /// drop(guard);
+    /// # Ok::<(), zk_locks::Error>(())
+    /// ```
+    fn try_lock(&self) -> Result<Option<LockGuard<'_, Self>>>
+    where
+        Self: Sized,
+    {
+        self.try_lock_for(Duration::ZERO)
     }
 
     /// Acquires as `how` says: until held, or its timeout passed (`Ok(false)`, nothing left
@@ -207,6 +244,7 @@ pub trait InterProcessLock: Send + Sync {
     /// when this object is held already (by a thread or another owned hold). Every recipe of
     /// this crate implements it; the default (a lock of another crate) refuses with
     /// [`crate::Error::InvalidArgument`].
+    #[doc(hidden)]
     fn acquire_owned_hold(&self, how: &Acquire) -> Result<Option<Vec<Arc<HeldNode>>>> {
         let _ = how;
         Err(owned_holds_unsupported())
@@ -215,6 +253,7 @@ pub trait InterProcessLock: Send + Sync {
     /// Releases the owned hold that `nodes` stand for (from [`Self::acquire_owned_hold`]),
     /// from any thread, and nothing else; a lost hold releases without waiting for the link,
     /// as [`Self::release`]. What an [`OwnedLockGuard`] calls.
+    #[doc(hidden)]
     fn release_owned_hold(&self, nodes: &[Arc<HeldNode>]) -> Result<()> {
         let _ = nodes;
         Err(owned_holds_unsupported())
@@ -256,6 +295,16 @@ pub trait InterProcessLock: Send + Sync {
             // Only a closed client ends an untimed wait without the lock.
             None => Err(crate::Error::Closed),
         }
+    }
+
+    /// [`Self::try_lock`] returning an [`OwnedLockGuard`]: one attempt that does not wait,
+    /// `None` (nothing left behind) when the lock is held elsewhere, as
+    /// [`Self::try_lock_owned_for`] with [`Duration::ZERO`].
+    fn try_lock_owned(self: &Arc<Self>) -> Result<Option<OwnedLockGuard<Self>>>
+    where
+        Self: Sized,
+    {
+        self.try_lock_owned_for(Duration::ZERO)
     }
 
     /// Acquires within `timeout` and returns an [`OwnedLockGuard`], or `None` when the time

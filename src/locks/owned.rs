@@ -155,9 +155,7 @@ impl<L: InterProcessLock + ?Sized> Drop for OwnedLockGuard<L> {
 
 impl<L: InterProcessLock + ?Sized> std::fmt::Debug for OwnedLockGuard<L> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("OwnedLockGuard")
-            .field("nodes", &self.nodes)
-            .finish()
+        super::guard::debug_hold(f, "OwnedLockGuard", &self.nodes)
     }
 }
 

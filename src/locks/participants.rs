@@ -9,37 +9,9 @@ use crate::paths;
 
 use super::driver::{sort_children, LockDriver};
 
-/// Which kind of node a participant queues with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum ParticipantKind {
-    /// A mutex node ([`super::layout::LOCK_NAME`]).
-    Mutex,
-    /// A read/write lock's read node ([`super::layout::READ_LOCK_NAME`]).
-    Read,
-    /// A read/write lock's write node ([`super::layout::WRITE_LOCK_NAME`]).
-    Write,
-    /// A semaphore's lease node ([`super::layout::LEASE_BASE_NAME`]).
-    Lease,
-}
-
-impl ParticipantKind {
-    /// A short lower-case name: `mutex`, `read`, `write`, `lease`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ParticipantKind::Mutex => "mutex",
-            ParticipantKind::Read => "read",
-            ParticipantKind::Write => "write",
-            ParticipantKind::Lease => "lease",
-        }
-    }
-}
-
-impl std::fmt::Display for ParticipantKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+// The kind of node is named by the observer's events too: it lives beneath the client and
+// the locks (`primitives/observer.rs`).
+pub use crate::primitives::observer::ParticipantKind;
 
 /// One node in a lock's queue, as `participants()` lists it: every recipe has one
 /// ([`super::InterProcessMutex::participants`], [`super::InterProcessReadWriteLock::participants`]

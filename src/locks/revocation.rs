@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 
-use crate::client::{EventType, SharedClient, ZkError};
+use crate::client::{EventType, SharedClient, ZkClient, ZkError};
 use crate::error::{Error, Result};
 
 use super::rearm::{spawn, OnReconnect};
@@ -31,7 +31,7 @@ pub const REVOKE_MESSAGE: &[u8] = b"__REVOKE__";
 /// holder.make_revocable(move || { let _ = asked.send(()); }); // should lead to a release
 /// let guard = holder.lock()?;
 ///
-/// let other: zk_locks::SharedClient = ensemble.connect(); // any session may ask
+/// let other = ensemble.connect(); // any session may ask
 /// let nodes = holder.participant_nodes()?;
 /// Revoker::attempt_revoke(&other, &nodes[0])?;
 /// revoked.recv_timeout(Duration::from_secs(5)).expect("the holder was asked");
@@ -43,8 +43,9 @@ pub struct Revoker;
 
 impl Revoker {
     /// Writes `__REVOKE__` to `node_path` (from `participant_nodes()`). A node that is already
-    /// gone is not an error.
-    pub fn attempt_revoke(client: &SharedClient, node_path: &str) -> Result<()> {
+    /// gone is not an error. Any client handle will do: a [`SharedClient`], an
+    /// `Arc<MemoryClient>` or `Arc<NativeClient>` as `connect` returns it, or the client itself.
+    pub fn attempt_revoke(client: &(impl ZkClient + ?Sized), node_path: &str) -> Result<()> {
         crate::paths::validate_path(node_path)?;
         match client.set_data(node_path, REVOKE_MESSAGE, None) {
             Ok(_) | Err(ZkError::NoNode) => Ok(()),

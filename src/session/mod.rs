@@ -210,8 +210,8 @@ impl Session {
         blocked: impl Fn(&SessionSnapshot) -> bool,
     ) -> SessionSnapshot {
         let mut inner = self.inner.lock();
-        // A cancelled acquire on this thread is past every deadline (`locks::cancel`).
-        while blocked(&inner.snapshot) && !crate::locks::cancel::requested() {
+        // A cancelled acquire on this thread is past every deadline (`primitives::cancel`).
+        while blocked(&inner.snapshot) && !crate::primitives::cancel::requested() {
             match deadline {
                 Some(d) => {
                     if self.changed.wait_until(&mut inner, d).timed_out() {
@@ -225,7 +225,7 @@ impl Session {
     }
 
     /// Wakes every thread waiting in [`Self::wait_for_change`] or [`Self::wait_until_connected`]
-    /// without a transition: a cancelled acquire's wait (`locks::cancel`) then returns, the
+    /// without a transition: a cancelled acquire's wait (`primitives::cancel`) then returns, the
     /// others wait on. Under the lock, so a waiter between its check and its wait is reached.
     pub(crate) fn wake(&self) {
         let _inner = self.inner.lock();
@@ -309,7 +309,7 @@ impl Session {
         let mut inner = self.inner.lock();
         // Only a proof, a transition or a cancel (`wake`) makes a stale clock fresh or ends
         // the wait: each notifies.
-        while stale(&inner) && !crate::locks::cancel::requested() {
+        while stale(&inner) && !crate::primitives::cancel::requested() {
             match deadline {
                 Some(d) => {
                     if self.changed.wait_until(&mut inner, d).timed_out() {

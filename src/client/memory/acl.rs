@@ -42,7 +42,7 @@ pub struct MemoryOptions {
     pub(crate) acl: AclProvider,
     /// The observer every lock recipe made on this client reports to (set with
     /// [`MemoryOptions::lock_observer()`]; default: none).
-    pub(crate) lock_observer: crate::locks::ObserverSlot,
+    pub(crate) lock_observer: crate::primitives::observer::ObserverSlot,
 }
 
 impl std::fmt::Debug for MemoryOptions {
@@ -89,9 +89,9 @@ impl MemoryOptions {
     /// recipe's own `with_observer` replaces it for that recipe).
     pub fn lock_observer(
         mut self,
-        observer: std::sync::Arc<dyn crate::locks::LockObserver>,
+        observer: std::sync::Arc<dyn crate::primitives::observer::LockObserver>,
     ) -> MemoryOptions {
-        self.lock_observer = crate::locks::ObserverSlot(Some(observer));
+        self.lock_observer = crate::primitives::observer::ObserverSlot(Some(observer));
         self
     }
 

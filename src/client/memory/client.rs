@@ -35,7 +35,7 @@ pub struct MemoryClient {
     /// Its credentials, for the client-side lock-out check.
     pub(super) auth: Vec<(String, Vec<u8>)>,
     /// The observer of the locks made on this client (`MemoryOptions::lock_observer`).
-    pub(super) lock_observer: Option<Arc<dyn crate::locks::LockObserver>>,
+    pub(super) lock_observer: Option<Arc<dyn crate::primitives::observer::LockObserver>>,
 }
 
 impl fmt::Debug for MemoryClient {
@@ -236,7 +236,7 @@ impl ZkClient for MemoryClient {
         crate::client::acl::own_digest_ids(&self.auth)
     }
 
-    fn lock_observer(&self) -> Option<Arc<dyn crate::locks::LockObserver>> {
+    fn lock_observer(&self) -> Option<Arc<dyn crate::primitives::observer::LockObserver>> {
         self.lock_observer.clone()
     }
 

@@ -157,8 +157,10 @@ impl MemoryEnsemble {
     }
 
     /// Sets a node's `cversion` (the next sequence number under it), to test the sequence
-    /// wrap without 2³¹ creates. Returns false if the node does not exist.
-    #[doc(hidden)]
+    /// wrap without 2³¹ creates. Returns false if the node does not exist. A test hook: with
+    /// the `testing` feature only.
+    #[cfg(feature = "testing")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
     pub fn set_cversion_for_test(&self, path: &str, cversion: i32) -> bool {
         let mut inner = self.inner.lock();
         match inner.nodes.get_mut(path) {

@@ -8,9 +8,9 @@
 //! client itself when no server accepted it within 4/3 of its timeout (as the Java client).
 //!
 //! Table of contents, in reading order:
-//! - [`jute`]: the wire encoding (big-endian, length-prefixed), a reader that never panics
+//! - `jute`: the wire encoding (big-endian, length-prefixed), a reader that never panics
 //!   and never allocates past the bytes it was given;
-//! - [`records`]: the protocol records (connect, headers, requests, responses, notifications,
+//! - `records`: the protocol records (connect, headers, requests, responses, notifications,
 //!   error codes);
 //! - `connection`: one socket, one reader thread, callers' slots matched by xid;
 //! - `session`: connect, ping, dead-link and expiry clocks, reconnect, auth and SetWatches;
@@ -92,7 +92,7 @@ pub struct NativeClient {
     acl: AclProvider,
     auth: Vec<(String, Vec<u8>)>,
     /// The observer of the locks made on this client (`NativeOptions::lock_observer`).
-    lock_observer: Option<Arc<dyn crate::locks::LockObserver>>,
+    lock_observer: Option<Arc<dyn crate::primitives::observer::LockObserver>>,
 }
 
 impl std::fmt::Debug for NativeClient {
@@ -384,7 +384,7 @@ impl ZkClient for NativeClient {
         crate::client::acl::own_digest_ids(&self.auth)
     }
 
-    fn lock_observer(&self) -> Option<Arc<dyn crate::locks::LockObserver>> {
+    fn lock_observer(&self) -> Option<Arc<dyn crate::primitives::observer::LockObserver>> {
         self.lock_observer.clone()
     }
 

@@ -44,7 +44,7 @@ pub struct NativeOptions {
     pub(crate) tls: Option<super::TlsOptions>,
     /// The observer every lock recipe made on this client reports to (set with
     /// [`NativeOptions::lock_observer()`]; default: none).
-    pub(crate) lock_observer: crate::locks::ObserverSlot,
+    pub(crate) lock_observer: crate::primitives::observer::ObserverSlot,
 }
 
 impl std::fmt::Debug for NativeOptions {
@@ -80,7 +80,7 @@ impl NativeOptions {
             acl: AclProvider::open(),
             #[cfg(feature = "tls")]
             tls: None,
-            lock_observer: crate::locks::ObserverSlot::default(),
+            lock_observer: crate::primitives::observer::ObserverSlot::default(),
         }
     }
 
@@ -88,9 +88,9 @@ impl NativeOptions {
     /// recipe's own `with_observer` replaces it for that recipe).
     pub fn lock_observer(
         mut self,
-        observer: std::sync::Arc<dyn crate::locks::LockObserver>,
+        observer: std::sync::Arc<dyn crate::primitives::observer::LockObserver>,
     ) -> NativeOptions {
-        self.lock_observer = crate::locks::ObserverSlot(Some(observer));
+        self.lock_observer = crate::primitives::observer::ObserverSlot(Some(observer));
         self
     }
 

@@ -11,7 +11,6 @@ use crate::retry::RetryPolicy;
 use crate::Error;
 
 /// One lease of a semaphore. Returned (its node deleted) on [`Lease::close`] or drop.
-#[derive(Debug)]
 #[must_use = "the lease is returned as soon as it is dropped"]
 pub struct Lease {
     pub(super) node: Arc<HeldNode>,
@@ -104,5 +103,11 @@ impl Drop for Lease {
         if let Err(e) = self.close_inner(Wait::Until(None)) {
             log::warn!("returning lease {}: {e}", self.node.path());
         }
+    }
+}
+
+impl std::fmt::Debug for Lease {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        crate::locks::guard::debug_hold(f, "Lease", std::slice::from_ref(&self.node))
     }
 }

@@ -1,0 +1,11 @@
+//! What both the client layer (`client/`, `session.rs`) and the locks (`locks/`) need, beneath
+//! both: neither side's types appear here, so the client layer imports nothing from `locks/`
+//! (the rule is in ARCHITECTURE.md and checked by `.ci/run`).
+//!
+//! - `cancel`: the [`CancelToken`](cancel::CancelToken) and the calling thread's current
+//!   token, read by the session's waits and the retry pauses as "every deadline has passed".
+//! - `observer`: the [`LockObserver`](observer::LockObserver) a client's options carry, its
+//!   event and the kind of node it names.
+
+pub(crate) mod cancel;
+pub(crate) mod observer;
