@@ -87,6 +87,8 @@ use crate::session::Session;
 pub struct NativeClient {
     core: Arc<SessionCore>,
     chroot: Option<String>,
+    /// The ensemble (the connect string's hosts) and the chroot, for `server_root`.
+    server_root: crate::client::ServerRoot,
     call_timeout: Duration,
     connect_string: String,
     acl: AclProvider,
@@ -146,6 +148,10 @@ impl NativeClient {
             });
         }
         let (hosts, chroot) = parse_connect_string(&options.connect_string)?;
+        let server_root = crate::client::ServerRoot::new(
+            crate::client::server_root::ensemble_of_hosts(&hosts),
+            chroot.as_deref(),
+        );
         let connect_error = |reason: String, source: Option<std::io::Error>| Error::Connect {
             hosts: options.connect_string.clone(),
             reason,
@@ -180,6 +186,7 @@ impl NativeClient {
         let client = Arc::new(NativeClient {
             core,
             chroot,
+            server_root,
             call_timeout: options.effective_call_timeout(),
             connect_string: options.connect_string.clone(),
             acl: options.acl.clone(),
@@ -550,6 +557,11 @@ impl ZkClient for NativeClient {
     /// SetWatches re-registers every outstanding watch on a reconnect of the same session.
     fn restores_watches(&self) -> bool {
         true
+    }
+
+    /// The connect string's hosts (sorted) and its chroot.
+    fn server_root(&self) -> Option<crate::client::ServerRoot> {
+        Some(self.server_root.clone())
     }
 
     fn session(&self) -> &Session {
