@@ -486,8 +486,9 @@ pub trait ZkClient: Send + Sync {
 
     /// Where this client's paths lie on the server: its ensemble and chroot, so that a node
     /// of this client can be named on another client of the same ensemble (a fenced write
-    /// over a multi-lock across clients checks each node there). Default: `None` (cannot
-    /// tell; such a fenced write is then refused unless every node is this client's).
+    /// over a multi-lock across clients checks each node there). The three backends say;
+    /// default: `None` (cannot tell: such a fenced write is then refused unless every node is
+    /// this client's).
     fn server_root(&self) -> Option<ServerRoot> {
         None
     }
