@@ -87,8 +87,6 @@ use crate::session::Session;
 pub struct NativeClient {
     core: Arc<SessionCore>,
     chroot: Option<String>,
-    /// The ensemble (the connect string's hosts) and the chroot, for `server_root`.
-    server_root: crate::client::ServerRoot,
     call_timeout: Duration,
     connect_string: String,
     acl: AclProvider,
@@ -148,10 +146,6 @@ impl NativeClient {
             });
         }
         let (hosts, chroot) = parse_connect_string(&options.connect_string)?;
-        let server_root = crate::client::ServerRoot::new(
-            crate::client::server_root::ensemble_of_hosts(&hosts),
-            chroot.as_deref(),
-        );
         let connect_error = |reason: String, source: Option<std::io::Error>| Error::Connect {
             hosts: options.connect_string.clone(),
             reason,
@@ -186,7 +180,6 @@ impl NativeClient {
         let client = Arc::new(NativeClient {
             core,
             chroot,
-            server_root,
             call_timeout: options.effective_call_timeout(),
             connect_string: options.connect_string.clone(),
             acl: options.acl.clone(),
@@ -561,7 +554,9 @@ impl ZkClient for NativeClient {
 
     /// The connect string's hosts (sorted) and its chroot.
     fn server_root(&self) -> Option<crate::client::ServerRoot> {
-        Some(self.server_root.clone())
+        let (hosts, chroot) = parse_connect_string(&self.connect_string).ok()?;
+        let ensemble = crate::client::server_root::ensemble_of_hosts(&hosts);
+        Some(crate::client::ServerRoot::new(ensemble, chroot.as_deref()))
     }
 
     fn session(&self) -> &Session {
