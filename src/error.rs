@@ -133,6 +133,27 @@ pub enum Error {
         node: String,
     },
 
+    /// The lock directory holds the nodes of a lock of another kind (a mutex, a read/write
+    /// lock and a semaphore name their nodes differently, and none excludes the others): a
+    /// lock taken beside them would be held at the same time as theirs. Nothing of ours is
+    /// left in the directory. Not retryable: use one kind of lock per path (a semaphore's
+    /// `leases` directory counts until the server reaps it, a while after its last lease).
+    /// zklock exits 69 with it.
+    #[error(
+        "{path} is in use by a {found} (its node {node}): a {wanted} on the same path would \
+         not exclude it; use one kind of lock per path"
+    )]
+    OtherLockKind {
+        /// The lock directory.
+        path: String,
+        /// The kind of lock that was asked for.
+        wanted: crate::locks::LockLayout,
+        /// The kind whose node was found.
+        found: crate::locks::LockLayout,
+        /// The name of that node.
+        node: String,
+    },
+
     /// The retry policy gave up on an operation whose outcome kept being unknown.
     #[error("gave up on {path:?} after {attempts} attempts in {elapsed:?}: {last}")]
     RetriesExhausted {

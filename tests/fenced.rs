@@ -10,7 +10,7 @@
 #[macro_use]
 mod common;
 
-use common::{Backend, Memory, Real};
+use common::{unique_root, Backend, Memory, Real, REAL_SESSION_TIMEOUT};
 use zk_locks::client::memory::Fault;
 use zk_locks::client::{MultiOp, MultiResult, Op};
 use zk_locks::locks::{
@@ -216,6 +216,109 @@ fn a_lease_writes_while_held_and_is_refused_once_lost() {
     c.faults.expire();
     assert_lost(lease.fenced_multi(&write(&config, "stale")), &node);
     assert_eq!(value(&*c, &config), "v1");
+}
+
+fn assert_refused_up_front(result: zk_locks::Result<Vec<MultiResult>>, why: &str) {
+    match result {
+        Err(e @ Error::InvalidArgument { name: "client", .. }) => {
+            assert!(e.to_string().contains(why), "{e}");
+            assert!(!e.is_retryable());
+        }
+        other => panic!("expected InvalidArgument(client) saying {why:?}, got {other:?}"),
+    }
+}
+
+/// A multi-lock over two clients of one ensemble checks each node where it is: one request,
+/// and a deletion of the second client's node refuses the write. Over clients of two
+/// ensembles the write is refused up front (no request) and the guard stays held.
+#[test]
+fn a_multi_lock_across_clients_checks_each_node_where_it_is() {
+    let b = Memory::new();
+    let (c, d, operator) = (b.connect(), b.connect(), b.connect());
+    let (config, lock) = setup(&b, &*c);
+    let (a, z) = (format!("{lock}-a"), format!("{lock}-z"));
+    let across = |second: zk_locks::SharedClient| {
+        let locks: Vec<Box<dyn InterProcessLock>> = vec![
+            Box::new(InterProcessMutex::new(c.client.clone(), &a).unwrap()),
+            Box::new(InterProcessMutex::new(second, &z).unwrap()),
+        ];
+        InterProcessMultiLock::new(locks).unwrap()
+    };
+
+    let other = Memory::new().connect();
+    let two_ensembles = across(other.client.clone());
+    let g = two_ensembles.lock().unwrap();
+    let memory = c.memory().unwrap();
+    memory.reset_counters();
+    assert_refused_up_front(g.fenced_multi(&write(&config, "v1")), "ensemble");
+    assert_eq!(memory.counters().requests(), 0);
+    assert_eq!(g.state(), LockState::Held);
+    assert_eq!(value(&*c, &config), "v0");
+    drop(g);
+
+    let one_ensemble = across(d.client.clone());
+    let g = one_ensemble.lock().unwrap();
+    memory.reset_counters();
+    g.fenced_multi(&write(&config, "v1")).unwrap();
+    assert_eq!(memory.counters().requests(), 1);
+    let second = g.nodes()[1].path().to_string();
+    operator.delete(&second, None).unwrap();
+    assert_lost(g.fenced_multi(&write(&config, "stale")), &second);
+    assert_eq!(value(&*c, &config), "v1");
+}
+
+/// Two clients of one real server on the chroots `/app1` and `/app2`: neither can name the
+/// other's node, so a fenced write over both is refused up front and both locks stay held
+/// (it was `LockLost`, and the guard `Lost`, while both were held). With a first client
+/// whose chroot holds both (the test's root), each node is checked at its path there.
+#[test]
+fn a_multi_lock_across_chroots_on_a_real_server() {
+    let Some(server) = zk_locks::testing::shared_server() else {
+        return;
+    };
+    let root = unique_root("fenced-chroots");
+    let connect = |chroot: &str| -> zk_locks::SharedClient {
+        let hosts = format!("{}{root}{chroot}", server.connect_string());
+        zk_locks::client::native::NativeClient::connect(&hosts, REAL_SESSION_TIMEOUT).unwrap()
+    };
+    let (app1, app2, whole) = (connect("/app1"), connect("/app2"), connect(""));
+    whole
+        .create("/config", b"v0", CreateMode::Persistent)
+        .unwrap();
+    let mutex = |client: &zk_locks::SharedClient, path: &str| -> Box<dyn InterProcessLock> {
+        Box::new(InterProcessMutex::new(client.clone(), path).unwrap())
+    };
+
+    let apart =
+        InterProcessMultiLock::new(vec![mutex(&app1, "/locks/a"), mutex(&app2, "/locks/b")])
+            .unwrap();
+    let g = apart.lock().unwrap();
+    let ops = write("/config", "v1");
+    assert_refused_up_front(g.fenced_multi(&ops), "outside the first client's chroot");
+    assert_eq!(g.state(), LockState::Held);
+    for (node, client) in g.nodes().iter().zip([&app1, &app2]) {
+        assert!(client.exists(node.path()).unwrap().is_some());
+    }
+    assert_eq!(value(&*whole, "/config"), "v0");
+    drop(g);
+
+    let under_one = InterProcessMultiLock::new(vec![
+        mutex(&whole, "/locks/w"),
+        mutex(&app1, "/locks/a"),
+        mutex(&app2, "/locks/b"),
+    ])
+    .unwrap();
+    let g = under_one.lock().unwrap();
+    g.fenced_multi(&write("/config", "v1")).unwrap();
+    assert_eq!(value(&*whole, "/config"), "v1");
+    let on_app2 = g.nodes()[2].path().to_string();
+    app2.delete(&on_app2, None).unwrap();
+    assert_lost(g.fenced_multi(&write("/config", "stale")), &on_app2);
+    assert_eq!(value(&*whole, "/config"), "v1");
+    drop(g);
+    for client in [app1, app2, whole] {
+        client.close();
+    }
 }
 
 /// On a real server, through our own client: B takes over once A's session really expired

@@ -567,3 +567,77 @@ fn holders_tells_readers_and_writers_apart() {
         drop(guards);
     });
 }
+
+/// One path is one kind of lock: a `zklock` of another kind than the lock that holds the
+/// path exits 69 naming the path and the kind found, and runs nothing (it ran beside it);
+/// `holders` names each node of a mixed directory by its own kind.
+#[test]
+fn another_kind_on_the_path_exits_69_and_holders_names_each_kind() {
+    let Some(server) = shared_server() else {
+        return;
+    };
+    let connect = server.connect_string();
+    let root = unique_root("zklock-kinds");
+    let dir = temp_dir("kinds");
+    let ran = dir.join("ran");
+    let touch = format!("touch {}", ran.display());
+    let library: SharedClient = client(&connect);
+    let mutex = InterProcessMutex::new(library.clone(), &root)
+        .unwrap()
+        .with_data("mutex-holder");
+    let guard = mutex.lock().unwrap();
+    let zklock_as = |kind: &[&str]| {
+        let out = run(zklock()
+            .args(["--connect", &connect, "--timeout", "20s"])
+            .args(kind)
+            .args([&root, "--", "sh", "-c", &touch]));
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    for kind in [&["--write"][..], &["--read"], &["--semaphore", "1"]] {
+        let (code, stderr) = zklock_as(kind);
+        assert_eq!(code, Some(69), "{kind:?}: {stderr}");
+        assert!(
+            stderr.contains(&root) && stderr.contains("in use by a mutex"),
+            "{kind:?}: {stderr}"
+        );
+        assert!(!ran.exists(), "{kind:?} ran its command beside the mutex");
+    }
+    drop(guard);
+    let rw = InterProcessReadWriteLock::new(library.clone(), &root).unwrap();
+    let read = rw.read_lock().lock().unwrap();
+    let (code, stderr) = zklock_as(&[]);
+    assert_eq!(code, Some(69), "{stderr}");
+    assert!(stderr.contains("in use by a read/write lock"), "{stderr}");
+    assert!(!ran.exists());
+
+    // A mutex node that queued beside the reader anyway (by hand, as an older client would).
+    let beside = zk_locks::ZkClient::create(
+        library.as_ref(),
+        &format!("{root}/_c_x-lock-"),
+        b"old-mutex",
+        zk_locks::CreateMode::EphemeralSequential,
+    )
+    .unwrap();
+    let out = run(zklock().args(["holders", "--connect", &connect, &root]));
+    assert!(out.status.success(), "{out:?}");
+    let listing = String::from_utf8_lossy(&out.stdout);
+    let rows: Vec<(&str, &str)> = listing
+        .lines()
+        .map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f[1], f[2])
+        })
+        .collect();
+    let read_node = read.node_path().unwrap().rsplit('/').next().unwrap();
+    let mutex_node = beside.rsplit('/').next().unwrap();
+    assert_eq!(
+        rows,
+        [("mutex", mutex_node), ("read", read_node)],
+        "{listing}"
+    );
+    drop(read);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -23,6 +23,7 @@ pub mod counting;
 pub mod memory;
 pub(crate) mod multi;
 pub mod native;
+pub(crate) mod server_root;
 #[cfg(feature = "zookeeper-crate")]
 #[cfg_attr(docsrs, doc(cfg(feature = "zookeeper-crate")))]
 pub mod zookeeper;
@@ -31,6 +32,7 @@ pub mod zookeeper;
 pub use counting::CountingClient;
 pub use counting::{Counters, Op};
 pub use multi::{MultiOp, MultiResult};
+pub use server_root::ServerRoot;
 
 use std::fmt;
 use std::sync::Arc;
@@ -484,6 +486,15 @@ pub trait ZkClient: Send + Sync {
         None
     }
 
+    /// Where this client's paths lie on the server: its ensemble and chroot, so that a node
+    /// of this client can be named on another client of the same ensemble (a fenced write
+    /// over a multi-lock across clients checks each node there). The three backends say;
+    /// default: `None` (cannot tell: such a fenced write is then refused unless every node is
+    /// this client's).
+    fn server_root(&self) -> Option<ServerRoot> {
+        None
+    }
+
     /// The connection-state machine of this client: state, epoch, session id, listeners.
     fn session(&self) -> &Session;
 
@@ -572,6 +583,10 @@ impl<T: ZkClient + ?Sized> ZkClient for Arc<T> {
 
     fn lock_observer(&self) -> Option<Arc<dyn crate::primitives::observer::LockObserver>> {
         (**self).lock_observer()
+    }
+
+    fn server_root(&self) -> Option<ServerRoot> {
+        (**self).server_root()
     }
 
     fn session(&self) -> &Session {

@@ -12,10 +12,17 @@
 //! - **Suspect: the check decides.** A hold whose link is down, or not re-read since a
 //!   reconnect, is written through: the server's check is the answer.
 //! - **Every node is checked** (a multi-lock's guard holds several; a read/write lock's
-//!   guard its own node), in the guard's order, then the caller's operations. The
-//!   transaction runs on the first node's client; a node of another client (a multi-lock
-//!   across sessions of one ensemble) is checked there too: existence is what counts, and
-//!   a node's name (a fresh UUID) can only be ours.
+//!   guard its own node), in the guard's order, then the caller's operations (their paths as
+//!   the first node's client names them). The transaction runs on the first node's client;
+//!   a node of another client (a multi-lock across sessions of one ensemble) is checked there
+//!   too, at its path as that client names it ([`ZkClient::server_root`]: the same ensemble,
+//!   under that client's chroot): existence is what counts, and a node's name (a fresh UUID)
+//!   can only be ours.
+//! - **A node the first client cannot name is refused up front**: another ensemble, a path
+//!   outside the first client's chroot (two clients on `/app1` and `/app2`), or a client that
+//!   cannot say where its paths lie is [`Error::InvalidArgument`] (`client`, saying which),
+//!   without a request and not retryable; the hold is untouched (a check at a path that does
+//!   not exist there would refuse the write as lost while every lock is held).
 //! - **A backend without transactions** (`ZkClient::has_multi` false: the `zookeeper`-crate
 //!   backend) is `Error::InvalidArgument` (`client`), without a request and not retryable.
 //! - **The answer names the cause**: a check that fails with `NoNode` (or a session expired
@@ -26,7 +33,7 @@
 use std::sync::Arc;
 
 use crate::client::multi::first_failure;
-use crate::client::{MultiOp, MultiResult, ZkError};
+use crate::client::{MultiOp, MultiResult, SharedClient, ZkClient, ZkError};
 use crate::error::{Error, Result};
 use crate::paths;
 
@@ -54,10 +61,11 @@ pub(crate) fn fenced_multi(nodes: &[Arc<HeldNode>], ops: &[MultiOp]) -> Result<V
         return Err(lost_error(lost));
     }
     let mut all = Vec::with_capacity(nodes.len() + ops.len());
-    all.extend(nodes.iter().map(|n| MultiOp::Check {
-        path: n.path().to_string(),
-        version: -1,
-    }));
+    all.extend(
+        paths_on(first.client(), nodes)?
+            .into_iter()
+            .map(|path| MultiOp::Check { path, version: -1 }),
+    );
     all.extend_from_slice(ops);
     let mut results = match first.client().multi(&all) {
         Ok(results) => results,
@@ -83,6 +91,59 @@ pub(crate) fn fenced_multi(nodes: &[Arc<HeldNode>], ops: &[MultiOp]) -> Result<V
         return Err(Error::zk("multi", path, code));
     }
     Ok(results.split_off(nodes.len()))
+}
+
+/// Each node's path as `sender` names it: its own path for a node of `sender`, else its
+/// path on the server seen under `sender`'s chroot. A node `sender` cannot name (another
+/// ensemble, outside its chroot, or a client that cannot say) is `InvalidArgument`, before
+/// any request: checked where it does not exist, a held node would read as lost.
+fn paths_on(sender: &SharedClient, nodes: &[Arc<HeldNode>]) -> Result<Vec<String>> {
+    let refuse = |node: &HeldNode, why: String| Error::InvalidArgument {
+        name: "client",
+        reason: format!(
+            "a fenced write runs on the client of the guard's first node and checks every \
+             node there, but {} cannot be named on that client: {why}; hold every lock of a \
+             fenced multi-lock through clients of one ensemble whose nodes lie under the \
+             first client's chroot (a client without a chroot names them all)",
+            node.path()
+        ),
+    };
+    let mut to = None;
+    nodes
+        .iter()
+        .map(|node| {
+            if Arc::ptr_eq(node.client(), sender) {
+                return Ok(node.path().to_string());
+            }
+            let to = to.get_or_insert_with(|| sender.server_root());
+            let (Some(to), Some(from)) = (to.as_ref(), node.client().server_root()) else {
+                return Err(refuse(
+                    node,
+                    "its client cannot say where its paths lie".into(),
+                ));
+            };
+            if to.ensemble() != from.ensemble() {
+                return Err(refuse(
+                    node,
+                    format!(
+                        "its client is on the ensemble {:?}, the first on {:?}",
+                        from.ensemble(),
+                        to.ensemble()
+                    ),
+                ));
+            }
+            let absolute = from.absolute(node.path());
+            to.relative(&absolute).ok_or_else(|| {
+                refuse(
+                    node,
+                    format!(
+                        "it is {absolute:?} on the server, outside the first client's chroot {:?}",
+                        to.chroot().unwrap_or("/")
+                    ),
+                )
+            })
+        })
+        .collect()
 }
 
 fn lost_error(node: &HeldNode) -> Error {

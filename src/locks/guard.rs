@@ -145,6 +145,12 @@ impl<'a, L: InterProcessLock + ?Sized> LockGuard<'a, L> {
     /// backends; on a backend without transactions (the `zookeeper` crate's,
     /// `ZkClient::has_multi` false) it is `Error::InvalidArgument` without a request.
     ///
+    /// The transaction runs on the client of the guard's first node, and `ops` name paths as
+    /// that client does (its chroot). A multi-lock's node of another client is checked at its
+    /// path as the first client names it (`ZkClient::server_root`); one it cannot name
+    /// (another ensemble, outside its chroot) is `Error::InvalidArgument` (`client`) without a
+    /// request, the guard still `Held`.
+    ///
     /// ```
     /// use zk_locks::client::memory::MemoryEnsemble;
     /// use zk_locks::client::MultiOp;

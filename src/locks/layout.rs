@@ -35,6 +35,45 @@ pub enum LockLayout {
 }
 
 impl LockLayout {
+    /// The recipe a child of a lock directory belongs to, by its name: a [`LOCK_NAME`] node a
+    /// mutex's (Curator's `_c_<uuid>-lock-` included), a [`READ_LOCK_NAME`] or
+    /// [`WRITE_LOCK_NAME`] node a read/write lock's, the [`LOCK_PARENT`] and [`LEASE_PARENT`]
+    /// directories a semaphore's; `None` for a name no recipe makes.
+    pub fn of_child(child: &str) -> Option<LockLayout> {
+        if child == LEASE_PARENT || child == LOCK_PARENT {
+            Some(LockLayout::Semaphore)
+        } else if child.contains(READ_LOCK_NAME) || child.contains(WRITE_LOCK_NAME) {
+            Some(LockLayout::ReadWrite)
+        } else if child.contains(LOCK_NAME) {
+            Some(LockLayout::Mutex)
+        } else {
+            None
+        }
+    }
+
+    /// Every recipe whose nodes `children` hold, each once, in the order mutex, read/write,
+    /// semaphore (empty when no child is a recipe's).
+    pub fn all_of_children(children: &[String]) -> Vec<LockLayout> {
+        let found: Vec<LockLayout> = children.iter().filter_map(|c| Self::of_child(c)).collect();
+        [
+            LockLayout::Mutex,
+            LockLayout::ReadWrite,
+            LockLayout::Semaphore,
+        ]
+        .into_iter()
+        .filter(|kind| found.contains(kind))
+        .collect()
+    }
+
+    /// A short lower-case name: `mutex`, `read/write lock`, `semaphore`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LockLayout::Mutex => "mutex",
+            LockLayout::ReadWrite => "read/write lock",
+            LockLayout::Semaphore => "semaphore",
+        }
+    }
+
     /// Recognises the recipe from the children of a lock directory: a semaphore has a
     /// [`LEASE_PARENT`] child, a read/write lock read or write nodes; anything else is read as
     /// a mutex.
@@ -60,6 +99,44 @@ impl LockLayout {
             Err(ZkError::NoNode) => Ok(LockLayout::Mutex),
             Err(code) => Err(Error::zk("get_children", path, code)),
         }
+    }
+}
+
+impl std::fmt::Display for LockLayout {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The first child of `children` that belongs to a recipe other than `own` (a lock of
+/// another kind on the same directory, which `own`'s rule would not exclude), with its kind.
+/// A semaphore's [`LOCK_PARENT`] alone does not count: its holders have leases in
+/// [`LEASE_PARENT`] (which counts until the server reaps it, once empty), and an admitted
+/// semaphore that has to make that directory looks for other kinds itself; an admission
+/// directory left by a semaphore that withdrew must not keep other kinds out.
+pub(crate) fn other_kind(children: &[String], own: LockLayout) -> Option<(LockLayout, &str)> {
+    children
+        .iter()
+        .filter(|c| *c != LOCK_PARENT)
+        .find_map(|child| {
+            LockLayout::of_child(child)
+                .filter(|kind| *kind != own)
+                .map(|kind| (kind, child.as_str()))
+        })
+}
+
+/// The error of a lock of kind `own` that found `node`, of kind `found`, in its directory.
+pub(crate) fn other_kind_error(
+    path: &str,
+    own: LockLayout,
+    found: LockLayout,
+    node: &str,
+) -> Error {
+    Error::OtherLockKind {
+        path: path.to_string(),
+        wanted: own,
+        found,
+        node: node.to_string(),
     }
 }
 
@@ -89,6 +166,41 @@ mod tests {
         assert_eq!(
             LockLayout::of_children(&names(&["locks", "leases"])),
             LockLayout::Semaphore
+        );
+    }
+
+    /// Each node is named by its own kind: Curator's protected mutex nodes and bare ones are a
+    /// mutex's, a semaphore's two directories are its own (not lock nodes), other names none.
+    #[test]
+    fn each_child_is_of_its_own_kind() {
+        for (child, kind) in [
+            (
+                "_c_0b1c2d3e-0000-4000-8000-000000000000-lock-0000000001",
+                Some(LockLayout::Mutex),
+            ),
+            ("lock-0000000001", Some(LockLayout::Mutex)),
+            ("_c_a-__READ__0000000002", Some(LockLayout::ReadWrite)),
+            ("_c_a-__WRIT__0000000003", Some(LockLayout::ReadWrite)),
+            ("leases", Some(LockLayout::Semaphore)),
+            ("locks", Some(LockLayout::Semaphore)),
+            ("config", None),
+        ] {
+            assert_eq!(LockLayout::of_child(child), kind, "{child}");
+        }
+        let mixed = names(&["leases", "x", "_c_a-lock-0000000001", "locks"]);
+        assert_eq!(
+            LockLayout::all_of_children(&mixed),
+            [LockLayout::Mutex, LockLayout::Semaphore]
+        );
+        assert_eq!(
+            other_kind(&mixed, LockLayout::Semaphore),
+            Some((LockLayout::Mutex, "_c_a-lock-0000000001"))
+        );
+        assert_eq!(other_kind(&mixed[2..3], LockLayout::Mutex), None);
+        assert_eq!(other_kind(&mixed[1..], LockLayout::Mutex), None);
+        assert_eq!(
+            other_kind(&mixed, LockLayout::Mutex),
+            Some((LockLayout::Semaphore, "leases"))
         );
     }
 }

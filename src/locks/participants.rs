@@ -8,6 +8,7 @@ use crate::error::{Error, Result};
 use crate::paths;
 
 use super::driver::{sort_children, LockDriver};
+use super::layout::LockLayout;
 
 // The kind of node is named by the observer's events too: it lives beneath the client and
 // the locks (`primitives/observer.rs`).
@@ -70,7 +71,8 @@ pub struct Participant {
 /// A node deleted between the listing and the read of its data has left the queue: it is
 /// left out, and the flags are decided over the nodes that remain (as Curator's
 /// `LeaderSelector.getParticipants` makes the first remaining node the leader). A missing
-/// directory is an empty queue.
+/// directory is an empty queue. Nodes of another recipe (`LockLayout::of_child`) are left
+/// out.
 pub(crate) fn list(
     client: &SharedClient,
     dir: &str,
@@ -82,6 +84,11 @@ pub(crate) fn list(
         Err(ZkError::NoNode) => return Ok(Vec::new()),
         Err(code) => return Err(Error::zk("get_children", dir, code)),
     };
+    // Each node is listed by its own recipe: a node of another kind in the directory is not
+    // this recipe's participant (and is refused by ours, or refuses ours: `layout`).
+    if let Some(own) = LockLayout::of_child(order.lock_name()) {
+        children.retain(|c| LockLayout::of_child(c).is_none_or(|kind| kind == own));
+    }
     sort_children(order, &mut children);
     let reads: Vec<Request> = children
         .iter()

@@ -12,6 +12,8 @@
 //       QUEUE-READ / QUEUE-WRITE (another lock object waits on a thread), RELEASE (exit).
 //       revocable: makeRevocable, and on revocation releases and prints REVOKED.
 //       write: once the write lock is held, prints HELD, AT <nanoTime>, releases and exits.
+//       read-section / write-section: once the read (write) lock is held, a 50 ms section,
+//       then releases, prints SECTION <r|w> <enter nanoTime> <exit nanoTime> and exits.
 //   Interop revoke CONNECT NODE_PATH
 //       Revoker.attemptRevoke; prints OK.
 
@@ -181,6 +183,18 @@ public class Interop {
                 say("AT " + at);
                 rw.writeLock().release();
                 return;
+            case "read-section":
+            case "write-section": {
+                InterProcessLock lock = kind.startsWith("read") ? rw.readLock() : rw.writeLock();
+                lock.acquire();
+                long enter = System.nanoTime();
+                holdBriefly();
+                Thread.sleep(50);
+                long exit = System.nanoTime();
+                lock.release();
+                say("SECTION " + kind.charAt(0) + " " + enter + " " + exit);
+                return;
+            }
             case "revocable": {
                 CountDownLatch revoked = new CountDownLatch(1);
                 mutex.makeRevocable(lock -> revoked.countDown());

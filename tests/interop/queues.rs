@@ -257,3 +257,97 @@ fn rust_downgrade_keeps_a_queued_curator_writer_out() {
     );
     jvm.finish();
 }
+
+/// Our write→read downgrade with Curator 5.4 contenders queued behind the write lock, one
+/// process each, in this order: a reader, a writer, a reader, a writer. The read node keeps
+/// the write node's sequence, so the first Curator reader reads beside us, the first Curator
+/// writer waits for our read lock (it watches our read node: had the read node a later
+/// sequence, as Curator 5.4's own downgrade makes it, that writer would be ahead of it and
+/// enter while we read), and every section stays exclusive against writers.
+#[test]
+fn rust_downgrade_is_exclusive_against_queued_curator_readers_and_writers() {
+    let Some((connect, classes)) = setup() else {
+        return;
+    };
+    let server = shared_server().unwrap();
+    let root = unique_root("interop-downgrade-queue");
+    let client: SharedClient = rust_client(&connect);
+    let rw = InterProcessReadWriteLock::new(client.clone(), &root).unwrap();
+    let write = rw.write_lock().lock().unwrap();
+    let mut records = vec![Record::now(true, 'w', "rust-write")];
+    let jvms: Vec<Jvm> = [
+        "read-section",
+        "write-section",
+        "read-section",
+        "write-section",
+    ]
+    .iter()
+    .enumerate()
+    .map(|(i, kind)| {
+        let jvm = Jvm::spawn(classes, &["hold", &connect, kind, &root]);
+        eventually(PATIENCE, "the Curator contender queues", || {
+            children(client.as_ref(), &root).len() == i + 2
+        });
+        jvm
+    })
+    .collect();
+    let read = rw.read_lock().lock().unwrap();
+    // The downgrade hands the hold from our write to our read section.
+    records.push(Record::now(false, 'w', "rust-write"));
+    records.push(Record::now(true, 'r', "rust-read"));
+    let read_node = read.node_path().unwrap().to_string();
+    drop(write);
+    let first_reader = jvms[0].expect("SECTION ");
+    let mut writer_in = None;
+    let why = "the first Curator writer waits on our read node (or gets in)";
+    eventually(PATIENCE, why, || {
+        writer_in = writer_in.take().or_else(|| jvms[1].lines.try_recv().ok());
+        writer_in.is_some()
+            || server
+                .four_letter("wchp")
+                .unwrap_or_default()
+                .lines()
+                .any(|l| l == read_node)
+    });
+    assert_eq!(
+        writer_in, None,
+        "the first Curator writer got in while we hold the read lock"
+    );
+    records.push(Record::now(false, 'r', "rust-read"));
+    drop(read);
+    let mut sections = vec![first_reader];
+    sections.extend(jvms[1..].iter().map(|jvm| jvm.expect("SECTION ")));
+    for (i, line) in sections.iter().enumerate() {
+        let f: Vec<&str> = line.split(' ').collect();
+        let kind = f[1].chars().next().unwrap();
+        let who = format!("jvm{i}");
+        for (at, enter) in [(f[2], true), (f[3], false)] {
+            records.push(Record {
+                at: at.parse().unwrap(),
+                enter,
+                kind,
+                who: who.clone(),
+            });
+        }
+    }
+    check(records.clone(), usize::MAX).unwrap_or_else(|e| panic!("{e}"));
+    let at = |who: &str, enter: bool| {
+        records
+            .iter()
+            .find(|r| r.who == who && r.enter == enter)
+            .unwrap()
+            .at
+    };
+    let our_read_ends = at("rust-read", false);
+    assert!(
+        at("jvm0", true) < our_read_ends,
+        "the first reader reads beside us"
+    );
+    assert!(
+        at("jvm1", true) > our_read_ends,
+        "the first writer waits for our read"
+    );
+    for jvm in jvms {
+        jvm.finish();
+    }
+}

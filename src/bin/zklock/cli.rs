@@ -23,7 +23,9 @@ Options go before or after the subcommand and PATH (`zklock -c zk1:2181 holders 
 
 Acquires the lock at PATH (an InterProcessMutex by default), runs COMMAND, releases the lock
 and exits with COMMAND's status. JVM processes using Curator 5.4's recipes on the same PATH
-contend for the same lock.
+contend for the same lock. One PATH is one kind of lock: a PATH in use by another kind (a
+mutex, --read/--write, --semaphore) is refused (exit 69), as the kinds do not exclude each
+other.
 
 OPTIONS:
     -c, --connect HOSTS        ZooKeeper connect string, e.g. zk1:2181,zk2:2181/chroot
@@ -73,8 +75,8 @@ included). Out of reach: a process that leaves the group (setsid, daemons). With
 --foreground the command is not the terminal's foreground job: reading from the terminal
 stops it (SIGTTIN).
 
-`holders` prints the lock's participants in queue order: state (holder/waiting), kind, node
-name and node data (zklock and zk-locks store `<host> <pid>`, Curator its IP address). For a
+`holders` prints the lock's participants in queue order: state (holder/waiting), kind (each
+node's own: a PATH holding several kinds lists each kind's queue), node name and node data (zklock and zk-locks store `<host> <pid>`, Curator its IP address). For a
 semaphore, --semaphore N tells the holders from the one lease waiting for room; without it
 every lease is listed as a holder. A lock with no participants (free, or no such path) lists
 nothing, says so on stderr and exits 1, as grep does when nothing matches.
@@ -97,7 +99,8 @@ EXIT STATUS:
     64     usage error
     69     could not connect to ZooKeeper, or not allowed (credentials refused, the lock's
            ACL does not grant our user: a wrong password?; with --acl creator-all or
-           read-only-for-world, a lock directory that lets others create or delete nodes)
+           read-only-for-world, a lock directory that lets others create or delete nodes),
+           or PATH is in use by another kind of lock
     70     ZooKeeper error while acquiring or listing
     75     timed out waiting for the lock
     76     the lock was lost while the command ran (it was terminated)

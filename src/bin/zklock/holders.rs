@@ -1,12 +1,13 @@
 //! `zklock holders`: prints a lock's participants in queue order, as the library lists them
-//! (the recipe recognised by [`LockLayout`], the holders flagged by the recipe's own rule),
+//! (each node's recipe recognised by [`LockLayout::of_child`], each recipe's queue flagged by
+//! its own rule),
 //! as text or (`--json`) one JSON object per line, written here by hand: the library has no
 //! JSON dependency and zklock needs none for a flat object of strings, numbers and booleans.
 
 use zk_locks::locks::{
     InterProcessReadWriteLock, InterProcessSemaphoreV2, LockLayout, Participant,
 };
-use zk_locks::{Error, InterProcessMutex, SharedClient};
+use zk_locks::{Error, InterProcessMutex, SharedClient, ZkError};
 
 use crate::cli::HoldersArgs;
 use crate::connecting::{connect, not_allowed};
@@ -67,27 +68,44 @@ fn nobody(client: &SharedClient, path: &str) -> i32 {
     exit::NO_PARTICIPANTS
 }
 
-/// The participants of the lock at `path`. With `--semaphore N` it is a semaphore of N
-/// leases; a semaphore of unknown maximum lists every lease as a holder.
+/// The participants of the lock at `path`, each node listed by its own recipe (a directory
+/// holding several kinds lists each kind's queue: mutex, read/write, semaphore). With
+/// `--semaphore N` the semaphore has N leases; a semaphore of unknown maximum lists every
+/// lease as a holder.
 fn participants(
     client: &SharedClient,
     path: &str,
     semaphore: Option<usize>,
 ) -> Result<Vec<Participant>, Error> {
-    let layout = match semaphore {
-        Some(_) => LockLayout::Semaphore,
-        None => LockLayout::of_path(client.as_ref(), path)?,
+    zk_locks::paths::validate_path(path)?;
+    let children = match client.get_children(path, None) {
+        Ok(children) => children,
+        Err(ZkError::NoNode) => Vec::new(),
+        Err(code) => return Err(Error::zk("get_children", path, code)),
     };
-    let client = client.clone();
-    match layout {
-        LockLayout::Semaphore => {
-            let max = semaphore.unwrap_or(usize::MAX);
-            InterProcessSemaphoreV2::new(client, path, max)?.participants()
-        }
-        LockLayout::ReadWrite => InterProcessReadWriteLock::new(client, path)?.participants(),
-        // A layout of a later version (the enum may grow) is listed as the mutex lists.
-        _ => InterProcessMutex::new(client, path)?.participants(),
+    let mut kinds = LockLayout::all_of_children(&children);
+    if semaphore.is_some() && !kinds.contains(&LockLayout::Semaphore) {
+        kinds.push(LockLayout::Semaphore);
     }
+    if kinds.is_empty() {
+        kinds.push(LockLayout::Mutex);
+    }
+    let mut all = Vec::new();
+    for kind in kinds {
+        let client = client.clone();
+        all.extend(match kind {
+            LockLayout::Semaphore => {
+                let max = semaphore.unwrap_or(usize::MAX);
+                InterProcessSemaphoreV2::new(client, path, max)?.participants()?
+            }
+            LockLayout::ReadWrite => {
+                InterProcessReadWriteLock::new(client, path)?.participants()?
+            }
+            // A layout of a later version (the enum may grow) is listed as the mutex lists.
+            _ => InterProcessMutex::new(client, path)?.participants()?,
+        });
+    }
+    Ok(all)
 }
 
 /// One participant as a JSON object (see `--help`): the data as text when it is UTF-8, else

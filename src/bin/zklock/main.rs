@@ -37,7 +37,8 @@ pub(crate) mod exit {
     /// Bad arguments.
     pub const USAGE: i32 = 64;
     /// No session with ZooKeeper (unreachable, bad connect string), or not allowed: refused
-    /// credentials, a node whose ACL does not grant ours, an ACL that would lock us out.
+    /// credentials, a node whose ACL does not grant ours, an ACL that would lock us out; or
+    /// the path is in use by another kind of lock (`--read`/`--write`/`--semaphore` or none).
     pub const UNAVAILABLE: i32 = 69;
     /// ZooKeeper failed while acquiring or listing (retries exhausted, session lost).
     pub const LOCK_ERROR: i32 = 70;

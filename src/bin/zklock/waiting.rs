@@ -117,7 +117,8 @@ pub(crate) fn acquire(args: &RunArgs) -> Result<Held, i32> {
                 eprintln!("zklock: {e}");
                 return Err(exit::UNAVAILABLE);
             }
-            Event::Failed(e) if not_allowed(&e) => {
+            // Another kind of lock holds the path: ours would not exclude it.
+            Event::Failed(e) if not_allowed(&e) || matches!(e, Error::OtherLockKind { .. }) => {
                 eprintln!("zklock: cannot acquire {}: {e}", args.path);
                 close(&client);
                 return Err(exit::UNAVAILABLE);

@@ -160,6 +160,10 @@ impl<C: ZkClient> ZkClient for CountingClient<C> {
         self.inner.lock_observer()
     }
 
+    fn server_root(&self) -> Option<crate::client::ServerRoot> {
+        self.inner.server_root()
+    }
+
     fn session(&self) -> &Session {
         self.inner.session()
     }

@@ -255,6 +255,15 @@ impl ZkClient for MemoryClient {
         })
     }
 
+    /// This ensemble (every client of it names the same nodes), no chroot.
+    fn server_root(&self) -> Option<crate::client::ServerRoot> {
+        let ensemble = Arc::as_ptr(&self.ensemble.inner);
+        Some(crate::client::ServerRoot::new(
+            format!("memory@{ensemble:p}"),
+            None,
+        ))
+    }
+
     fn session(&self) -> &Session {
         &self.session
     }

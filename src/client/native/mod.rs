@@ -557,6 +557,13 @@ impl ZkClient for NativeClient {
         true
     }
 
+    /// The connect string's hosts (sorted) and its chroot.
+    fn server_root(&self) -> Option<crate::client::ServerRoot> {
+        let (hosts, chroot) = parse_connect_string(&self.connect_string).ok()?;
+        let ensemble = crate::client::server_root::ensemble_of_hosts(&hosts);
+        Some(crate::client::ServerRoot::new(ensemble, chroot.as_deref()))
+    }
+
     fn session(&self) -> &Session {
         &self.core.session
     }

@@ -459,6 +459,15 @@ impl ZkClient for ZookeeperClient {
         ))
     }
 
+    /// The connect string's hosts (sorted) and its chroot.
+    fn server_root(&self) -> Option<crate::client::ServerRoot> {
+        let target = &self.shared.target;
+        Some(crate::client::ServerRoot::new(
+            crate::client::server_root::ensemble_of_hosts(&target.hosts),
+            target.chroot.as_deref(),
+        ))
+    }
+
     fn session(&self) -> &Session {
         &self.shared.session
     }

@@ -61,6 +61,8 @@ pub(crate) struct Created {
     /// by the recovery look-up); an error when it failed, to be handled as any failed listing
     /// (it may have outlived the deadline).
     pub(crate) listing: Option<std::result::Result<Vec<String>, ZkError>>,
+    /// True when the lock directory (or a node above it) was missing and made by this call.
+    pub(crate) made_parents: bool,
 }
 
 /// A create's reply as [`LockInternals::create_and_list`] returns it: the node's path, its
@@ -114,6 +116,7 @@ impl LockInternals {
                         before,
                         czxid,
                         listing,
+                        made_parents: parent_creations > 0,
                     }))
                 }
                 Err(code) => code,
@@ -210,6 +213,7 @@ impl LockInternals {
                             before: at,
                             czxid: Some(czxid),
                             listing: None,
+                            made_parents: parent_creations > 0,
                         }))
                     }
                     Ok(Found::None) => break, // not applied: create again (same prefix is safe)

@@ -26,6 +26,10 @@
 //!   them), so a waiter also wakes on every change of the session epoch and re-lists. On a
 //!   backend that restores watches (`ZkClient::restores_watches`), a waiter whose session is
 //!   unchanged (no loss since its create) keeps waiting on its restored watch instead.
+//! - **One kind of lock per directory.** The first listing behind our create (no request
+//!   of its own) refuses a directory holding another recipe's nodes (`layout::other_kind`):
+//!   of two locks of different kinds, the later one's listing shows the earlier one's node,
+//!   so the later one withdraws ([`Error::OtherLockKind`]) instead of holding beside it.
 //! - **One round trip to queue.** The create and the listing of the lock directory go out
 //!   back to back (`ZkClient::pipeline`); the server applies one session's requests in order,
 //!   so the listing includes our node. Only a listing whose create was answered is used; a
@@ -52,6 +56,7 @@ pub(crate) use waiter::Waiter;
 pub(crate) use super::cleanup::{delete_guaranteed, NodeCleanup, Wait};
 use super::driver::{sort_children, Decision, LockDriver};
 use super::held::{HeldNode, Interest};
+use super::layout::{other_kind, other_kind_error, LockLayout};
 use super::observe::Observe;
 
 /// How a pause before a retry ended.
@@ -172,6 +177,7 @@ impl LockInternals {
                 before,
                 czxid,
                 listing,
+                ..
             }) = created
             else {
                 return Ok(None); // the deadline passed while the connection was down
@@ -256,6 +262,9 @@ impl LockInternals {
         let mut retries = Retries::new(self.retry.as_ref(), Instant::now(), deadline);
         let mut first_round = true;
         let mut queued = false;
+        // Checked on the first listing behind our create only: of two locks of different
+        // kinds on one directory, the later one's first listing shows the earlier one's node.
+        let mut kind_to_check = LockLayout::of_child(self.driver.lock_name());
         let result = loop {
             // Past the deadline, no new round: it would start a request. (The first round's
             // listing belongs to the create: a call with no time left still looks once.)
@@ -303,6 +312,11 @@ impl LockInternals {
             let Some(our_index) = children.iter().position(|c| c == our_name) else {
                 break Ok(LoopEnd::OurNodeGone);
             };
+            if let Some(own) = kind_to_check.take() {
+                if let Some((found, node)) = other_kind(&children, own) {
+                    break Err(other_kind_error(&self.base_path, own, found, node));
+                }
+            }
             let (predecessor, last_ahead) = match self.driver.decide(&children, our_index) {
                 Decision::Acquired => break Ok(LoopEnd::Acquired),
                 Decision::Watch {

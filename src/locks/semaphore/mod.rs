@@ -13,8 +13,10 @@
 //!
 //! Table of contents: this file holds [`InterProcessSemaphoreV2`] (admission, the lease
 //! node, the wait for room); `lease` the [`Lease`] it hands out; `mutex`
-//! [`InterProcessSemaphoreMutex`], a one-lease semaphore as a lock.
+//! [`InterProcessSemaphoreMutex`], a one-lease semaphore as a lock; `directory` the refusal
+//! of a directory holding another kind of lock.
 
+mod directory;
 mod lease;
 mod mutex;
 
@@ -339,6 +341,7 @@ impl InterProcessSemaphoreV2 {
             before,
             czxid,
             mut listing,
+            made_parents,
         }) = self
             .leases
             .create_protected(data, NodeKind::Sequential, deadline, start)?
@@ -347,6 +350,12 @@ impl InterProcessSemaphoreV2 {
             return Ok(Granted::TimedOut { link_trouble: true });
         };
         let mut cleanup = NodeCleanup::new(&self.leases, &our_path, deadline);
+        if made_parents {
+            if let Err(e) = self.refuse_other_kind(deadline, start) {
+                self.withdraw_from_other_kind(|| drop(cleanup));
+                return Err(e);
+            }
+        }
         let our_name = paths::node_name(&our_path).to_string();
         let leases_path = self.leases.base_path().to_string();
         let waiter = Arc::new(Waiter::default());
