@@ -133,6 +133,17 @@ pub enum Error {
         node: String,
     },
 
+    /// A fenced write was not sent because the lock's session is past
+    /// [`Session::safe_until`](crate::session::Session::safe_until): its contact with the
+    /// ensemble's leader was last proven too long ago, so the leader may have expired it and
+    /// granted the lock to another. Nothing was sent. Retryable: once the session is proven
+    /// again (the guard is `Held`), write again; if it was lost, the guard says `Lost`.
+    #[error("the lock at {path:?} may have been given away (its session was last proven alive too long ago): the fenced write was not sent")]
+    SessionUnproven {
+        /// The lock's path.
+        path: String,
+    },
+
     /// The lock directory holds the nodes of a lock of another kind (a mutex, a read/write
     /// lock and a semaphore name their nodes differently, and none excludes the others): a
     /// lock taken beside them would be held at the same time as theirs. Nothing of ours is
@@ -247,9 +258,10 @@ impl Error {
     pub fn is_retryable(&self) -> bool {
         match self {
             Error::Zk { code, .. } => code.is_retryable(),
-            Error::RetriesExhausted { .. } | Error::SessionLost { .. } | Error::Connect { .. } => {
-                true
-            }
+            Error::RetriesExhausted { .. }
+            | Error::SessionLost { .. }
+            | Error::SessionUnproven { .. }
+            | Error::Connect { .. } => true,
             _ => false,
         }
     }

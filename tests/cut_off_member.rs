@@ -14,13 +14,14 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use zk_locks::client::native::NativeClient;
+use zk_locks::client::MultiOp;
 use zk_locks::locks::{
     InterProcessLock, InterProcessMutex, InterProcessReadWriteLock, InterProcessSemaphoreMutex,
     WriteLock,
 };
 use zk_locks::testing::harness::unique_root;
 use zk_locks::testing::{shared_server, CutOffMember};
-use zk_locks::{LockState, SharedClient, ZkClient};
+use zk_locks::{Error, LockState, SharedClient, ZkClient};
 
 const T: Duration = Duration::from_secs(4);
 /// How long a test waits for a state it expects.
@@ -181,4 +182,35 @@ fn write_lock_keeps_its_lock_by_moving() {
 #[test]
 fn write_lock_holder_stops_before_the_lock_is_given_away() {
     stops_before_the_lock_is_given_away(write_lock);
+}
+
+/// Past `safe_until` a fenced write is refused without being sent: the leader may have given
+/// the lock away (the server's own check would answer only once the member could reach it).
+#[test]
+fn a_fenced_write_past_safe_until_is_refused_unsent() {
+    let Some(server) = shared_server() else {
+        return;
+    };
+    let path = unique_root("cut-off-fenced");
+    let member = CutOffMember::start(server.addr()).unwrap();
+    let client: SharedClient = NativeClient::connect(&member.connect_string(), T).unwrap();
+    let lock = mutex(client.clone(), &path);
+    let guard = lock.lock_owned().unwrap();
+    member.cut_off();
+    assert!(
+        eventually(PATIENCE, || client
+            .session()
+            .safe_until()
+            .is_some_and(|until| Instant::now() >= until)),
+        "the proof never aged past safe_until"
+    );
+    let write = [MultiOp::SetData {
+        path: path.clone(),
+        data: b"fenced".to_vec(),
+        version: -1,
+    }];
+    match guard.fenced_multi(&write) {
+        Err(Error::SessionUnproven { path: p }) => assert_eq!(p, path),
+        other => panic!("expected SessionUnproven, got {other:?}"),
+    }
 }

@@ -9,6 +9,9 @@
 //! - **Lost: refused without a request.** A hold the client already knows is lost
 //!   ([`HeldNode`]'s belief: a session lost since the node was created, a closed client, a
 //!   deletion seen) is [`Error::LockLost`] at once.
+//! - **Past `safe_until`: refused without a request.** A hold whose session was last proven
+//!   to the leader `T` ago or more (`Session::safe_until`) may have been given away: the
+//!   write is [`Error::SessionUnproven`] at once, retryable once the session is proven again.
 //! - **Suspect: the check decides.** A hold whose link is down, or not re-read since a
 //!   reconnect, is written through: the server's check is the answer.
 //! - **Every node is checked** (a multi-lock's guard holds several; a read/write lock's
@@ -59,6 +62,19 @@ pub(crate) fn fenced_multi(nodes: &[Arc<HeldNode>], ops: &[MultiOp]) -> Result<V
     }
     if let Some(lost) = nodes.iter().find(|n| n.believed_lost()) {
         return Err(lost_error(lost));
+    }
+    // Past `safe_until` the leader may have expired the session and granted the lock to
+    // another: nothing is sent (the member may not even reach the leader to refuse it).
+    let now = std::time::Instant::now();
+    if let Some(node) = nodes.iter().find(|n| {
+        n.client()
+            .session()
+            .safe_until()
+            .is_some_and(|until| now >= until)
+    }) {
+        return Err(Error::SessionUnproven {
+            path: paths::parent(node.path()).unwrap_or("/").to_string(),
+        });
     }
     let mut all = Vec::with_capacity(nodes.len() + ops.len());
     all.extend(
