@@ -10,7 +10,7 @@
 //! cargo run --release --features testing --example failover [-- --trials N] [--no-curator]
 //! ```
 //!
-//! `--trials N` per fault per library (default 3: a few minutes; the README's table uses
+//! `--trials N` per fault per library (default 3: a few minutes; docs/performance.md's table uses
 //! 20-30). Needs Java 17, Debian's ZooKeeper 3.8 and Curator jars (`scripts/test.sh`).
 
 use std::process::ExitCode;

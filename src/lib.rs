@@ -70,8 +70,10 @@
 //! stands ([`LockGuard::state`]):
 //!
 //! - [`LockState::Held`] — the node exists and belongs to our live session;
-//! - [`LockState::Suspect`] — the connection is suspended; the session may expire any moment
-//!   and another process then gets the lock: pause work that needs exclusion;
+//! - [`LockState::Suspect`] — the connection is suspended, or (on `NativeClient`) that the
+//!   ensemble's leader keeps the session was not proven for two thirds of its timeout; the
+//!   session may expire any moment and another process then gets the lock: pause work that
+//!   needs exclusion ([`Session::safe_until`] is the last instant the lock is sure to be ours);
 //! - [`LockState::Lost`] — the session was lost (or the client closed, or the node deleted):
 //!   stop, the lock is someone else's.
 //!
@@ -166,7 +168,8 @@
 //!
 //! All implement [`InterProcessLock`] (the semaphore hands out [`locks::Lease`]s instead).
 //! Runnable scenarios live in `recipes/` (`cargo run --example quickstart`, `lock_lost`,
-//! `fencing`, `fenced_config`, `multi_lock`, `leader_election`, `processes`).
+//! `fencing`, `fenced_config`, `multi_lock`, `leader_election`, `processes`, `stolen_lock`,
+//! `async_service`).
 //!
 //! ## Curator compatibility
 //!
@@ -177,6 +180,9 @@
 //! creates real containers); a read→write upgrade is refused with
 //! [`Error::UpgradeNotSupported`] (Curator blocks forever); a multi-lock timeout is one
 //! deadline for all locks. kazoo's lock nodes are not compatible with Curator's (nor ours).
+//! A write→read downgrade keeps the writer's place (as Curator 5.5 does, CURATOR-621);
+//! Curator 5.4's own downgrade lets a queued writer in while the downgraded reader reads, so
+//! do not downgrade from Curator 5.4 clients where writers may queue.
 //!
 //! ## Layers
 //!
@@ -235,7 +241,19 @@ pub mod prelude {
     };
 }
 
-// The README's example compiles (`cargo test --doc`), so it cannot drift from the API.
+// The README's and the documents' examples compile and run (`cargo test --doc`), so they
+// cannot drift from the API. `docs/` is in the package (`include` in Cargo.toml) for them.
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
+#[cfg(doctest)]
+#[doc = include_str!("../docs/async.md")]
+#[doc = include_str!("../docs/clients.md")]
+#[doc = include_str!("../docs/curator.md")]
+#[doc = include_str!("../docs/lock-loss.md")]
+#[doc = include_str!("../docs/observability.md")]
+#[doc = include_str!("../docs/performance.md")]
+#[doc = include_str!("../docs/security.md")]
+#[doc = include_str!("../docs/waiting.md")]
+#[doc = include_str!("../docs/zklock.md")]
+struct DocsDoctests;

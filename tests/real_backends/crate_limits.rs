@@ -17,7 +17,7 @@ use zk_locks::testing::harness::eventually;
 use crate::backend::{connect, reach, states, wait_for_state, ClientKind, SESSION};
 use crate::sessions::holding_three_locks_aged_then_cut;
 
-/// Known limitation (README, "Known limitations"): the `zookeeper` crate gives up on
+/// Known limitation (docs/clients.md, "Known limitations"): the `zookeeper` crate gives up on
 /// reconnecting when it has not sent one of its own pings for a session timeout, and it only
 /// pings when idle for 2/3 of it — which a heartbeat every 1/3 (or any busy client) prevents.
 /// So on a client older than one session timeout a mere cut ends its session (the same cut
@@ -25,7 +25,7 @@ use crate::sessions::holding_three_locks_aged_then_cut;
 /// do then is say so: every guard turns `Lost` (none stays `Held` on a dead node), the client
 /// goes on in a new session, and the old session's lock nodes end with it on the server. If a
 /// crate release fixes the give-up, this test fails: move the crate to the `sessions` test
-/// and drop the README's limitation.
+/// and drop the limitation from docs/clients.md.
 #[test]
 fn an_aged_client_loses_its_session_on_a_cut_and_says_so() {
     holding_three_locks_aged_then_cut(ClientKind::Crate, |client, root, guards, before| {

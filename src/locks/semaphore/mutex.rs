@@ -26,6 +26,19 @@ use crate::retry::RetryPolicy;
 /// alone. A lease taken with [`InterProcessLock::lock_owned`] (on an `Arc` of the lock) belongs
 /// to its [`crate::OwnedLockGuard`], which returns it from any thread; `release` never
 /// touches it.
+///
+/// ```
+/// use zk_locks::client::memory::MemoryEnsemble;
+/// use zk_locks::{InterProcessLock, InterProcessSemaphoreMutex};
+///
+/// let ensemble = MemoryEnsemble::new();
+/// let lock = InterProcessSemaphoreMutex::new(ensemble.connect(), "/locks/nightly")?;
+/// let guard = lock.lock()?;
+/// assert!(lock.try_lock()?.is_none()); // not reentrant: the holder's own second try fails
+/// drop(guard);                         // the lease goes back
+/// assert!(lock.try_lock()?.is_some());
+/// # Ok::<(), zk_locks::Error>(())
+/// ```
 #[derive(Debug)]
 pub struct InterProcessSemaphoreMutex {
     semaphore: InterProcessSemaphoreV2,
