@@ -68,7 +68,11 @@ The command runs in a process group of its own, and every signal zklock sends go
 whole group (the command and the helpers it starts). If the lock is lost while the command
 runs (the session expired, or someone deleted our lock node: the lock may now be held by
 someone else), the group gets SIGTERM, then SIGKILL once the command exits or after the grace
-period, and zklock exits 76. A suspended connection alone does not count as lost.
+period, and zklock exits 76. A short suspension costs nothing, but a lock that stays suspect
+(the link down, or no contact with the ensemble's leader proven: a member cut off from the
+others still answers pings) is given up before its session could expire on the leader: the
+group gets SIGTERM a sixth of the session timeout before that moment and SIGKILL at it,
+whatever --grace says, and zklock exits 76.
 SIGINT/SIGTERM/SIGHUP while waiting for the lock withdraw from the queue; while the command
 runs they are forwarded to its group. On Linux the group is killed if zklock dies (kill -9
 included). Out of reach: a process that leaves the group (setsid, daemons). Without
