@@ -159,6 +159,7 @@
 //! | [`locks::InterProcessSemaphoreMutex`] | `InterProcessSemaphoreMutex` | one lease, not reentrant |
 //! | [`locks::InterProcessMultiLock`] | `InterProcessMultiLock` | all or nothing over any of the above |
 //! | [`locks::Revoker`] | `Revoker` | ask a holder to release (`__REVOKE__`) |
+//! | [`LeaderLatch`] | `LeaderLatch` | leader election: await leadership, a [`Leadership`] with a term |
 //!
 //! All implement [`InterProcessLock`] (the semaphore hands out [`locks::Lease`]s instead).
 //! Runnable scenarios live in `recipes/` (`cargo run --example quickstart`, `lock_lost`,
@@ -201,7 +202,8 @@ pub mod testing;
 pub use client::{CreateMode, SharedClient, Stat, WatchedEvent, ZkClient, ZkError};
 pub use error::{Error, Result};
 pub use locks::{
-    Acquire, CancelToken, InterProcessLock, InterProcessMutex, LockGuard, LockState, OwnedLockGuard,
+    Acquire, CancelToken, InterProcessLock, InterProcessMutex, LeaderLatch, Leadership, LockGuard,
+    LockState, OwnedLockGuard,
 };
 pub use session::{ConnectionState, Session, SessionSnapshot};
 

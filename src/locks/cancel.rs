@@ -112,7 +112,7 @@ impl CancelToken {
 
     /// Calls `wake` when cancelled, until the registration drops. Registered before the flag
     /// is read, so a cancel is either seen by that read or wakes.
-    fn on_cancel(&self, wake: impl Fn() + Send + Sync + 'static) -> Registration {
+    pub(crate) fn on_cancel(&self, wake: impl Fn() + Send + Sync + 'static) -> Registration {
         let mut w = self.inner.wakers.lock();
         let id = w.next;
         w.next += 1;
@@ -281,6 +281,15 @@ impl Drop for Scope {
         let previous = self.previous.take();
         CURRENT.with(|c| *c.borrow_mut() = previous);
     }
+}
+
+/// Runs `f` with `token` as the calling thread's current token (as a cancellable acquire
+/// does): every deadline of the thread passes once it is cancelled, and the waits on
+/// `client`'s session and the thread's waiters wake. What a leader election's own thread runs
+/// its waits under, so that closing the election (or ending a leadership) ends them.
+pub(crate) fn within<T>(token: &CancelToken, client: &SharedClient, f: impl FnOnce() -> T) -> T {
+    let _scope = Scope::enter(token, client);
+    f()
 }
 
 /// Runs a recipe's acquire as `how` says: `acquire(timeout)` with the token current on this

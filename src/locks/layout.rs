@@ -11,6 +11,10 @@ use crate::error::{Error, Result};
 /// A mutex's node name (Curator's `InterProcessMutex.LOCK_NAME`):
 /// `<path>/_c_<uuid>-lock-<seq>`.
 pub const LOCK_NAME: &str = "lock-";
+/// A leader latch's node name (Curator's `LeaderLatch.LOCK_NAME`):
+/// `<path>/_c_<uuid>-latch-<seq>`. A leader selector queues with [`LOCK_NAME`] nodes (its
+/// election is a mutex).
+pub const LATCH_NAME: &str = "latch-";
 /// A read/write lock's read node name (`<path>/_c_<uuid>-__READ__<seq>`).
 pub const READ_LOCK_NAME: &str = "__READ__";
 /// A read/write lock's write node name (`<path>/_c_<uuid>-__WRIT__<seq>`).
@@ -32,12 +36,15 @@ pub enum LockLayout {
     ReadWrite,
     /// A [`LEASE_PARENT`] directory (beside the [`LOCK_PARENT`] admission mutex).
     Semaphore,
+    /// [`LATCH_NAME`] nodes: a leader latch's election.
+    Latch,
 }
 
 impl LockLayout {
     /// Recognises the recipe from the children of a lock directory: a semaphore has a
-    /// [`LEASE_PARENT`] child, a read/write lock read or write nodes; anything else is read as
-    /// a mutex.
+    /// [`LEASE_PARENT`] child, a read/write lock read or write nodes, a leader latch
+    /// [`LATCH_NAME`] nodes; anything else is read as a mutex (a leader selector's election
+    /// is one).
     pub fn of_children(children: &[String]) -> LockLayout {
         if children.iter().any(|c| c == LEASE_PARENT) {
             LockLayout::Semaphore
@@ -46,6 +53,8 @@ impl LockLayout {
             .any(|c| c.contains(READ_LOCK_NAME) || c.contains(WRITE_LOCK_NAME))
         {
             LockLayout::ReadWrite
+        } else if children.iter().any(|c| c.contains(LATCH_NAME)) {
+            LockLayout::Latch
         } else {
             LockLayout::Mutex
         }
@@ -85,6 +94,10 @@ mod tests {
         assert_eq!(
             LockLayout::of_children(&names(&["_c_a-__READ__0000000001"])),
             LockLayout::ReadWrite
+        );
+        assert_eq!(
+            LockLayout::of_children(&names(&["_c_a-latch-0000000003"])),
+            LockLayout::Latch
         );
         assert_eq!(
             LockLayout::of_children(&names(&["locks", "leases"])),

@@ -21,16 +21,19 @@ pub enum ParticipantKind {
     Write,
     /// A semaphore's lease node ([`super::layout::LEASE_BASE_NAME`]).
     Lease,
+    /// A leader latch's node ([`super::layout::LATCH_NAME`]).
+    Latch,
 }
 
 impl ParticipantKind {
-    /// A short lower-case name: `mutex`, `read`, `write`, `lease`.
+    /// A short lower-case name: `mutex`, `read`, `write`, `lease`, `latch`.
     pub fn as_str(self) -> &'static str {
         match self {
             ParticipantKind::Mutex => "mutex",
             ParticipantKind::Read => "read",
             ParticipantKind::Write => "write",
             ParticipantKind::Lease => "lease",
+            ParticipantKind::Latch => "latch",
         }
     }
 }
@@ -90,6 +93,14 @@ pub struct Participant {
     /// The session that owns the node (its `ephemeralOwner`; 0 for a node that is not
     /// ephemeral). ZooKeeper prints it in hex: `format!("0x{:x}", p.session_id)`.
     pub session_id: i64,
+}
+
+impl Participant {
+    /// The node's data as text: in a leader election, the participant id (Curator's
+    /// `Participant.getId()`, which decodes it as UTF-8; bytes that are not are replaced).
+    pub fn id(&self) -> std::borrow::Cow<'_, str> {
+        String::from_utf8_lossy(&self.data)
+    }
 }
 
 /// The queue of the lock directory `dir`: its children sorted by `order`, each with its data
