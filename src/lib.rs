@@ -160,6 +160,7 @@
 //! | [`locks::InterProcessMultiLock`] | `InterProcessMultiLock` | all or nothing over any of the above |
 //! | [`locks::Revoker`] | `Revoker` | ask a holder to release (`__REVOKE__`) |
 //! | [`LeaderLatch`] | `LeaderLatch` | leader election: await leadership, a [`Leadership`] with a term |
+//! | [`LeaderSelector`] | `LeaderSelector` | leader election: a callback runs while leading |
 //!
 //! All implement [`InterProcessLock`] (the semaphore hands out [`locks::Lease`]s instead).
 //! Runnable scenarios live in `recipes/` (`cargo run --example quickstart`, `lock_lost`,
@@ -202,8 +203,8 @@ pub mod testing;
 pub use client::{CreateMode, SharedClient, Stat, WatchedEvent, ZkClient, ZkError};
 pub use error::{Error, Result};
 pub use locks::{
-    Acquire, CancelToken, InterProcessLock, InterProcessMutex, LeaderLatch, Leadership, LockGuard,
-    LockState, OwnedLockGuard,
+    Acquire, CancelToken, InterProcessLock, InterProcessMutex, LeaderLatch, LeaderSelector,
+    Leadership, LockGuard, LockState, OwnedLockGuard,
 };
 pub use session::{ConnectionState, Session, SessionSnapshot};
 

@@ -4,7 +4,7 @@
 //! - [`InterProcessReadWriteLock`]: readers/writer, with downgrade;
 //! - [`InterProcessSemaphoreV2`] and [`InterProcessSemaphoreMutex`]: N leases, and one;
 //! - [`InterProcessMultiLock`]: all or nothing over any of them;
-//! - [`LeaderLatch`]: leader election (Curator's `LeaderLatch`), leadership as a
+//! - [`LeaderLatch`] and [`LeaderSelector`]: leader election (Curator's), leadership as a
 //!   [`Leadership`] value with a term.
 //!
 //! Each recipe's `participants()` lists its queue with the holders flagged ([`Participant`]);
@@ -58,7 +58,9 @@ pub use layout::{
     LockLayout, LATCH_NAME, LEASE_BASE_NAME, LEASE_PARENT, LOCK_NAME, LOCK_PARENT, READ_LOCK_NAME,
     WRITE_LOCK_NAME,
 };
-pub use leader::{CloseMode, LeaderLatch, LeaderLatchListener, LeaderListenerId, Leadership};
+pub use leader::{
+    CloseMode, LeaderLatch, LeaderLatchListener, LeaderListenerId, LeaderSelector, Leadership,
+};
 pub use multi::InterProcessMultiLock;
 pub use mutex::InterProcessMutex;
 pub(crate) use observe::ObserverSlot;

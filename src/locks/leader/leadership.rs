@@ -28,7 +28,7 @@ use super::super::held::{HeldNode, LockState};
 ///
 /// Given by [`LeaderLatch::await_leadership`](super::LeaderLatch::await_leadership),
 /// [`LeaderLatch::leadership`](super::LeaderLatch::leadership), a latch's listeners, and to a
-/// leader selector's callback.
+/// [`LeaderSelector`](super::LeaderSelector)'s callback.
 ///
 /// A leader checks [`Self::state`] (or blocks in [`Self::wait_while_leading`]) around work
 /// that needs it to be the only leader, passes [`Self::term`] to the resources it writes

@@ -4,6 +4,9 @@
 //!   lost; listeners ([`LeaderLatchListener`], `listeners.rs`) and close modes
 //!   ([`CloseMode`]). Its own thread (`campaign.rs`) queues the node through the engine and
 //!   follows its state.
+//! - [`LeaderSelector`] (`selector.rs`): a callback run on the selector's thread while it
+//!   leads, leadership given up when it returns; requeue, auto requeue, interrupt. Its
+//!   election is the crate's `InterProcessMutex` (Curator's layout: `lock-` nodes).
 //! - [`Leadership`] (`leadership.rs`): what a leader holds, whichever recipe elected it — the
 //!   election node's state (the `HeldNode` rules every lock holder has), its term (the
 //!   node's fencing token), a token cancelled when the spell ends, fenced writes.
@@ -18,7 +21,9 @@ mod campaign;
 mod latch;
 mod leadership;
 mod listeners;
+mod selector;
 
 pub use latch::{CloseMode, LeaderLatch};
 pub use leadership::Leadership;
 pub use listeners::{LeaderLatchListener, LeaderListenerId};
+pub use selector::LeaderSelector;
