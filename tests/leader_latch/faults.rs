@@ -180,8 +180,9 @@ fn terms_only_grow_through_a_run_of_faults() {
             0 => clients[i].expire(),
             1 => {
                 clients[i].suspend();
-                clients[i].expire();
-                assert_eq!(leaders(&all), 0);
+                assert!(!latches[i].has_leadership());
+                clients[i].expire(); // another may lead now
+                assert!(leaders(&all) <= 1);
                 clients[i].resume();
             }
             _ => {

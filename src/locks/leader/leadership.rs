@@ -133,7 +133,9 @@ impl Leadership {
     /// Blocks until this process may no longer be the only leader — the state leaves `Held`
     /// (`Suspect` or `Lost`) — or the spell ends ([`Self::ended`]), or the timeout passes;
     /// returns the state then. While it waits, a watch on the node is armed (one
-    /// `get_data`), so a deletion of the node ends it as `Lost`.
+    /// `get_data`), so a deletion of the node ends it as `Lost`. A spell ended by the recipe
+    /// (an interrupt, a close) can return `Held`: the node is still there until the recipe
+    /// deletes it, but this process leads no longer — check [`Self::ended`].
     pub fn wait_while_leading(&self, timeout: Option<Duration>) -> LockState {
         let node = &self.inner.node;
         cancel::within(&self.inner.ended, node.client(), || {
