@@ -164,7 +164,7 @@
 //!
 //! All implement [`InterProcessLock`] (the semaphore hands out [`locks::Lease`]s instead).
 //! Runnable scenarios live in `recipes/` (`cargo run --example quickstart`, `lock_lost`,
-//! `fencing`, `fenced_config`, `multi_lock`, `leader_election`, `processes`).
+//! `fencing`, `fenced_config`, `multi_lock`, `leader_election`, `leader_latch`, `processes`).
 //!
 //! ## Curator compatibility
 //!
