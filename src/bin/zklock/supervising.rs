@@ -1,7 +1,8 @@
 //! Running the command under the lock: its environment, forwarding signals to it, terminating
 //! it when the lock is lost, releasing afterwards, and zklock's exit status. The command is a
 //! process group of its own ([`crate::group`]): every signal goes to the whole group (to the
-//! command alone with `--foreground`).
+//! command alone with `--foreground`). With `--elect`, rounds of the same follow each other
+//! until a stop signal, or a failure of zklock's own, ends one.
 
 use std::process::{Command, ExitStatus};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
@@ -19,16 +20,40 @@ use crate::signals;
 use crate::waiting::{acquire, Event, Held};
 
 /// Takes the lock, runs the command while holding it, releases it; returns the exit status.
+/// With `--elect`, does so again and again (each round queues anew) until a round ends for a
+/// stop signal or a failure of zklock's own.
 pub(crate) fn run(args: RunArgs) -> i32 {
+    loop {
+        match round(&args) {
+            Round::Done(code) => return code,
+            Round::Again(_) if args.elect => {
+                log::info!("queueing again for leadership of {}", args.path);
+            }
+            Round::Again(code) => return code,
+        }
+    }
+}
+
+/// How a round ended.
+enum Round {
+    /// zklock exits with this status.
+    Done(i32),
+    /// The command exited by itself (its status) or the lock was lost: with `--elect`, queue
+    /// again; else exit with the status.
+    Again(i32),
+}
+
+/// One round: take the lock, run the command while holding it, release it.
+fn round(args: &RunArgs) -> Round {
     let Held {
         client,
         node,
         events,
         loss_tx,
         release_tx,
-    } = match acquire(&args) {
+    } = match acquire(args) {
         Ok(held) => held,
-        Err(code) => return code,
+        Err(code) => return Round::Done(code),
     };
 
     // Phase 2: run the command; watch the lock meanwhile.
@@ -40,7 +65,7 @@ pub(crate) fn run(args: RunArgs) -> i32 {
                 args.path
             );
             close(&client);
-            return exit::LOCK_LOST;
+            return Round::Again(exit::LOCK_LOST);
         }
     };
     let mut cmd = Command::new(&args.command[0]);
@@ -58,15 +83,20 @@ pub(crate) fn run(args: RunArgs) -> i32 {
             eprintln!("zklock: cannot run {:?}: {e}", args.command[0]);
             let _ = release_tx.send(());
             close(&client);
-            return if e.kind() == std::io::ErrorKind::NotFound {
+            return Round::Done(if e.kind() == std::io::ErrorKind::NotFound {
                 exit::NOT_FOUND
             } else {
                 exit::CANNOT_EXECUTE
-            };
+            });
         }
     };
     watch_for_loss(node.clone(), loss_tx);
-    let outcome = supervise(running, &events, args.grace);
+    let (outcome, stopped) = supervise(running, &events, args.grace);
+    // A stop signal forwarded to the command ends zklock once the command has ended.
+    let end = |code| match stopped {
+        true => Round::Done(code),
+        false => Round::Again(code),
+    };
     match outcome {
         Outcome::Exited(status) => {
             // The worker releases (deletes our node); closing afterwards ends the session,
@@ -80,7 +110,7 @@ pub(crate) fn run(args: RunArgs) -> i32 {
                 }
             }
             close(&client);
-            status_code(status)
+            end(status_code(status))
         }
         Outcome::LockLost(status) => {
             eprintln!(
@@ -90,7 +120,7 @@ pub(crate) fn run(args: RunArgs) -> i32 {
                 describe(status)
             );
             close(&client);
-            exit::LOCK_LOST
+            end(exit::LOCK_LOST)
         }
     }
 }
@@ -101,37 +131,46 @@ enum Outcome {
 }
 
 /// Waits for the command's leader to exit; forwards signals to its group; terminates the
-/// group when the lock is lost.
-fn supervise(running: Running, events: &Receiver<Event>, grace: Duration) -> Outcome {
+/// group when the lock is lost. True with the outcome when a stop signal was forwarded.
+fn supervise(running: Running, events: &Receiver<Event>, grace: Duration) -> (Outcome, bool) {
+    let mut stopped = false;
     loop {
         // Looked at before each wait: one SIGCHLD may stand for several exits, and the exit
         // may have come before this loop started.
         if running.has_exited() {
-            return Outcome::Exited(running.reap());
+            return (Outcome::Exited(running.reap()), stopped);
         }
         match events.recv() {
             Ok(Event::Signal(signo)) if signals::is_stop(signo) => {
                 log::info!("forwarding signal {signo} to the command");
+                stopped = true;
                 running.signal(signo);
             }
-            Ok(Event::Lost) => return Outcome::LockLost(terminate(running, events, grace)),
+            Ok(Event::Lost) => {
+                let (status, stop) = terminate(running, events, grace);
+                return (Outcome::LockLost(status), stopped || stop);
+            }
             Ok(_) => {}
             // Nobody left to report anything (cannot happen while the signal thread runs).
-            Err(_) => return Outcome::Exited(running.reap()),
+            Err(_) => return (Outcome::Exited(running.reap()), stopped),
         }
     }
 }
 
 /// SIGTERM to the group; once the leader exits, or `grace` passes, SIGKILL to what is left of
 /// the group (the lock is gone: nothing of the command may run on); returns the leader's
-/// status.
-fn terminate(running: Running, events: &Receiver<Event>, grace: Duration) -> ExitStatus {
+/// status, and true when a stop signal came meanwhile.
+fn terminate(running: Running, events: &Receiver<Event>, grace: Duration) -> (ExitStatus, bool) {
+    let mut stopped = false;
     running.signal(libc::SIGTERM);
     // `grace` is at most a year (checked at parsing); `None` would wait without limit.
     let deadline = deadline_after(grace);
     while !running.has_exited() {
         match recv_until(events, deadline) {
-            Ok(Event::Signal(signo)) if signals::is_stop(signo) => running.signal(signo),
+            Ok(Event::Signal(signo)) if signals::is_stop(signo) => {
+                stopped = true;
+                running.signal(signo);
+            }
             Ok(_) => {}
             Err(RecvTimeoutError::Timeout) => {
                 log::warn!("the command ignored SIGTERM for {grace:?}; sending SIGKILL");
@@ -141,7 +180,7 @@ fn terminate(running: Running, events: &Receiver<Event>, grace: Duration) -> Exi
         }
     }
     running.signal(libc::SIGKILL);
-    running.reap()
+    (running.reap(), stopped)
 }
 
 /// The next event, waiting at most until `deadline` (`None`: without limit).

@@ -70,6 +70,7 @@ pub(crate) fn acquire(args: &RunArgs) -> Result<Held, i32> {
         kind: args.kind,
         path: args.path.clone(),
         timeout: args.timeout,
+        id: args.elect.then(|| args.id.clone()).flatten(),
     };
     let spawned = std::thread::Builder::new()
         .name("zklock-holder".into())
@@ -179,6 +180,8 @@ struct Request {
     kind: Kind,
     path: String,
     timeout: Option<Duration>,
+    /// `--elect --id`: the mutex node's data (a LeaderSelector's participant id).
+    id: Option<String>,
 }
 
 /// The worker: connects, acquires, reports, and releases when told to (on the same thread,
@@ -199,9 +202,13 @@ fn hold(request: &Request, events: &Sender<Event>, release: &Receiver<()>) {
         how = how.timeout(t);
     }
     let result = match request.kind {
-        Kind::Mutex => {
-            InterProcessMutex::new(shared, path).and_then(|m| hold_lock(&m, &how, events, release))
-        }
+        Kind::Mutex => InterProcessMutex::new(shared, path).and_then(|m| {
+            let m = match &request.id {
+                Some(id) => m.with_data(id.as_bytes()),
+                None => m,
+            };
+            hold_lock(&m, &how, events, release)
+        }),
         Kind::Read => InterProcessReadWriteLock::new(shared, path)
             .and_then(|rw| hold_lock(rw.read_lock(), &how, events, release)),
         Kind::Write => InterProcessReadWriteLock::new(shared, path)
