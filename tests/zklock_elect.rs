@@ -24,6 +24,17 @@ fn lines(file: &Path) -> Vec<String> {
         .collect()
 }
 
+/// A daemon killed (SIGKILL) when the test ends, however it ends: a failed test leaves no
+/// zklock running.
+struct Daemon(std::process::Child);
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 fn sigterm(child: &std::process::Child) {
     // SAFETY: kill(2) on our own child's pid.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
@@ -67,14 +78,16 @@ fn elected_daemons_take_turns_until_stopped() {
         "echo \"start $0 $ZKLOCK_FENCING_TOKEN\" >> {0}; sleep 0.05; echo \"end $0\" >> {0}",
         log.display()
     );
-    let mut daemons: Vec<_> = ["a", "b"]
+    let mut daemons: Vec<Daemon> = ["a", "b"]
         .iter()
         .map(|id| {
-            zklock()
-                .args(["--connect", &connect, "--elect", "--id", id, &path])
-                .args(["--", "sh", "-c", &script, id])
-                .spawn()
-                .unwrap()
+            Daemon(
+                zklock()
+                    .args(["--connect", &connect, "--elect", "--id", id, &path])
+                    .args(["--", "sh", "-c", &script, id])
+                    .spawn()
+                    .unwrap(),
+            )
         })
         .collect();
     eventually(PATIENCE, "runs of both daemons", || {
@@ -87,10 +100,10 @@ fn elected_daemons_take_turns_until_stopped() {
         })
     });
     for d in &daemons {
-        sigterm(d);
+        sigterm(&d.0);
     }
     for d in &mut daemons {
-        let status = wait_exit(d, "a daemon stops");
+        let status = wait_exit(&mut d.0, "a daemon stops");
         // Stopped while waiting (128+15) or while the command ran (its status then: the
         // shell ends normally once its pause is over, or dies of the forwarded SIGTERM).
         assert!(matches!(status.code(), Some(0) | Some(143)), "{status:?}");
@@ -188,18 +201,48 @@ fn an_elected_daemon_that_loses_leadership_queues_again() {
         "echo \"start $ZKLOCK_NODE\" >> {}; exec sleep 30",
         log.display()
     );
-    let mut daemon = zklock()
-        .args(["--connect", &connect, "--elect", "--grace", "1s", &path])
-        .args(["--", "sh", "-c", &script])
-        .spawn()
-        .unwrap();
+    let mut daemon = Daemon(
+        zklock()
+            .args(["--connect", &connect, "--elect", "--grace", "1s", &path])
+            .args(["--", "sh", "-c", &script])
+            .spawn()
+            .unwrap(),
+    );
     eventually(PATIENCE, "the first run", || lines(&log).len() == 1);
     let first = lines(&log)[0]["start ".len()..].to_string();
     let operator = client(&connect);
     zk_locks::ZkClient::delete(operator.as_ref(), &first, None).unwrap();
     eventually(PATIENCE, "a second run", || lines(&log).len() == 2);
     assert_ne!(lines(&log)[1], lines(&log)[0]);
-    sigterm(&daemon);
-    let status = wait_exit(&mut daemon, "the daemon stops");
+    sigterm(&daemon.0);
+    let status = wait_exit(&mut daemon.0, "the daemon stops");
     assert_eq!(status.code(), Some(143), "{status:?}");
+}
+
+/// A daemon whose command ends at once goes round after round: a stop signal ends it
+/// whenever it lands — while it waits, while the command runs, or between two rounds (where
+/// it used to be dropped with the round's channel, and the daemon ran on).
+#[test]
+fn a_stop_signal_between_two_rounds_stops_the_daemon() {
+    let Some(server) = shared_server() else {
+        return;
+    };
+    let connect = server.connect_string();
+    let dir = temp_dir("elect-stop");
+    for attempt in 0..8 {
+        let path = unique_root("zklock-elect-stop");
+        let log = dir.join(format!("runs-{attempt}"));
+        let script = format!("echo run >> {}", log.display());
+        let mut daemon = Daemon(
+            zklock()
+                .args(["--connect", &connect, "--elect", &path])
+                .args(["--", "sh", "-c", &script])
+                .spawn()
+                .unwrap(),
+        );
+        eventually(PATIENCE, "a few rounds", || lines(&log).len() >= 3);
+        sigterm(&daemon.0);
+        let status = wait_exit(&mut daemon.0, "the daemon stops on SIGTERM");
+        assert!(matches!(status.code(), Some(0) | Some(143)), "{status:?}");
+    }
 }

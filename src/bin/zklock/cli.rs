@@ -72,8 +72,8 @@ ZKLOCK_FENCING_TOKEN (the node's czxid: pass it to resources that reject stale w
 With --elect, each run follows the rules above, then: when COMMAND exits by itself, or
 leadership is lost (COMMAND terminated as a lost lock is), zklock gives up leadership, queues
 again (on a new session) and runs COMMAND again when elected. A stop signal while waiting
-withdraws from the queue and exits 128+N; while COMMAND runs it is forwarded, and zklock
-exits with COMMAND's status once it ends, without queueing again. A command that cannot be
+(or between two runs) withdraws from the queue and exits 128+N; while COMMAND runs it is
+forwarded, and zklock exits with COMMAND's status once it ends, without queueing again. A command that cannot be
 started (126, 127) or a ZooKeeper failure (69, 70) also ends zklock.
 
 The command runs in a process group of its own, and every signal zklock sends goes to the

@@ -5,7 +5,7 @@
 //! until a stop signal, or a failure of zklock's own, ends one.
 
 use std::process::{Command, ExitStatus};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -23,15 +23,37 @@ use crate::waiting::{acquire, Event, Held};
 /// With `--elect`, does so again and again (each round queues anew) until a round ends for a
 /// stop signal or a failure of zklock's own.
 pub(crate) fn run(args: RunArgs) -> i32 {
+    // One channel and one signal thread for every round: a signal that lands between two
+    // rounds waits in the channel.
+    let (events_tx, events) = mpsc::channel();
+    if let Err(e) = signals::deliver_to(events_tx.clone()) {
+        eprintln!("zklock: cannot handle signals: {e}");
+        return exit::LOCK_ERROR;
+    }
     loop {
-        match round(&args) {
+        match round(&args, &events_tx, &events) {
             Round::Done(code) => return code,
-            Round::Again(_) if args.elect => {
+            Round::Again(code) if args.elect => {
+                // A stop signal that came once the command had ended: no new round.
+                if let Some(signo) = stop_signal_pending(&events) {
+                    eprintln!("zklock: stopped by signal {signo} between two runs");
+                    let _ = code;
+                    return exit::SIGNAL_BASE + signo;
+                }
                 log::info!("queueing again for leadership of {}", args.path);
             }
             Round::Again(code) => return code,
         }
     }
+}
+
+/// The first stop signal waiting in `events`, if any (other events of a round that is over
+/// are dropped).
+fn stop_signal_pending(events: &Receiver<Event>) -> Option<i32> {
+    events.try_iter().find_map(|event| match event {
+        Event::Signal(signo) if signals::is_stop(signo) => Some(signo),
+        _ => None,
+    })
 }
 
 /// How a round ended.
@@ -44,14 +66,13 @@ enum Round {
 }
 
 /// One round: take the lock, run the command while holding it, release it.
-fn round(args: &RunArgs) -> Round {
+fn round(args: &RunArgs, events_tx: &Sender<Event>, events: &Receiver<Event>) -> Round {
     let Held {
         client,
         node,
-        events,
         loss_tx,
         release_tx,
-    } = match acquire(args) {
+    } = match acquire(args, events_tx, events) {
         Ok(held) => held,
         Err(code) => return Round::Done(code),
     };
@@ -91,7 +112,7 @@ fn round(args: &RunArgs) -> Round {
         }
     };
     watch_for_loss(node.clone(), loss_tx);
-    let (outcome, stopped) = supervise(running, &events, args.grace);
+    let (outcome, stopped) = supervise(running, events, node.path(), args.grace);
     // A stop signal forwarded to the command ends zklock once the command has ended.
     let end = |code| match stopped {
         true => Round::Done(code),
@@ -101,16 +122,26 @@ fn round(args: &RunArgs) -> Round {
         Outcome::Exited(status) => {
             // The worker releases (deletes our node); closing afterwards ends the session,
             // which would delete the node anyway if the release could not.
+            let mut late_stop = None;
             if release_tx.send(()).is_ok() {
                 let deadline = deadline_after(args.session_timeout);
-                while let Ok(event) = recv_until(&events, deadline) {
-                    if matches!(event, Event::Released) {
-                        break;
+                while let Ok(event) = recv_until(events, deadline) {
+                    match event {
+                        Event::Released => break,
+                        // Kept, not dropped: it ends an `--elect` daemon after this round.
+                        Event::Signal(signo) if signals::is_stop(signo) => late_stop = Some(signo),
+                        _ => {}
                     }
                 }
             }
             close(&client);
-            end(status_code(status))
+            match late_stop {
+                Some(signo) if args.elect => {
+                    eprintln!("zklock: stopped by signal {signo} after the command ended");
+                    Round::Done(exit::SIGNAL_BASE + signo)
+                }
+                _ => end(status_code(status)),
+            }
         }
         Outcome::LockLost(status) => {
             eprintln!(
@@ -132,7 +163,12 @@ enum Outcome {
 
 /// Waits for the command's leader to exit; forwards signals to its group; terminates the
 /// group when the lock is lost. True with the outcome when a stop signal was forwarded.
-fn supervise(running: Running, events: &Receiver<Event>, grace: Duration) -> (Outcome, bool) {
+fn supervise(
+    running: Running,
+    events: &Receiver<Event>,
+    node: &str,
+    grace: Duration,
+) -> (Outcome, bool) {
     let mut stopped = false;
     loop {
         // Looked at before each wait: one SIGCHLD may stand for several exits, and the exit
@@ -146,7 +182,7 @@ fn supervise(running: Running, events: &Receiver<Event>, grace: Duration) -> (Ou
                 stopped = true;
                 running.signal(signo);
             }
-            Ok(Event::Lost) => {
+            Ok(Event::Lost(lost)) if lost == node => {
                 let (status, stop) = terminate(running, events, grace);
                 return (Outcome::LockLost(status), stopped || stop);
             }
@@ -222,7 +258,7 @@ fn watch_for_loss(node: Arc<HeldNode>, tx: Sender<Event>) {
             let epoch = session.epoch();
             match node.wait_while_held(None) {
                 LockState::Lost => {
-                    let _ = tx.send(Event::Lost);
+                    let _ = tx.send(Event::Lost(node.path().to_string()));
                     return;
                 }
                 LockState::Suspect => {

@@ -31,8 +31,9 @@ pub(crate) enum Event {
     /// The wait was cancelled (after a stop signal): the worker's node is deleted.
     Cancelled,
     Failed(Error),
-    /// The watcher saw the lock lost.
-    Lost,
+    /// The watcher saw the lock held through this node (its path) lost. Named, so that a
+    /// watcher of an earlier `--elect` round cannot pass for the current one's.
+    Lost(String),
     /// The worker released the lock (after main asked).
     Released,
     /// A signal zklock handles (see [`crate::signals`]).
@@ -43,8 +44,6 @@ pub(crate) enum Event {
 pub(crate) struct Held {
     pub(crate) client: Option<Arc<NativeClient>>,
     pub(crate) node: Arc<HeldNode>,
-    /// What the worker (and the loss watcher) report.
-    pub(crate) events: Receiver<Event>,
     /// For the watcher that reports a lost lock.
     pub(crate) loss_tx: Sender<Event>,
     /// Tells the worker to release.
@@ -52,13 +51,15 @@ pub(crate) struct Held {
 }
 
 /// Starts the worker and waits, interruptibly, until it holds the lock. `Err` is the exit
-/// status when it does not (timed out, not connected, not allowed, interrupted).
-pub(crate) fn acquire(args: &RunArgs) -> Result<Held, i32> {
-    let (events_tx, events) = mpsc::channel();
-    if let Err(e) = signals::deliver_to(events_tx.clone()) {
-        eprintln!("zklock: cannot handle signals: {e}");
-        return Err(exit::LOCK_ERROR);
-    }
+/// status when it does not (timed out, not connected, not allowed, interrupted). The worker
+/// reports on `events_tx`, where the signals arrive too (one channel for every round of
+/// `--elect`, so that no signal falls between two rounds).
+pub(crate) fn acquire(
+    args: &RunArgs,
+    events_tx: &Sender<Event>,
+    events: &Receiver<Event>,
+) -> Result<Held, i32> {
+    let events_tx = events_tx.clone();
     let loss_tx = events_tx.clone();
     let (release_tx, release_rx) = mpsc::channel::<()>();
     let cancel = CancelToken::new();
@@ -95,7 +96,7 @@ pub(crate) fn acquire(args: &RunArgs) -> Result<Held, i32> {
                     args.path
                 );
                 // Cancelling the wait deletes our node, so the queue moves on at once.
-                withdraw(&cancel, &events, &mut client, args);
+                withdraw(&cancel, events, &mut client, args);
                 close(&client);
                 return Err(exit::SIGNAL_BASE + signo);
             }
@@ -124,14 +125,13 @@ pub(crate) fn acquire(args: &RunArgs) -> Result<Held, i32> {
                 close(&client);
                 return Err(exit::LOCK_ERROR);
             }
-            Event::Signal(_) | Event::Cancelled | Event::Lost | Event::Released => {}
+            Event::Signal(_) | Event::Cancelled | Event::Lost(_) | Event::Released => {}
         }
     };
     log::info!("acquired {} as {}", args.path, node.path());
     Ok(Held {
         client,
         node,
-        events,
         loss_tx,
         release_tx,
     })
