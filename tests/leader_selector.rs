@@ -251,3 +251,31 @@ fn a_real_selector_hands_over_when_the_callback_returns_and_on_expiry() {
     a.close().unwrap();
     b.close().unwrap();
 }
+
+/// The moment the leader's node delete is sent (its callback returned), its leadership
+/// already reads `Lost`. Before, it read `Held` until after the delete, when a successor
+/// could already lead (seen as a flaky `first.state()` assertion under load).
+#[test]
+fn a_leadership_reads_lost_before_its_node_is_deleted() {
+    use zk_locks::client::memory::Op;
+    let e = MemoryEnsemble::new();
+    let c = e.connect();
+    let (tx, rx) = mpsc::channel();
+    let a = cooperative(c.clone(), "a", tx);
+    a.start().unwrap();
+    let first = recv(&rx);
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let (copy, node, record) = (first.clone(), first.node_path().to_string(), seen.clone());
+    c.on_request(Some(Box::new(move |op, path| {
+        if op == Op::Delete && path == node {
+            record.lock().unwrap().push(copy.state());
+        }
+    })));
+    a.interrupt_leadership();
+    eventually(PATIENCE, "the node deleted", || {
+        c.get_children(ELECTION, None).unwrap().is_empty()
+    });
+    c.on_request(None);
+    assert_eq!(*seen.lock().unwrap(), [LockState::Lost]);
+    a.close().unwrap();
+}

@@ -317,3 +317,30 @@ fn the_observer_sees_the_latch_nodes_queue_lead_and_go() {
     let seen = events.0.lock().unwrap().clone();
     assert_eq!(seen, ["queued latch", "acquired latch", "released latch"]);
 }
+
+/// The moment the leader's node delete is sent, every copy of its leadership already reads
+/// `Lost` (a successor can lead as soon as the delete is applied). Before, a copy read
+/// `Held` until after the delete: for a moment two participants could read `Held`.
+#[test]
+fn a_leadership_reads_lost_before_its_node_is_deleted() {
+    use std::sync::Mutex;
+    use zk_locks::client::memory::Op;
+    let e = MemoryEnsemble::new();
+    let c = e.connect();
+    let latch = started(c.clone(), "a");
+    let leadership = latch.await_leadership().unwrap();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let (copy, node, record) = (
+        leadership.clone(),
+        leadership.node_path().to_string(),
+        seen.clone(),
+    );
+    c.on_request(Some(Box::new(move |op, path| {
+        if op == Op::Delete && path == node {
+            record.lock().unwrap().push(copy.state());
+        }
+    })));
+    latch.close().unwrap();
+    c.on_request(None);
+    assert_eq!(*seen.lock().unwrap(), [LockState::Lost]);
+}

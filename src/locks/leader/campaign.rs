@@ -8,9 +8,9 @@
 //!   `Suspect` or `Lost` — the rules every lock holder has, so a leader stops before its
 //!   session can have expired on the server. `Held` again on the same node is a new spell
 //!   with the same term (Curator: RECONNECTED with our node still first).
-//! - **A leader stops before its node goes.** The spell ends, and the listeners are told,
-//!   before the node is deleted: no other participant can lead while this one still thinks
-//!   it does.
+//! - **A leader stops before its node goes.** The spell ends, the listeners are told and the
+//!   node is marked given up (every `Leadership` of it reads `Lost`) before the node is
+//!   deleted: no other participant can lead while this one still thinks it does.
 //! - **Every wait ends on close.** The waits run under the latch's stop token
 //!   (`cancel::within`): closing is a deadline that passed for this thread. The node's
 //!   delete runs outside it, so a clean close deletes in the foreground (the next leader is
@@ -18,6 +18,7 @@
 //! - **A lost node is replaced.** A node lost with its session (or deleted by someone) is
 //!   given back and a new one queues, as Curator's `reset()` does.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -77,10 +78,13 @@ fn lead(shared: &Shared, node: Arc<HeldNode>) {
             None
         }
     };
+    let given_up = Arc::new(AtomicBool::new(false));
     if let Some(term) = term {
-        lead_spells(shared, &node, term);
+        lead_spells(shared, &node, &given_up, term);
     }
     shared.stop_leading();
+    // Every copy of every spell reads `Lost` before the delete can let a successor lead.
+    given_up.store(true, Ordering::SeqCst);
     let released = super::super::cleanup::release_held(
         &node,
         shared.internals.retry_policy().as_ref(),
@@ -99,13 +103,18 @@ fn lead(shared: &Shared, node: Arc<HeldNode>) {
 }
 
 /// The spells of `node`: one each time it reads `Held`, until it is lost or the latch closes.
-fn lead_spells(shared: &Shared, node: &Arc<HeldNode>, term: i64) {
+fn lead_spells(shared: &Shared, node: &Arc<HeldNode>, given_up: &Arc<AtomicBool>, term: i64) {
     let client = node.client().clone();
     while !shared.stop.is_cancelled() {
         match node.state() {
             LockState::Held => {
-                let spell =
-                    Leadership::new(node.clone(), term, shared.id.clone(), shared.path.clone());
+                let spell = Leadership::new(
+                    node.clone(),
+                    given_up.clone(),
+                    term,
+                    shared.id.clone(),
+                    shared.path.clone(),
+                );
                 shared.start_leading(spell);
                 cancel::within(&shared.stop, &client, || {
                     wait_on(&[node], None, |s| s == LockState::Held)

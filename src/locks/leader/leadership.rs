@@ -13,6 +13,7 @@
 //!   closed; the selector's leadership interrupted) and is never reset; a spell that resumes
 //!   is a new `Leadership` with the same term.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -58,6 +59,9 @@ pub struct Leadership {
 
 struct Spell {
     node: Arc<HeldNode>,
+    /// Set by the recipe just before it deletes the node: from then on every copy of every
+    /// spell of the node reads `Lost`, before any successor can lead.
+    given_up: Arc<AtomicBool>,
     term: i64,
     id: Arc<str>,
     election: Arc<str>,
@@ -65,11 +69,19 @@ struct Spell {
 }
 
 impl Leadership {
-    /// A spell of leadership through `node` (which leads), whose term is `term`.
-    pub(crate) fn new(node: Arc<HeldNode>, term: i64, id: Arc<str>, election: Arc<str>) -> Self {
+    /// A spell of leadership through `node` (which leads), whose term is `term`; `given_up`
+    /// is the node's flag the recipe sets before deleting it.
+    pub(crate) fn new(
+        node: Arc<HeldNode>,
+        given_up: Arc<AtomicBool>,
+        term: i64,
+        id: Arc<str>,
+        election: Arc<str>,
+    ) -> Self {
         Leadership {
             inner: Arc::new(Spell {
                 node,
+                given_up,
                 term,
                 id,
                 election,
@@ -84,10 +96,14 @@ impl Leadership {
     }
 
     /// Held, Suspect or Lost: the state of the election node, by the rules of
-    /// [`HeldNode::state`] (a request only on the first call after a reconnect). `Held` means
+    /// [`HeldNode::state`] (a request only on the first call after a reconnect); `Lost` from
+    /// the moment the recipe gives the node up (before its delete is sent). `Held` means
     /// this process leads; `Suspect`, stop work that needs it to be the only leader until
     /// `Held` again; `Lost`, leadership is over (another participant may lead now).
     pub fn state(&self) -> LockState {
+        if self.inner.given_up.load(Ordering::SeqCst) {
+            return LockState::Lost;
+        }
         self.inner.node.state()
     }
 

@@ -351,7 +351,14 @@ fn lead(shared: &Shared, nodes: Vec<Arc<HeldNode>>) {
             return;
         }
     };
-    let spell = Leadership::new(node.clone(), term, shared.id.clone(), shared.path.clone());
+    let given_up = Arc::new(AtomicBool::new(false));
+    let spell = Leadership::new(
+        node.clone(),
+        given_up.clone(),
+        term,
+        shared.id.clone(),
+        shared.path.clone(),
+    );
     {
         let mut status = shared.status.lock();
         status.queued = false;
@@ -388,6 +395,8 @@ fn lead(shared: &Shared, nodes: Vec<Arc<HeldNode>>) {
         status.queued = status.phase == Phase::Started
             && (status.queued || shared.auto_requeue.load(Ordering::SeqCst));
     }
+    // Every copy of the leadership reads `Lost` before the delete can let a successor lead.
+    given_up.store(true, Ordering::SeqCst);
     give_back(shared, &nodes, &node);
 }
 
