@@ -10,7 +10,7 @@
 //!   (real server, `FaultProxy::blackhole`).
 //! - Netflix curator #216: stale leadership after connection trouble (three of twelve
 //!   instances leading). Twelve latches under rounds of blips, expiries and given-up
-//!   sessions.
+//!   sessions; the same rounds for four auto-requeueing selectors.
 //! - CURATOR-346: wrong participants after a suspension. The queue names each participant
 //!   once and flags the one that leads.
 //! - CURATOR-653: a reset racing a leader switch. A follower's request runs in a new session
@@ -267,4 +267,95 @@ fn curator_444_a_partitioned_leader_stops_before_another_leads() {
     });
     assert!(latches[1].has_leadership());
     assert!(!latches[0].has_leadership());
+}
+
+/// Selectors under the same rounds of trouble as the latches (blips, expiries, deleted
+/// nodes), each callback leading until its token ends, auto requeue: never two callbacks
+/// running with leadership `Held`, and every term larger than the last.
+#[test]
+fn selectors_under_rounds_of_trouble_never_lead_twice_at_once() {
+    use std::sync::atomic::AtomicUsize;
+    use std::sync::{Arc, Mutex};
+    use zk_locks::locks::LeaderSelector;
+    let e = MemoryEnsemble::new();
+    let clients: Vec<Arc<MemoryClient>> = (0..4).map(|_| e.connect()).collect();
+    let terms = Arc::new(Mutex::new(Vec::new()));
+    let selectors: Vec<LeaderSelector> = clients
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let terms = terms.clone();
+            let s = LeaderSelector::new(c.clone(), "/eselect", move |l| {
+                terms.lock().unwrap().push(l.term());
+                while !l.ended().is_cancelled() {
+                    l.wait_while_leading(Some(Duration::from_millis(20)));
+                }
+            })
+            .unwrap()
+            .with_id(format!("s{i}"));
+            s.auto_requeue();
+            s.start().unwrap();
+            s
+        })
+        .collect();
+    let most = AtomicUsize::new(0);
+    let stop = AtomicBool::new(false);
+    let leader = || loop {
+        let leading: Vec<usize> = (0..4).filter(|&i| selectors[i].has_leadership()).collect();
+        if let [one] = leading[..] {
+            return one;
+        }
+        thread::yield_now();
+    };
+    thread::scope(|s| {
+        s.spawn(|| {
+            while !stop.load(Ordering::SeqCst) {
+                let n = selectors.iter().filter(|s| s.has_leadership()).count();
+                most.fetch_max(n, Ordering::SeqCst);
+                thread::sleep(Duration::from_millis(1)); // the sampling period
+            }
+        });
+        struct Stop<'a>(&'a AtomicBool);
+        impl Drop for Stop<'_> {
+            fn drop(&mut self) {
+                self.0.store(true, Ordering::SeqCst);
+            }
+        }
+        let _stop = Stop(&stop);
+        for round in 0..9 {
+            let i = leader();
+            match round % 3 {
+                0 => {
+                    // A blip: leadership ends if the selector saw it (and may not have).
+                    clients[i].suspend();
+                    clients[i].resume();
+                    continue;
+                }
+                1 => {
+                    clients[i].suspend();
+                    clients[i].expire();
+                    clients[i].resume();
+                }
+                _ => {
+                    let node = selectors[i].leadership().map(|l| l.node_path().to_string());
+                    if let Some(node) = node {
+                        let _ = zk_locks::ZkClient::delete(e.connect().as_ref(), &node, None);
+                    }
+                }
+            }
+            eventually(PATIENCE, "the leader stepped down", || {
+                !selectors[i].has_leadership()
+            });
+        }
+    });
+    assert!(
+        most.load(Ordering::SeqCst) <= 1,
+        "two selectors led at once"
+    );
+    for s in &selectors {
+        s.close().unwrap();
+    }
+    let terms = terms.lock().unwrap().clone();
+    assert!(terms.len() >= 7, "{terms:?}"); // six forced changes, blips maybe more
+    assert!(terms.windows(2).all(|w| w[0] < w[1]), "{terms:?}");
 }
