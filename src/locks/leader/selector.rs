@@ -374,15 +374,26 @@ fn lead(shared: &Shared, nodes: Vec<Arc<HeldNode>>) {
     );
     thread::scope(|s| {
         // The policy: the token ends when the node leaves `Held` (or the spell ends).
-        s.spawn(|| {
-            let state = cancel::within(spell.ended(), node.client(), || {
-                wait_on(&[node.as_ref()], None, |s| s == LockState::Held)
+        let watcher = thread::Builder::new()
+            .name("zk-leader-policy".into())
+            .spawn_scoped(s, || {
+                let state = cancel::within(spell.ended(), node.client(), || {
+                    wait_on(&[node.as_ref()], None, |s| s == LockState::Held)
+                });
+                if state != LockState::Held {
+                    log::info!("leader selector {}: leadership {state:?}", shared.path);
+                }
+                spell.end();
             });
-            if state != LockState::Held {
-                log::info!("leader selector {}: leadership {state:?}", shared.path);
-            }
+        if let Err(e) = watcher {
+            // Without it nothing would end the token on a lost session: do not lead.
+            log::error!(
+                "leader selector {}: cannot watch the leadership: {e}",
+                shared.path
+            );
             spell.end();
-        });
+            return;
+        }
         let mut callback = shared.callback.lock();
         if catch_unwind(AssertUnwindSafe(|| (*callback)(&spell))).is_err() {
             log::error!("leader selector {}: the callback panicked", shared.path);
