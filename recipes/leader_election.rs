@@ -1,10 +1,11 @@
-//! Leader election with the mutex: every candidate queues for one `InterProcessMutex`; the
-//! holder is the leader and leads until its guard says the lock is no longer `Held`. When the
-//! leader's session dies (a crash, a partition longer than the session timeout), its node
-//! goes with it and the next candidate in the queue takes over — no polling, no herd: each
-//! candidate watches only the one ahead of it. The fencing token numbers the terms.
+//! Leader election with `LeaderSelector` (Curator's recipe): every candidate queues in one
+//! election; the leader's callback runs on the selector's own thread and leads until its
+//! leadership ends — its session suspended or lost, or the leadership interrupted — then
+//! returns, and the next candidate in the queue leads. No polling, no herd: each candidate
+//! watches only the one ahead of it. The terms (each leader's fencing token) only grow.
 //!
-//! Here three candidates run; the conductor kills each leader's session in turn.
+//! Here three candidates run; the conductor kills each leader's session in turn (a crashed
+//! process: it does not come back, as a selector without auto requeue does not queue again).
 //!
 //! ```sh
 //! cargo run --example leader_election
@@ -12,15 +13,15 @@
 //! ```
 
 use std::sync::mpsc;
-use std::thread;
 
 use log::{info, warn};
-use zk_locks::{InterProcessLock, InterProcessMutex, LockState};
+use zk_locks::locks::LeaderSelector;
+use zk_locks::LockState;
 
 use zk_locks::testing::harness::cookbook::{self, ensure, AnyResult};
 use zk_locks::testing::harness::TestClient;
 
-const LOCK: &str = "/zk-locks/leader_election/leader";
+const ELECTION: &str = "/zk-locks/leader_election/leader";
 const CANDIDATES: usize = 3;
 
 /// One term of office.
@@ -28,7 +29,7 @@ const CANDIDATES: usize = 3;
 pub struct Term {
     /// Which candidate led.
     pub leader: usize,
-    /// Its fencing token (grows from term to term).
+    /// Its term (the fencing token of its election node; grows from term to term).
     pub token: i64,
 }
 
@@ -46,35 +47,28 @@ pub fn run(args: &[String]) -> AnyResult<Vec<Term>> {
         .map(|_| backend.try_connect())
         .collect::<zk_locks::Result<Vec<TestClient>>>()?;
     let (elected, terms_rx) = mpsc::channel::<Term>();
+    let selectors = candidates
+        .iter()
+        .enumerate()
+        .map(|(id, conn)| candidate(id, conn, elected.clone()))
+        .collect::<zk_locks::Result<Vec<LeaderSelector>>>()?;
+    drop(elected);
 
-    let terms = thread::scope(|scope| -> AnyResult<Vec<Term>> {
-        let handles: Vec<_> = candidates
-            .iter()
-            .enumerate()
-            .map(|(id, conn)| {
-                let elected = elected.clone();
-                scope.spawn(move || campaign(id, conn, elected))
-            })
-            .collect();
-        drop(elected);
-        let mut terms = Vec::new();
-        for _ in 0..CANDIDATES {
-            let term = terms_rx
-                .recv_timeout(cookbook::SESSION_TIMEOUT * 3)
-                .map_err(|_| "no leader was elected in time")?;
-            terms.push(term);
-            info!(
-                "conductor: candidate {} leads; killing its session",
-                term.leader
-            );
-            candidates[term.leader].kill();
-        }
-        for h in handles {
-            h.join().map_err(|_| "a candidate panicked")??;
-        }
-        Ok(terms)
-    })?;
-
+    let mut terms = Vec::new();
+    for _ in 0..CANDIDATES {
+        let term = terms_rx
+            .recv_timeout(cookbook::SESSION_TIMEOUT * 3)
+            .map_err(|_| "no leader was elected in time")?;
+        terms.push(term);
+        info!(
+            "conductor: candidate {} leads; killing its session",
+            term.leader
+        );
+        candidates[term.leader].kill();
+    }
+    for selector in &selectors {
+        selector.close()?;
+    }
     let leaders: Vec<usize> = terms.iter().map(|t| t.leader).collect();
     info!("terms: {terms:?}");
     let mut distinct = leaders.clone();
@@ -86,7 +80,7 @@ pub fn run(args: &[String]) -> AnyResult<Vec<Term>> {
     )?;
     ensure(
         terms.windows(2).all(|w| w[0].token < w[1].token),
-        "fencing tokens did not grow from term to term",
+        "terms did not grow from leader to leader",
     )?;
     for c in &candidates {
         c.client.close();
@@ -94,40 +88,30 @@ pub fn run(args: &[String]) -> AnyResult<Vec<Term>> {
     Ok(terms)
 }
 
-/// A candidate: wait to be elected, lead until the lock is lost, then step down for good (a
-/// crashed process does not come back here; a real service would start a new candidate).
-fn campaign(id: usize, conn: &TestClient, elected: mpsc::Sender<Term>) -> AnyResult<()> {
-    let lock =
-        InterProcessMutex::new(conn.client.clone(), LOCK)?.with_data(format!("candidate-{id}"));
-    info!("candidate {id} joins the election");
-    let guard = lock.lock()?;
-    let token = guard.fencing_token()?;
-    info!("candidate {id} is LEADER (term token {token})");
-    let _ = elected.send(Term { leader: id, token });
-    // Lead: block until the lock may be gone. A real leader would also pause on Suspect and
-    // resume on Held; this one only ends on Lost.
-    loop {
-        match guard.wait_while_held(None) {
-            LockState::Lost => break,
-            LockState::Held => {}
-            // Suspect (and any state a later version adds): not sure of the lock, pause.
-            _ => {
-                warn!("candidate {id}: leadership suspect (connection suspended); pausing");
-                // Epoch first, then the state: a transition in between is not missed.
-                let epoch = conn.client.session().epoch();
-                if guard.state() == LockState::Suspect {
-                    conn.client.session().wait_for_change(epoch, None);
-                }
-            }
+/// A candidate: a selector whose callback leads until its leadership ends. The callback runs
+/// on the selector's thread; returning gives the leadership up.
+fn candidate(
+    id: usize,
+    conn: &TestClient,
+    elected: mpsc::Sender<Term>,
+) -> zk_locks::Result<LeaderSelector> {
+    let selector = LeaderSelector::new(conn.client.clone(), ELECTION, move |leadership| {
+        info!("candidate {id} is LEADER (term {})", leadership.term());
+        let _ = elected.send(Term {
+            leader: id,
+            token: leadership.term(),
+        });
+        // Lead: the work loop would check `leadership.ended()` between steps and pass the
+        // term to what it writes. Here: block until the leadership ends.
+        match leadership.wait_while_leading(None) {
+            LockState::Lost => warn!("candidate {id}: session gone — no longer leader"),
+            state => warn!("candidate {id}: leadership {state:?}; stepping down"),
         }
-    }
-    warn!("candidate {id}: session gone — no longer leader");
-    // A lost hold releases with `Ok` (its node went with the session): an error here is
-    // a real failure to clean up, which the operator should see.
-    if let Err(e) = guard.unlock() {
-        warn!("candidate {id}: releasing the lost leadership failed: {e}");
-    }
-    Ok(())
+    })?
+    .with_id(format!("candidate-{id}"));
+    info!("candidate {id} joins the election");
+    selector.start()?;
+    Ok(selector)
 }
 
 #[cfg(test)]

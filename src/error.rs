@@ -207,6 +207,16 @@ pub enum Error {
         path: String,
     },
 
+    /// A leader election call on a participant that is not in the election: a latch or
+    /// selector not started yet, or closed.
+    #[error("not taking part in the election at {path:?}: {reason}")]
+    NotParticipating {
+        /// The election's path.
+        path: String,
+        /// Why: `not started`, `closed`, `started already`.
+        reason: &'static str,
+    },
+
     /// Several locks failed to release (multi-lock): every failure, in release order.
     #[error("{} lock(s) failed to release: {}", .0.len(), .0.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("; "))]
     Multiple(Vec<Error>),

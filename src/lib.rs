@@ -165,11 +165,13 @@
 //! | [`locks::InterProcessSemaphoreMutex`] | `InterProcessSemaphoreMutex` | one lease, not reentrant |
 //! | [`locks::InterProcessMultiLock`] | `InterProcessMultiLock` | all or nothing over any of the above |
 //! | [`locks::Revoker`] | `Revoker` | ask a holder to release (`__REVOKE__`) |
+//! | [`LeaderLatch`] | `LeaderLatch` | leader election: await leadership, a [`Leadership`] with a term |
+//! | [`LeaderSelector`] | `LeaderSelector` | leader election: a callback runs while leading |
 //!
 //! All implement [`InterProcessLock`] (the semaphore hands out [`locks::Lease`]s instead).
 //! Runnable scenarios live in `recipes/` (`cargo run --example quickstart`, `lock_lost`,
-//! `fencing`, `fenced_config`, `multi_lock`, `leader_election`, `processes`, `stolen_lock`,
-//! `async_service`).
+//! `fencing`, `fenced_config`, `multi_lock`, `leader_election`, `leader_latch`, `processes`,
+//! `stolen_lock`, `async_service`).
 //!
 //! ## Curator compatibility
 //!
@@ -214,9 +216,9 @@ pub use error::{Error, Result};
 // Every recipe and the types one names with it, where the mutex is.
 pub use locks::{
     Acquire, CancelToken, HeldNode, InterProcessLock, InterProcessMultiLock, InterProcessMutex,
-    InterProcessReadWriteLock, InterProcessSemaphoreMutex, InterProcessSemaphoreV2, Lease,
-    LockEvent, LockGuard, LockObserver, LockState, OwnedLockGuard, Participant, ParticipantKind,
-    ReadLock, Revoker, SharedCount, WriteLock,
+    InterProcessReadWriteLock, InterProcessSemaphoreMutex, InterProcessSemaphoreV2, LeaderLatch,
+    LeaderSelector, Leadership, Lease, LockEvent, LockGuard, LockObserver, LockState,
+    OwnedLockGuard, Participant, ParticipantKind, ReadLock, Revoker, SharedCount, WriteLock,
 };
 pub use session::{ConnectionState, Session, SessionSnapshot};
 
@@ -236,8 +238,9 @@ pub use session::{ConnectionState, Session, SessionSnapshot};
 pub mod prelude {
     pub use crate::{
         Acquire, CancelToken, Error, InterProcessLock, InterProcessMultiLock, InterProcessMutex,
-        InterProcessReadWriteLock, InterProcessSemaphoreMutex, InterProcessSemaphoreV2, Lease,
-        LockGuard, LockState, OwnedLockGuard, Result, SharedClient, ZkClient,
+        InterProcessReadWriteLock, InterProcessSemaphoreMutex, InterProcessSemaphoreV2,
+        LeaderLatch, LeaderSelector, Leadership, Lease, LockGuard, LockState, OwnedLockGuard,
+        Result, SharedClient, ZkClient,
     };
 }
 

@@ -131,6 +131,15 @@ impl Drop for Scope {
     }
 }
 
+/// Runs `f` with `token` as the calling thread's current token (as a cancellable acquire
+/// does): every deadline of the thread passes once it is cancelled, and the waits on
+/// `client`'s session and the thread's waiters wake. What a leader election's own thread runs
+/// its waits under, so that closing the election (or ending a leadership) ends them.
+pub(crate) fn within<T>(token: &CancelToken, client: &SharedClient, f: impl FnOnce() -> T) -> T {
+    let _scope = Scope::enter(token, client);
+    f()
+}
+
 /// Runs a recipe's acquire as `how` says: `acquire(timeout)` with the token current on this
 /// thread. A token cancelled before the call: [`Error::Cancelled`] and no request; an acquire
 /// that ends without the lock while the token is cancelled: [`Error::Cancelled`]; an untimed

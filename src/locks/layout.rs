@@ -11,6 +11,10 @@ use crate::error::{Error, Result};
 /// A mutex's node name (Curator's `InterProcessMutex.LOCK_NAME`):
 /// `<path>/_c_<uuid>-lock-<seq>`.
 pub const LOCK_NAME: &str = "lock-";
+/// A leader latch's node name (Curator's `LeaderLatch.LOCK_NAME`):
+/// `<path>/_c_<uuid>-latch-<seq>`. A leader selector queues with [`LOCK_NAME`] nodes (its
+/// election is a mutex).
+pub const LATCH_NAME: &str = "latch-";
 /// A read/write lock's read node name (`<path>/_c_<uuid>-__READ__<seq>`).
 pub const READ_LOCK_NAME: &str = "__READ__";
 /// A read/write lock's write node name (`<path>/_c_<uuid>-__WRIT__<seq>`).
@@ -32,18 +36,23 @@ pub enum LockLayout {
     ReadWrite,
     /// A [`LEASE_PARENT`] directory (beside the [`LOCK_PARENT`] admission mutex).
     Semaphore,
+    /// [`LATCH_NAME`] nodes: a leader latch's election.
+    Latch,
 }
 
 impl LockLayout {
     /// The recipe a child of a lock directory belongs to, by its name: a [`LOCK_NAME`] node a
     /// mutex's (Curator's `_c_<uuid>-lock-` included), a [`READ_LOCK_NAME`] or
     /// [`WRITE_LOCK_NAME`] node a read/write lock's, the [`LOCK_PARENT`] and [`LEASE_PARENT`]
-    /// directories a semaphore's; `None` for a name no recipe makes.
+    /// directories a semaphore's, a [`LATCH_NAME`] node a leader latch's; `None` for a name no
+    /// recipe makes.
     pub fn of_child(child: &str) -> Option<LockLayout> {
         if child == LEASE_PARENT || child == LOCK_PARENT {
             Some(LockLayout::Semaphore)
         } else if child.contains(READ_LOCK_NAME) || child.contains(WRITE_LOCK_NAME) {
             Some(LockLayout::ReadWrite)
+        } else if child.contains(LATCH_NAME) {
+            Some(LockLayout::Latch)
         } else if child.contains(LOCK_NAME) {
             Some(LockLayout::Mutex)
         } else {
@@ -52,31 +61,34 @@ impl LockLayout {
     }
 
     /// Every recipe whose nodes `children` hold, each once, in the order mutex, read/write,
-    /// semaphore (empty when no child is a recipe's).
+    /// semaphore, leader latch (empty when no child is a recipe's).
     pub fn all_of_children(children: &[String]) -> Vec<LockLayout> {
         let found: Vec<LockLayout> = children.iter().filter_map(|c| Self::of_child(c)).collect();
         [
             LockLayout::Mutex,
             LockLayout::ReadWrite,
             LockLayout::Semaphore,
+            LockLayout::Latch,
         ]
         .into_iter()
         .filter(|kind| found.contains(kind))
         .collect()
     }
 
-    /// A short lower-case name: `mutex`, `read/write lock`, `semaphore`.
+    /// A short lower-case name: `mutex`, `read/write lock`, `semaphore`, `leader latch`.
     pub fn as_str(self) -> &'static str {
         match self {
             LockLayout::Mutex => "mutex",
             LockLayout::ReadWrite => "read/write lock",
             LockLayout::Semaphore => "semaphore",
+            LockLayout::Latch => "leader latch",
         }
     }
 
     /// Recognises the recipe from the children of a lock directory: a semaphore has a
-    /// [`LEASE_PARENT`] child, a read/write lock read or write nodes; anything else is read as
-    /// a mutex.
+    /// [`LEASE_PARENT`] child, a read/write lock read or write nodes, a leader latch
+    /// [`LATCH_NAME`] nodes; anything else is read as a mutex (a leader selector's election
+    /// is one).
     pub fn of_children(children: &[String]) -> LockLayout {
         if children.iter().any(|c| c == LEASE_PARENT) {
             LockLayout::Semaphore
@@ -85,6 +97,8 @@ impl LockLayout {
             .any(|c| c.contains(READ_LOCK_NAME) || c.contains(WRITE_LOCK_NAME))
         {
             LockLayout::ReadWrite
+        } else if children.iter().any(|c| c.contains(LATCH_NAME)) {
+            LockLayout::Latch
         } else {
             LockLayout::Mutex
         }
@@ -162,6 +176,10 @@ mod tests {
         assert_eq!(
             LockLayout::of_children(&names(&["_c_a-__READ__0000000001"])),
             LockLayout::ReadWrite
+        );
+        assert_eq!(
+            LockLayout::of_children(&names(&["_c_a-latch-0000000003"])),
+            LockLayout::Latch
         );
         assert_eq!(
             LockLayout::of_children(&names(&["locks", "leases"])),

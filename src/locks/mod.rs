@@ -3,7 +3,9 @@
 //! - [`InterProcessMutex`]: a reentrant mutex (Curator's `InterProcessMutex`);
 //! - [`InterProcessReadWriteLock`]: readers/writer, with downgrade;
 //! - [`InterProcessSemaphoreV2`] and [`InterProcessSemaphoreMutex`]: N leases, and one;
-//! - [`InterProcessMultiLock`]: all or nothing over any of them.
+//! - [`InterProcessMultiLock`]: all or nothing over any of them;
+//! - [`LeaderLatch`] and [`LeaderSelector`]: leader election (Curator's), leadership as a
+//!   [`Leadership`] value with a term.
 //!
 //! Each recipe's `participants()` lists its queue with the holders flagged ([`Participant`]);
 //! the names of its nodes and directories are the constants of Curator's layout
@@ -32,6 +34,7 @@ mod handoff_model;
 mod held;
 pub(crate) mod internals;
 mod layout;
+mod leader;
 mod multi;
 mod mutex;
 mod observe;
@@ -52,8 +55,11 @@ pub use driver::standard_sort_key;
 pub use guard::LockGuard;
 pub use held::{HeldNode, LockState};
 pub use layout::{
-    LockLayout, LEASE_BASE_NAME, LEASE_PARENT, LOCK_NAME, LOCK_PARENT, READ_LOCK_NAME,
+    LockLayout, LATCH_NAME, LEASE_BASE_NAME, LEASE_PARENT, LOCK_NAME, LOCK_PARENT, READ_LOCK_NAME,
     WRITE_LOCK_NAME,
+};
+pub use leader::{
+    CloseMode, LeaderLatch, LeaderLatchListener, LeaderListenerId, LeaderSelector, Leadership,
 };
 pub use multi::InterProcessMultiLock;
 pub use mutex::InterProcessMutex;

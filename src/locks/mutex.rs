@@ -97,6 +97,11 @@ impl InterProcessMutex {
         self
     }
 
+    /// Sets the data of the next nodes (a leader selector's id).
+    pub(crate) fn set_data(&mut self, data: Vec<u8>) {
+        self.data = Some(data);
+    }
+
     /// Replaces the retry policy (default: exponential backoff, 50 ms base, 10 retries).
     pub fn with_retry_policy(mut self, retry: Arc<dyn RetryPolicy>) -> Self {
         let i = &self.internals;

@@ -65,6 +65,14 @@ pub struct Participant {
     pub session_id: i64,
 }
 
+impl Participant {
+    /// The node's data as text: in a leader election, the participant id (Curator's
+    /// `Participant.getId()`, which decodes it as UTF-8; bytes that are not are replaced).
+    pub fn id(&self) -> std::borrow::Cow<'_, str> {
+        String::from_utf8_lossy(&self.data)
+    }
+}
+
 /// The queue of the lock directory `dir`: its children sorted by `order`, each with its data
 /// (read in one pipeline), and its kind and holder flag from `rule(sorted, index)`.
 ///

@@ -170,6 +170,8 @@ pub(crate) fn wait_on(
 ) -> LockState {
     let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
     let waiter = Arc::new(Waiter::default());
+    // A wait run under a cancel token (a leadership's) ends when it is cancelled.
+    let _cancel = super::cancel::wake_on_cancel(&waiter);
     let mut clients: Vec<(&SharedClient, ListenerId)> = Vec::new();
     for node in nodes {
         let client = node.client();

@@ -20,16 +20,19 @@ pub enum ParticipantKind {
     Write,
     /// A semaphore's lease node ([`crate::locks::LEASE_BASE_NAME`]).
     Lease,
+    /// A leader latch's node ([`crate::locks::LATCH_NAME`]).
+    Latch,
 }
 
 impl ParticipantKind {
-    /// A short lower-case name: `mutex`, `read`, `write`, `lease`.
+    /// A short lower-case name: `mutex`, `read`, `write`, `lease`, `latch`.
     pub fn as_str(self) -> &'static str {
         match self {
             ParticipantKind::Mutex => "mutex",
             ParticipantKind::Read => "read",
             ParticipantKind::Write => "write",
             ParticipantKind::Lease => "lease",
+            ParticipantKind::Latch => "latch",
         }
     }
 }

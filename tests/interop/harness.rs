@@ -43,8 +43,9 @@ pub(crate) fn classes() -> Option<&'static Path> {
                 return None;
             }
             let out = std::env::temp_dir().join(format!("zk-locks-interop-{}", std::process::id()));
-            let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop/Interop.java");
-            curator::compile(&[source], &out).expect("compile tests/interop/Interop.java");
+            let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop");
+            let sources = [dir.join("Interop.java"), dir.join("Leader.java")];
+            curator::compile(&sources, &out).expect("compile tests/interop/*.java");
             Some(out)
         })
         .as_deref()
@@ -79,6 +80,18 @@ impl Jvm {
         Jvm::spawn_with_env(classes, args, &[])
     }
 
+    /// The leader-election side (`Leader.java`) with `args`.
+    pub(crate) fn spawn_leader(classes: &Path, args: &[&str]) -> Jvm {
+        let command = curator::java(classes, "Leader").expect("java command");
+        Jvm::spawn_command(command, args)
+    }
+
+    /// Kills the process now (SIGKILL, as `kill -9`) and reaps it.
+    pub(crate) fn kill_now(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
     /// As [`Jvm::spawn`], with extra environment variables (`INTEROP_DIGEST=user:password`
     /// turns on digest credentials and `CREATOR_ALL_ACL`; `INTEROP_TLS_CA=ca.pem` TLS, which
     /// also puts the Netty jars on the class path).
@@ -89,10 +102,15 @@ impl Jvm {
         } else {
             curator::java(classes, "Interop")
         };
+        let mut command = command.expect("java command");
+        command.envs(env.iter().copied());
+        Jvm::spawn_command(command, args)
+    }
+
+    /// Starts `command` with `args`, its stdout read line by line.
+    fn spawn_command(mut command: std::process::Command, args: &[&str]) -> Jvm {
         let mut child = command
-            .expect("java command")
             .args(args)
-            .envs(env.iter().copied())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()

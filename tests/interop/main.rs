@@ -3,7 +3,7 @@
 //! list and sort each other's nodes identically; secured locks (digest credentials, ACLs, TLS)
 //! are shared the same way.
 //!
-//! The JVM side is `tests/interop/Interop.java`, compiled once per test process with `javac`.
+//! The JVM side is `tests/interop/Interop.java` (and `Leader.java` for the elections), compiled once per test process with `javac`.
 //! Critical sections are recorded on both sides with CLOCK_MONOTONIC nanoseconds
 //! (`clock_gettime` here, `System.nanoTime()` in OpenJDK on Linux, checked by the harness) and
 //! merged; the checker then counts holders over time.
@@ -14,11 +14,13 @@
 //! - `harness`: the Curator process, the Rust clients, the records and the checker;
 //! - `exclusion`: mutex, read/write lock and semaphore contended from both sides;
 //! - `queues`: waiting behind each other, listing and sorting the same queue;
+//! - `leader`: `LeaderLatch` and `LeaderSelector` of both runtimes in one election;
 //! - `revocation`: revoking in both directions;
 //! - `secured`: digest credentials with `CREATOR_ALL_ACL`, and a Curator peer over TLS.
 
 mod exclusion;
 mod harness;
+mod leader;
 mod queues;
 mod revocation;
 mod secured;

@@ -16,6 +16,7 @@ zklock - run a command while holding a ZooKeeper lock (Curator-compatible)
 
 USAGE:
     zklock [OPTIONS] PATH -- COMMAND [ARGS...]
+    zklock --elect [--id ID] [OPTIONS] PATH -- COMMAND [ARGS...]
     zklock [OPTIONS] holders [--semaphore N] [--json] PATH
 
 Options go before or after the subcommand and PATH (`zklock -c zk1:2181 holders /p` and
@@ -27,6 +28,12 @@ contend for the same lock. One PATH is one kind of lock: a PATH in use by anothe
 mutex, --read/--write, --semaphore) is refused (exit 69), as the kinds do not exclude each
 other.
 
+With --elect, zklock is an active/passive daemon: it runs COMMAND each time it is elected
+leader of PATH, and queues again when COMMAND exits or leadership is lost, until stopped by
+SIGINT/SIGTERM/SIGHUP. The election is Curator 5.4's LeaderSelector's (a mutex whose nodes
+hold the participant id), so zklock, zk-locks and Curator selectors elect one leader among
+them.
+
 OPTIONS:
     -c, --connect HOSTS        ZooKeeper connect string, e.g. zk1:2181,zk2:2181/chroot
                                (default: $ZK_CONNECT)
@@ -34,6 +41,10 @@ OPTIONS:
         --read                 take the read side of an InterProcessReadWriteLock
         --write                take the write side of an InterProcessReadWriteLock
         --semaphore N          take one lease of an InterProcessSemaphoreV2 with N leases
+        --elect                run COMMAND whenever elected leader, queueing again after each
+                               run (a LeaderSelector election), until stopped
+        --id ID                (--elect) the participant id stored in our node (default:
+                               `<host> <pid>`); Curator's getLeader() names it
         --session-timeout DUR  ZooKeeper session timeout (default 10s)
         --connect-timeout DUR  give up connecting (exit 69) after DUR (default: the session
                                timeout); servers that refuse are retried until then
@@ -62,7 +73,15 @@ up to 365days, --connect-timeout from 1ms to 365days, --session-timeout from 1ms
 -t=30s or --timeout=30s.
 
 The command sees ZKLOCK_PATH (the lock path), ZKLOCK_NODE (our lock node's full path) and
-ZKLOCK_FENCING_TOKEN (the node's czxid: pass it to resources that reject stale writers).
+ZKLOCK_FENCING_TOKEN (the node's czxid: pass it to resources that reject stale writers; with
+--elect, the leader's term, larger for every new leader).
+
+With --elect, each run follows the rules above, then: when COMMAND exits by itself, or
+leadership is lost (COMMAND terminated as a lost lock is), zklock gives up leadership, queues
+again (on a new session) and runs COMMAND again when elected. A stop signal while waiting
+(or between two runs) withdraws from the queue and exits 128+N; while COMMAND runs it is
+forwarded, and zklock exits with COMMAND's status once it ends, without queueing again. A command that cannot be
+started (126, 127) or a ZooKeeper failure (69, 70) also ends zklock.
 
 The command runs in a process group of its own, and every signal zklock sends goes to the
 whole group (the command and the helpers it starts). If the lock is lost while the command
@@ -79,14 +98,17 @@ included). Out of reach: a process that leaves the group (setsid, daemons). With
 --foreground the command is not the terminal's foreground job: reading from the terminal
 stops it (SIGTTIN).
 
-`holders` prints the lock's participants in queue order: state (holder/waiting), kind (each
-node's own: a PATH holding several kinds lists each kind's queue), node name and node data (zklock and zk-locks store `<host> <pid>`, Curator its IP address). For a
+`holders` prints the lock's participants in queue order: state (holder/waiting; leader for
+a LeaderLatch's `latch-` nodes), kind (each node's own: a PATH holding several kinds lists
+each kind's queue), node name and node data (zklock and zk-locks store `<host> <pid>`,
+Curator its IP address; in an election, the participant id). A LeaderSelector's election
+(zklock --elect) is a mutex: its holder is the leader. For a
 semaphore, --semaphore N tells the holders from the one lease waiting for room; without it
 every lease is listed as a holder. A lock with no participants (free, or no such path) lists
 nothing, says so on stderr and exits 1, as grep does when nothing matches.
 
 `holders --json` prints one JSON object per participant and line, in queue order, with the
-keys position (0 first), node (the node's name), path, kind (mutex, read, write, lease),
+keys position (0 first), node (the node's name), path, kind (mutex, read, write, lease, latch),
 is_holder, session_id (the node's owner in hex, as ZooKeeper prints it: 0x...), data and
 data_encoding: the node's data as text when it is UTF-8 (data_encoding utf-8), else as
 lower-case hex (data_encoding hex).
@@ -118,6 +140,7 @@ EXAMPLES:
     zklock --timeout 30s /locks/db-migration -- ./migrate up
     zklock --semaphore 3 /pools/encoder -- ffmpeg -i in.mp4 out.webm
     zklock --read /locks/catalog -- ./export-catalog
+    zklock --elect --id \"$(hostname)\" /elections/scheduler -- ./scheduler
     zklock holders /locks/nightly-report || echo 'the lock is free'
     zklock --connect-timeout 2s holders /locks/nightly-report
     ZK_AUTH=deploy:s3cret zklock --acl creator-all /locks/deploy -- ./deploy.sh
@@ -178,6 +201,10 @@ pub(crate) struct RunArgs {
     pub(crate) grace: Duration,
     /// `--foreground`: the command stays in zklock's process group.
     pub(crate) foreground: bool,
+    /// `--elect`: run the command whenever elected, queueing again after each run.
+    pub(crate) elect: bool,
+    /// `--id`: the participant id stored in our node (`--elect`).
+    pub(crate) id: Option<String>,
     pub(crate) kind: Kind,
     pub(crate) path: String,
     pub(crate) command: Vec<OsString>,
@@ -223,6 +250,8 @@ pub(crate) fn parse_cli(args: Vec<OsString>, env_connect: Option<String>) -> Res
     let mut timeout = None;
     let mut grace = Duration::from_secs(5);
     let mut foreground = false;
+    let mut elect = false;
+    let mut id = None;
     let mut kind = None;
     let mut semaphore = None;
     let mut holders_mode = false;
@@ -279,6 +308,8 @@ pub(crate) fn parse_cli(args: Vec<OsString>, env_connect: Option<String>) -> Res
                 grace = durations::wait("--grace", &text).map_err(Usage)?;
             }
             Long("foreground") => foreground = true,
+            Long("elect") => elect = true,
+            Long("id") => id = Some(value(&mut parser)?),
             Short('v') | Long("verbose") => verbose = verbose.saturating_add(1),
             Long("json") => json = true,
             Long("auth-file") => security.auth_file = Some(value(&mut parser)?),
@@ -341,7 +372,12 @@ pub(crate) fn parse_cli(args: Vec<OsString>, env_connect: Option<String>) -> Res
         if !command.is_empty() {
             return Err(Usage("holders takes no command".into()));
         }
-        if matches!(kind, Some(Kind::Read | Kind::Write)) || timeout.is_some() || foreground {
+        if matches!(kind, Some(Kind::Read | Kind::Write))
+            || timeout.is_some()
+            || foreground
+            || elect
+            || id.is_some()
+        {
             return Err(Usage(
                 "holders takes only --connect, --session-timeout, --connect-timeout, --auth-file, --acl, --tls-*, --semaphore, --json and -v".into(),
             ));
@@ -363,6 +399,14 @@ pub(crate) fn parse_cli(args: Vec<OsString>, env_connect: Option<String>) -> Res
     if json {
         return Err(Usage("--json is an option of holders".into()));
     }
+    if id.is_some() && !elect {
+        return Err(Usage("--id is an option of --elect".into()));
+    }
+    if elect && (kind.is_some() || timeout.is_some()) {
+        return Err(Usage(
+            "--elect runs an election: not with --read, --write, --semaphore or --timeout".into(),
+        ));
+    }
     Ok(Cli::Run(RunArgs {
         security,
         connect,
@@ -371,6 +415,8 @@ pub(crate) fn parse_cli(args: Vec<OsString>, env_connect: Option<String>) -> Res
         timeout,
         grace,
         foreground,
+        elect,
+        id,
         kind: kind.unwrap_or(Kind::Mutex),
         path,
         command,

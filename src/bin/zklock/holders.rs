@@ -5,7 +5,8 @@
 //! JSON dependency and zklock needs none for a flat object of strings, numbers and booleans.
 
 use zk_locks::locks::{
-    InterProcessReadWriteLock, InterProcessSemaphoreV2, LockLayout, Participant,
+    InterProcessReadWriteLock, InterProcessSemaphoreV2, LeaderLatch, LockLayout, Participant,
+    ParticipantKind,
 };
 use zk_locks::{Error, InterProcessMutex, SharedClient, ZkError};
 
@@ -35,7 +36,11 @@ pub(crate) fn holders(args: &HoldersArgs) -> i32 {
                     println!("{}", json_line(position, p));
                     continue;
                 }
-                let state = if p.is_holder { "holder" } else { "waiting" };
+                let state = match (p.is_holder, p.kind) {
+                    (true, ParticipantKind::Latch) => "leader",
+                    (true, _) => "holder",
+                    (false, _) => "waiting",
+                };
                 let data = String::from_utf8_lossy(&p.data);
                 println!("{state:<8} {:<9} {}  {}", p.kind, p.name, data.trim_end());
             }
@@ -101,6 +106,8 @@ fn participants(
             LockLayout::ReadWrite => {
                 InterProcessReadWriteLock::new(client, path)?.participants()?
             }
+            // Looked at only: the latch is never started.
+            LockLayout::Latch => LeaderLatch::new(client, path, "")?.participants()?,
             // A layout of a later version (the enum may grow) is listed as the mutex lists.
             _ => InterProcessMutex::new(client, path)?.participants()?,
         });

@@ -1,10 +1,11 @@
 //! Running the command under the lock: its environment, forwarding signals to it, terminating
 //! it when the lock is lost, releasing afterwards, and zklock's exit status. The command is a
 //! process group of its own ([`crate::group`]): every signal goes to the whole group (to the
-//! command alone with `--foreground`).
+//! command alone with `--foreground`). With `--elect`, rounds of the same follow each other
+//! until a stop signal, or a failure of zklock's own, ends one.
 
 use std::process::{Command, ExitStatus};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -19,16 +20,61 @@ use crate::signals;
 use crate::waiting::{acquire, Event, Held};
 
 /// Takes the lock, runs the command while holding it, releases it; returns the exit status.
+/// With `--elect`, does so again and again (each round queues anew) until a round ends for a
+/// stop signal or a failure of zklock's own.
 pub(crate) fn run(args: RunArgs) -> i32 {
+    // One channel and one signal thread for every round: a signal that lands between two
+    // rounds waits in the channel.
+    let (events_tx, events) = mpsc::channel();
+    if let Err(e) = signals::deliver_to(events_tx.clone()) {
+        eprintln!("zklock: cannot handle signals: {e}");
+        return exit::LOCK_ERROR;
+    }
+    loop {
+        match round(&args, &events_tx, &events) {
+            Round::Done(code) => return code,
+            Round::Again(code) if args.elect => {
+                // A stop signal that came once the command had ended: no new round.
+                if let Some(signo) = stop_signal_pending(&events) {
+                    eprintln!("zklock: stopped by signal {signo} between two runs");
+                    let _ = code;
+                    return exit::SIGNAL_BASE + signo;
+                }
+                log::info!("queueing again for leadership of {}", args.path);
+            }
+            Round::Again(code) => return code,
+        }
+    }
+}
+
+/// The first stop signal waiting in `events`, if any (other events of a round that is over
+/// are dropped).
+fn stop_signal_pending(events: &Receiver<Event>) -> Option<i32> {
+    events.try_iter().find_map(|event| match event {
+        Event::Signal(signo) if signals::is_stop(signo) => Some(signo),
+        _ => None,
+    })
+}
+
+/// How a round ended.
+enum Round {
+    /// zklock exits with this status.
+    Done(i32),
+    /// The command exited by itself (its status) or the lock was lost: with `--elect`, queue
+    /// again; else exit with the status.
+    Again(i32),
+}
+
+/// One round: take the lock, run the command while holding it, release it.
+fn round(args: &RunArgs, events_tx: &Sender<Event>, events: &Receiver<Event>) -> Round {
     let Held {
         client,
         node,
-        events,
         loss_tx,
         release_tx,
-    } = match acquire(&args) {
+    } = match acquire(args, events_tx, events) {
         Ok(held) => held,
-        Err(code) => return code,
+        Err(code) => return Round::Done(code),
     };
 
     // Phase 2: run the command; watch the lock meanwhile.
@@ -40,7 +86,7 @@ pub(crate) fn run(args: RunArgs) -> i32 {
                 args.path
             );
             close(&client);
-            return exit::LOCK_LOST;
+            return Round::Again(exit::LOCK_LOST);
         }
     };
     let mut cmd = Command::new(&args.command[0]);
@@ -58,29 +104,44 @@ pub(crate) fn run(args: RunArgs) -> i32 {
             eprintln!("zklock: cannot run {:?}: {e}", args.command[0]);
             let _ = release_tx.send(());
             close(&client);
-            return if e.kind() == std::io::ErrorKind::NotFound {
+            return Round::Done(if e.kind() == std::io::ErrorKind::NotFound {
                 exit::NOT_FOUND
             } else {
                 exit::CANNOT_EXECUTE
-            };
+            });
         }
     };
     watch_for_loss(node.clone(), loss_tx, args.session_timeout);
-    let outcome = supervise(running, &events, args.grace);
+    let (outcome, stopped) = supervise(running, events, node.path(), args.grace);
+    // A stop signal forwarded to the command ends zklock once the command has ended.
+    let end = |code| match stopped {
+        true => Round::Done(code),
+        false => Round::Again(code),
+    };
     match outcome {
         Outcome::Exited(status) => {
             // The worker releases (deletes our node); closing afterwards ends the session,
             // which would delete the node anyway if the release could not.
+            let mut late_stop = None;
             if release_tx.send(()).is_ok() {
                 let deadline = deadline_after(args.session_timeout);
-                while let Ok(event) = recv_until(&events, deadline) {
-                    if matches!(event, Event::Released) {
-                        break;
+                while let Ok(event) = recv_until(events, deadline) {
+                    match event {
+                        Event::Released => break,
+                        // Kept, not dropped: it ends an `--elect` daemon after this round.
+                        Event::Signal(signo) if signals::is_stop(signo) => late_stop = Some(signo),
+                        _ => {}
                     }
                 }
             }
             close(&client);
-            status_code(status)
+            match late_stop {
+                Some(signo) if args.elect => {
+                    eprintln!("zklock: stopped by signal {signo} after the command ended");
+                    Round::Done(exit::SIGNAL_BASE + signo)
+                }
+                _ => end(status_code(status)),
+            }
         }
         Outcome::LockLost(status) => {
             eprintln!(
@@ -90,7 +151,7 @@ pub(crate) fn run(args: RunArgs) -> i32 {
                 describe(status)
             );
             close(&client);
-            exit::LOCK_LOST
+            end(exit::LOCK_LOST)
         }
     }
 }
@@ -101,44 +162,57 @@ enum Outcome {
 }
 
 /// Waits for the command's leader to exit; forwards signals to its group; terminates the
-/// group when the lock is lost.
-fn supervise(running: Running, events: &Receiver<Event>, grace: Duration) -> Outcome {
+/// group when the lock is lost. True with the outcome when a stop signal was forwarded.
+fn supervise(
+    running: Running,
+    events: &Receiver<Event>,
+    node: &str,
+    grace: Duration,
+) -> (Outcome, bool) {
+    let mut stopped = false;
     loop {
         // Looked at before each wait: one SIGCHLD may stand for several exits, and the exit
         // may have come before this loop started.
         if running.has_exited() {
-            return Outcome::Exited(running.reap());
+            return (Outcome::Exited(running.reap()), stopped);
         }
         match events.recv() {
             Ok(Event::Signal(signo)) if signals::is_stop(signo) => {
                 log::info!("forwarding signal {signo} to the command");
+                stopped = true;
                 running.signal(signo);
             }
-            Ok(Event::Lost) => return Outcome::LockLost(terminate(running, events, grace, None)),
-            Ok(Event::Expiring(by)) => {
+            Ok(Event::Lost(lost)) if lost == node => {
+                let (status, stop) = terminate(running, events, grace, None);
+                return (Outcome::LockLost(status), stopped || stop);
+            }
+            Ok(Event::Expiring(lost, by)) if lost == node => {
                 log::warn!(
                     "the lock's session may expire in {:?} and no server confirmed it: \
                      stopping the command before another holder can start",
                     by.saturating_duration_since(Instant::now())
                 );
-                return Outcome::LockLost(terminate(running, events, grace, Some(by)));
+                let (status, stop) = terminate(running, events, grace, Some(by));
+                return (Outcome::LockLost(status), stopped || stop);
             }
             Ok(_) => {}
             // Nobody left to report anything (cannot happen while the signal thread runs).
-            Err(_) => return Outcome::Exited(running.reap()),
+            Err(_) => return (Outcome::Exited(running.reap()), stopped),
         }
     }
 }
 
 /// SIGTERM to the group; once the leader exits, or `grace` passes, or `by` comes (the moment
 /// the session can expire), SIGKILL to what is left of the group (the lock is gone or may be
-/// gone: nothing of the command may run on); returns the leader's status.
+/// gone: nothing of the command may run on); returns the leader's status, and true when a
+/// stop signal came meanwhile.
 fn terminate(
     running: Running,
     events: &Receiver<Event>,
     grace: Duration,
     by: Option<Instant>,
-) -> ExitStatus {
+) -> (ExitStatus, bool) {
+    let mut stopped = false;
     running.signal(libc::SIGTERM);
     // `grace` is at most a year (checked at parsing); `None` would wait without limit.
     let deadline = match (deadline_after(grace), by) {
@@ -147,7 +221,10 @@ fn terminate(
     };
     while !running.has_exited() {
         match recv_until(events, deadline) {
-            Ok(Event::Signal(signo)) if signals::is_stop(signo) => running.signal(signo),
+            Ok(Event::Signal(signo)) if signals::is_stop(signo) => {
+                stopped = true;
+                running.signal(signo);
+            }
             Ok(_) => {}
             Err(RecvTimeoutError::Timeout) => {
                 log::warn!("the command did not exit in time after SIGTERM; sending SIGKILL");
@@ -157,7 +234,7 @@ fn terminate(
         }
     }
     running.signal(libc::SIGKILL);
-    running.reap()
+    (running.reap(), stopped)
 }
 
 /// The next event, waiting at most until `deadline` (`None`: without limit).
@@ -202,7 +279,7 @@ fn watch_for_loss(node: Arc<HeldNode>, tx: Sender<Event>, timeout: Duration) {
             let epoch = session.epoch();
             match node.wait_while_held(None) {
                 LockState::Lost => {
-                    let _ = tx.send(Event::Lost);
+                    let _ = tx.send(Event::Lost(node.path().to_string()));
                     return;
                 }
                 LockState::Suspect => {
@@ -216,7 +293,7 @@ fn watch_for_loss(node: Arc<HeldNode>, tx: Sender<Event>, timeout: Duration) {
                         .unwrap_or(safe_until);
                     session.wait_for_change(epoch, Some(stop_at));
                     if Instant::now() >= stop_at && node.state() != LockState::Held {
-                        let _ = tx.send(Event::Expiring(safe_until));
+                        let _ = tx.send(Event::Expiring(node.path().to_string(), safe_until));
                         return;
                     }
                 }

@@ -31,11 +31,13 @@ pub(crate) enum Event {
     /// The wait was cancelled (after a stop signal): the worker's node is deleted.
     Cancelled,
     Failed(Error),
-    /// The watcher saw the lock lost.
-    Lost,
-    /// The watcher saw the lock `Suspect` until close to the moment its session can expire
-    /// (`Session::safe_until`, given): the command must be gone by then.
-    Expiring(Instant),
+    /// The watcher saw the lock held through this node (its path) lost. Named, so that a
+    /// watcher of an earlier `--elect` round cannot pass for the current one's.
+    Lost(String),
+    /// The watcher saw the lock held through this node (its path) `Suspect` until close to
+    /// the moment its session can expire (`Session::safe_until`, given): the command must be
+    /// gone by then.
+    Expiring(String, Instant),
     /// The worker released the lock (after main asked).
     Released,
     /// A signal zklock handles (see [`crate::signals`]).
@@ -46,8 +48,6 @@ pub(crate) enum Event {
 pub(crate) struct Held {
     pub(crate) client: Option<Arc<NativeClient>>,
     pub(crate) node: Arc<HeldNode>,
-    /// What the worker (and the loss watcher) report.
-    pub(crate) events: Receiver<Event>,
     /// For the watcher that reports a lost lock.
     pub(crate) loss_tx: Sender<Event>,
     /// Tells the worker to release.
@@ -55,13 +55,15 @@ pub(crate) struct Held {
 }
 
 /// Starts the worker and waits, interruptibly, until it holds the lock. `Err` is the exit
-/// status when it does not (timed out, not connected, not allowed, interrupted).
-pub(crate) fn acquire(args: &RunArgs) -> Result<Held, i32> {
-    let (events_tx, events) = mpsc::channel();
-    if let Err(e) = signals::deliver_to(events_tx.clone()) {
-        eprintln!("zklock: cannot handle signals: {e}");
-        return Err(exit::LOCK_ERROR);
-    }
+/// status when it does not (timed out, not connected, not allowed, interrupted). The worker
+/// reports on `events_tx`, where the signals arrive too (one channel for every round of
+/// `--elect`, so that no signal falls between two rounds).
+pub(crate) fn acquire(
+    args: &RunArgs,
+    events_tx: &Sender<Event>,
+    events: &Receiver<Event>,
+) -> Result<Held, i32> {
+    let events_tx = events_tx.clone();
     let loss_tx = events_tx.clone();
     let (release_tx, release_rx) = mpsc::channel::<()>();
     let cancel = CancelToken::new();
@@ -74,6 +76,7 @@ pub(crate) fn acquire(args: &RunArgs) -> Result<Held, i32> {
         kind: args.kind,
         path: args.path.clone(),
         timeout: args.timeout,
+        id: args.elect.then(|| args.id.clone()).flatten(),
     };
     let spawned = std::thread::Builder::new()
         .name("zklock-holder".into())
@@ -98,7 +101,7 @@ pub(crate) fn acquire(args: &RunArgs) -> Result<Held, i32> {
                     args.path
                 );
                 // Cancelling the wait deletes our node, so the queue moves on at once.
-                withdraw(&cancel, &events, &mut client, args);
+                withdraw(&cancel, events, &mut client, args);
                 close(&client);
                 return Err(exit::SIGNAL_BASE + signo);
             }
@@ -130,8 +133,8 @@ pub(crate) fn acquire(args: &RunArgs) -> Result<Held, i32> {
             }
             Event::Signal(_)
             | Event::Cancelled
-            | Event::Lost
-            | Event::Expiring(_)
+            | Event::Lost(_)
+            | Event::Expiring(..)
             | Event::Released => {}
         }
     };
@@ -139,7 +142,6 @@ pub(crate) fn acquire(args: &RunArgs) -> Result<Held, i32> {
     Ok(Held {
         client,
         node,
-        events,
         loss_tx,
         release_tx,
     })
@@ -189,6 +191,8 @@ struct Request {
     kind: Kind,
     path: String,
     timeout: Option<Duration>,
+    /// `--elect --id`: the mutex node's data (a LeaderSelector's participant id).
+    id: Option<String>,
 }
 
 /// The worker: connects, acquires, reports, and releases when told to (on the same thread,
@@ -215,9 +219,13 @@ fn hold(request: &Request, events: &Sender<Event>, release: &Receiver<()>) {
         how = how.timeout(t);
     }
     let result = match request.kind {
-        Kind::Mutex => {
-            InterProcessMutex::new(shared, path).and_then(|m| hold_lock(&m, &how, events, release))
-        }
+        Kind::Mutex => InterProcessMutex::new(shared, path).and_then(|m| {
+            let m = match &request.id {
+                Some(id) => m.with_data(id.as_bytes()),
+                None => m,
+            };
+            hold_lock(&m, &how, events, release)
+        }),
         Kind::Read => InterProcessReadWriteLock::new(shared, path)
             .and_then(|rw| hold_lock(rw.read_lock(), &how, events, release)),
         Kind::Write => InterProcessReadWriteLock::new(shared, path)

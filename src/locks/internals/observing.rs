@@ -10,7 +10,7 @@ use crate::error::Result;
 
 use super::super::driver::LockDriver;
 use super::super::held::HeldNode;
-use super::super::layout::{LEASE_BASE_NAME, READ_LOCK_NAME, WRITE_LOCK_NAME};
+use super::super::layout::{LATCH_NAME, LEASE_BASE_NAME, READ_LOCK_NAME, WRITE_LOCK_NAME};
 use super::super::observe::{LockObserver, Observe};
 use super::super::participants::ParticipantKind;
 use super::LockInternals;
@@ -26,6 +26,7 @@ pub(super) fn observe_for(
         READ_LOCK_NAME => ParticipantKind::Read,
         WRITE_LOCK_NAME => ParticipantKind::Write,
         LEASE_BASE_NAME => ParticipantKind::Lease,
+        LATCH_NAME => ParticipantKind::Latch,
         _ => ParticipantKind::Mutex,
     };
     Arc::new(Observe::new(client.lock_observer(), base_path, kind))

@@ -1,0 +1,270 @@
+//! Leader election across Rust and Curator: `LeaderLatch`es of both runtimes on one path,
+//! then `LeaderSelector`s. Exactly one leader at a time (the leadership spells of every
+//! participant, on one clock, never overlap), Curator's `getLeader()` and ours name the same
+//! id, and leadership moves when the leader closes, yields, or its process is killed
+//! (`kill -9`: the JVM's session times out after 2 s).
+
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use zk_locks::locks::{CloseMode, LeaderLatch, LeaderLatchListener, LeaderSelector, Leadership};
+use zk_locks::testing::harness::{eventually, unique_root};
+
+use crate::harness::*;
+
+/// One Curator participant (`Leader.java`), and whether it says it leads.
+struct Peer {
+    jvm: Jvm,
+    leading: bool,
+}
+
+impl Peer {
+    fn start(classes: &std::path::Path, connect: &str, kind: &str, path: &str, id: &str) -> Peer {
+        let mut peer = Peer {
+            jvm: Jvm::spawn_leader(classes, &[connect, kind, path, id]),
+            leading: false,
+        };
+        peer.reply("CLOCK ");
+        peer.reply("READY");
+        peer
+    }
+
+    /// The next line that is not a leadership event (those update `leading`); it must start
+    /// with `prefix`.
+    fn reply(&mut self, prefix: &str) -> String {
+        loop {
+            let line = self.jvm.expect("");
+            match line.as_str() {
+                "LEADING" => self.leading = true,
+                "NOT-LEADING" => self.leading = false,
+                _ if line.starts_with(prefix) => return line,
+                _ => panic!("expected {prefix:?} from Curator, got {line:?}"),
+            }
+        }
+    }
+
+    fn ask(&mut self, command: &str, prefix: &str) -> String {
+        self.jvm.send(command);
+        self.reply(prefix)
+    }
+
+    /// Curator's `getLeader()`: its id and flag.
+    fn leader(&mut self) -> (String, bool) {
+        let line = self.ask("LEADER", "LEADER ");
+        let f: Vec<&str> = line.split(' ').collect();
+        (f[1].to_string(), f[2] == "true")
+    }
+
+    /// Curator's `getParticipants()`: ids and flags in its order.
+    fn participants(&mut self) -> Vec<(String, bool)> {
+        self.jvm.send("PARTICIPANTS");
+        let mut out = Vec::new();
+        loop {
+            let line = self.reply("");
+            if line == "END" {
+                return out;
+            }
+            let f: Vec<&str> = line.split(' ').collect();
+            out.push((f[1].to_string(), f[2] == "true"));
+        }
+    }
+
+    fn has_leadership(&mut self) -> bool {
+        self.ask("HAS", "HAS ") == "HAS true"
+    }
+
+    /// Blocks until Curator says it leads.
+    fn wait_leading(&mut self) {
+        while !self.leading {
+            let line = self.jvm.expect("");
+            match line.as_str() {
+                "LEADING" => self.leading = true,
+                "NOT-LEADING" => self.leading = false,
+                _ => panic!("unexpected {line:?} from Curator"),
+            }
+        }
+    }
+
+    /// Its records so far (the process keeps running).
+    fn dump(&mut self) -> Vec<Record> {
+        self.jvm.send("DUMP");
+        self.records()
+    }
+
+    /// Closes it (its exit recorded first) and returns its records.
+    fn close(mut self) -> Vec<Record> {
+        self.jvm.send("CLOSE");
+        let records = self.records();
+        self.reply("CLOSED");
+        self.jvm.finish();
+        records
+    }
+
+    fn records(&mut self) -> Vec<Record> {
+        let mut out = Vec::new();
+        loop {
+            let line = self.reply("");
+            if line == "END" {
+                return out;
+            }
+            out.push(Record::parse(&line));
+        }
+    }
+
+    /// `kill -9`: its records so far, and its exit recorded now (it can lead no longer).
+    fn kill(mut self, id: &str) -> Vec<Record> {
+        let mut records = self.dump();
+        self.jvm.kill_now();
+        records.push(Record::now(false, 'x', id));
+        records
+    }
+}
+
+type Records = Arc<Mutex<Vec<Record>>>;
+
+/// A Rust latch's spells, recorded on the shared clock.
+struct Spells(Records, String);
+
+impl LeaderLatchListener for Spells {
+    fn is_leader(&self, _: &Leadership) {
+        self.0.lock().unwrap().push(Record::now(true, 'x', &self.1));
+    }
+    fn not_leader(&self) {
+        self.0
+            .lock()
+            .unwrap()
+            .push(Record::now(false, 'x', &self.1));
+    }
+}
+
+fn rust_latch(connect: &str, path: &str, id: &str, records: &Records) -> LeaderLatch {
+    let latch = LeaderLatch::new(rust_client(connect), path, id)
+        .unwrap()
+        .with_close_mode(CloseMode::NotifyLeader);
+    latch.add_listener(Arc::new(Spells(records.clone(), id.to_string())));
+    latch.start().unwrap();
+    latch
+}
+
+fn ids(participants: Vec<zk_locks::locks::Participant>) -> Vec<(String, bool)> {
+    participants
+        .iter()
+        .map(|p| (p.id().into_owned(), p.is_holder))
+        .collect()
+}
+
+fn pairs(v: &[(&str, bool)]) -> Vec<(String, bool)> {
+    v.iter().map(|(id, l)| (id.to_string(), *l)).collect()
+}
+
+#[test]
+fn latches_of_both_runtimes_elect_one_leader_and_agree_on_it() {
+    let Some((connect, classes)) = setup() else {
+        return;
+    };
+    let path = format!("{}/election", unique_root("leader-latch"));
+    let rust: Records = Arc::default();
+    // Queue order: jvm-1, rust-a, jvm-2.
+    let mut j1 = Peer::start(classes, &connect, "latch", &path, "jvm-1");
+    j1.wait_leading();
+    let a = rust_latch(&connect, &path, "rust-a", &rust);
+    eventually(PATIENCE, "rust-a queued", || {
+        a.participants().unwrap().len() == 2
+    });
+    let mut j2 = Peer::start(classes, &connect, "latch", &path, "jvm-2");
+    eventually(PATIENCE, "jvm-2 queued", || {
+        a.participants().unwrap().len() == 3
+    });
+
+    let queue = pairs(&[("jvm-1", true), ("rust-a", false), ("jvm-2", false)]);
+    assert_eq!(ids(a.participants().unwrap()), queue);
+    assert_eq!(j1.participants(), queue);
+    assert_eq!(j2.leader(), ("jvm-1".to_string(), true));
+    assert!(!a.has_leadership() && !j2.has_leadership() && j1.has_leadership());
+
+    let mut records = j1.close(); // leadership moves to rust-a
+    let led = a
+        .await_leadership_for(PATIENCE)
+        .unwrap()
+        .expect("rust-a leads");
+    assert_eq!(j2.leader(), ("rust-a".to_string(), true));
+    assert!(!j2.has_leadership());
+
+    a.close().unwrap(); // to jvm-2
+    assert_eq!(led.state(), zk_locks::LockState::Lost);
+    j2.wait_leading();
+    let b = rust_latch(&connect, &path, "rust-b", &rust);
+    eventually(PATIENCE, "rust-b queued", || {
+        b.participants().unwrap().len() == 2
+    });
+    assert_eq!(b.leader().unwrap().unwrap().id(), "jvm-2");
+
+    records.extend(j2.kill("jvm-2")); // kill -9: rust-b leads once the session expires
+    b.await_leadership_for(PATIENCE)
+        .unwrap()
+        .expect("rust-b leads");
+    b.close().unwrap();
+    records.extend(rust.lock().unwrap().iter().cloned());
+    let (peak, switches) = check(records, 1).unwrap();
+    assert_eq!(peak, 1);
+    assert!(switches >= 3, "leadership changed side {switches} times");
+}
+
+#[test]
+fn selectors_of_both_runtimes_take_turns_and_agree_on_the_leader() {
+    let Some((connect, classes)) = setup() else {
+        return;
+    };
+    let path = format!("{}/election", unique_root("leader-selector"));
+    let rust: Records = Arc::default();
+    let mut j1 = Peer::start(classes, &connect, "selector", &path, "jvm-1");
+    j1.wait_leading();
+    let (led_tx, led) = mpsc::channel::<Leadership>();
+    let spells = rust.clone();
+    let a = LeaderSelector::new(rust_client(&connect), &path, move |l| {
+        spells
+            .lock()
+            .unwrap()
+            .push(Record::now(true, 'x', "rust-a"));
+        let _ = led_tx.send(l.clone());
+        while !l.ended().is_cancelled() {
+            l.wait_while_leading(Some(Duration::from_millis(50)));
+        }
+        spells
+            .lock()
+            .unwrap()
+            .push(Record::now(false, 'x', "rust-a"));
+    })
+    .unwrap()
+    .with_id("rust-a");
+    a.auto_requeue();
+    a.start().unwrap();
+    eventually(PATIENCE, "rust-a queued", || {
+        a.participants().unwrap().len() == 2
+    });
+    assert_eq!(a.leader().unwrap().unwrap().id(), "jvm-1");
+    assert_eq!(j1.leader(), ("jvm-1".to_string(), true));
+    assert_eq!(j1.participants(), ids(a.participants().unwrap()));
+
+    j1.jvm.send("YIELD"); // Curator's takeLeadership returns: rust-a leads, jvm-1 requeues
+    let first = led.recv_timeout(PATIENCE).expect("rust-a leads");
+    eventually(PATIENCE, "jvm-1 requeued", || {
+        a.participants().unwrap().len() == 2
+    });
+    assert_eq!(j1.leader(), ("rust-a".to_string(), true));
+    assert!(!j1.has_leadership());
+
+    a.interrupt_leadership(); // back to jvm-1
+    j1.wait_leading();
+    assert_eq!(a.leader().unwrap().unwrap().id(), "jvm-1");
+
+    let mut records = j1.kill("jvm-1"); // kill -9: rust-a leads again
+    let second = led.recv_timeout(PATIENCE).expect("rust-a leads again");
+    assert!(second.term() > first.term());
+    a.close().unwrap();
+    records.extend(rust.lock().unwrap().iter().cloned());
+    let (peak, switches) = check(records, 1).unwrap();
+    assert_eq!(peak, 1);
+    assert!(switches >= 3, "leadership changed side {switches} times");
+}
