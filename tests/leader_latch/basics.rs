@@ -220,6 +220,8 @@ fn closing_ends_every_wait() {
         b.close().unwrap();
     });
     let c = started(e.connect(), "c");
+    // c queues first: d's thread could otherwise create its node before c's does.
+    wait_participants(&c, 1);
     let d = started(e.connect(), "d");
     c.await_leadership().unwrap();
     std::thread::scope(|s| {
