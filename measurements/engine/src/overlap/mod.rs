@@ -10,8 +10,9 @@
 //!   off from the other two at a random point of the holder's first `T/3`; the waiter on the
 //!   majority side. Needs root and `ip` (`zk_locks::testing::partition`).
 //! - **frozen link**: one server (tickTime 500 ms); the holder through a `FaultProxy` frozen
-//!   (no byte either way, sockets open) at a random point of its first `T/3` until the waiter
-//!   has the lock; the waiter straight on the server.
+//!   (no byte either way, sockets open) at a random point of its first `T/3`, until the holder
+//!   stopped (a link that came back sooner would tell it at once); the waiter straight on the
+//!   server.
 //!
 //! Each holder stops by its library's rule: zk-locks when its guard leaves `Held`
 //! (`wait_while_held` returns); Curator when its application sees `LOST`, or `SUSPENDED`
@@ -132,15 +133,16 @@ fn outcome(
     fault: Fault,
     session: Duration,
     struck: u64,
-    on_granted: impl FnOnce(),
+    heal: impl FnOnce(),
 ) -> Result<Trial, String> {
     let granted = waiting
         .recv_timeout(bound + Duration::from_secs(30))
         .ok()
         .flatten();
-    on_granted();
     let waited = Duration::from_nanos(mono_ns().saturating_sub(struck));
     let ends = holder.ends(bound.saturating_sub(waited))?;
+    // Healed only once the holder stopped: a link back earlier would tell it at once.
+    heal();
     holder.close()?;
     let trial = Trial {
         fault,
@@ -195,7 +197,7 @@ fn partition_trial(
     trial
 }
 
-/// One frozen-link trial: the holder through a proxy frozen until the waiter has the lock.
+/// One frozen-link trial: the holder through a proxy frozen until it stopped.
 fn frozen_trial(
     server: &TestingServer,
     holder: &mut dyn Holder,
