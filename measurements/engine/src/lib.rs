@@ -4,6 +4,12 @@
 //!   `measurements/compare.rs`, the test `tests/compare_smoke.rs`);
 //! - [`failover`]: zk-locks against Curator 5.4 on a 3-member cluster while the leader or
 //!   the holder's member dies or freezes (the program `measurements/failover.rs`);
+//! - [`holder_cost`]: the requests and leader CPU that proving holders' sessions to the quorum
+//!   costs, idle against holding (the program `measurements/holder_cost.rs`, the test
+//!   `tests/holder_cost_smoke.rs`);
+//! - [`overlap`]: zk-locks against Curator 5.4 when the leader expires a holder's session that
+//!   still hears from its member (a follower cut off, a link frozen past the session): how
+//!   long two holders believe they hold one mutex (the program `measurements/overlap.rs`);
 //! - [`torture`]: sessions loop on every recipe while faults strike, then a checker proves
 //!   exclusion and fencing (the soak `measurements/torture.rs`, `rw_exclusion_loop.rs`, and
 //!   the CI-sized run `tests/torture.rs`).
@@ -12,5 +18,7 @@
 
 pub mod compare;
 pub mod failover;
+pub mod holder_cost;
 mod java_driver;
+pub mod overlap;
 pub mod torture;

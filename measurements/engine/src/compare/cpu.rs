@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 
 /// The id of the local process listening on `addr`'s port, if any (the ZooKeeper server when
 /// it runs on this machine under a user whose `/proc` entries we can read).
-pub(super) fn listening_pid(addr: SocketAddr) -> Option<u32> {
+pub(crate) fn listening_pid(addr: SocketAddr) -> Option<u32> {
     let inode = ["/proc/net/tcp", "/proc/net/tcp6"]
         .iter()
         .filter_map(|table| std::fs::read_to_string(table).ok())
@@ -38,7 +38,7 @@ fn listening_inode(table: &str, port: u16) -> Option<u64> {
 }
 
 /// User plus system CPU time of process `pid` (all its threads) so far, in nanoseconds.
-pub(super) fn process_cpu_ns(pid: u32) -> Option<u64> {
+pub(crate) fn process_cpu_ns(pid: u32) -> Option<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The command name (field 2) may hold spaces: count fields after its closing parenthesis,
     // where `state` is the first; utime and stime are fields 14 and 15 of the whole line.

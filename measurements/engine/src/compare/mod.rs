@@ -16,7 +16,7 @@
 //! - `report`: the markdown table ([`render`]);
 //! - [`queue`]: the long queue (1,000 waiters on one mutex), run on its own ([`queue::run_queues`]).
 
-mod cpu;
+pub(crate) mod cpu;
 mod curator_side;
 pub mod mixed;
 mod ours;
