@@ -1,7 +1,7 @@
 //! The real environment: a 3-node cluster, every session reaching every member through
-//! its own fault proxy.
+//! its own fault proxy; optionally each member in its own network namespace, so that a member
+//! can be cut off from the others ([`FaultKind::MemberPartition`]).
 
-use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
@@ -25,23 +25,34 @@ pub struct RealEnv {
     pub(super) last_outage: Mutex<Duration>,
 }
 
-pub(super) fn member_addr(cluster: &TestingCluster, i: usize) -> SocketAddr {
-    SocketAddr::from(([127, 0, 0, 1], cluster.port(i)))
-}
-
 impl RealEnv {
-    /// Starts the cluster, the proxies and `sessions` clients of `kind`.
+    /// Starts the cluster on loopback, the proxies and `sessions` clients of `kind`.
     pub fn start(
         sessions: usize,
         session_timeout: Duration,
         kind: ClientKind,
     ) -> zk_locks::Result<RealEnv> {
-        let cluster = TestingCluster::start(3)?;
+        Self::start_with(sessions, session_timeout, kind, false)
+    }
+
+    /// [`RealEnv::start`], with each member in its own network namespace when `namespaces`
+    /// (needed by [`FaultKind::MemberPartition`]; see
+    /// [`partition::available`](zk_locks::testing::partition::available)). The servers'
+    /// clock is the test kit's default either way (tickTime 500 ms, syncLimit 10).
+    pub fn start_with(
+        sessions: usize,
+        session_timeout: Duration,
+        kind: ClientKind,
+        namespaces: bool,
+    ) -> zk_locks::Result<RealEnv> {
+        let cluster = TestingCluster::builder(3)
+            .network_namespaces(namespaces)
+            .start()?;
         let mut proxies = Vec::new();
         let mut clients = Vec::new();
         for s in 0..sessions {
             let mine = (0..cluster.len())
-                .map(|i| FaultProxy::start(member_addr(&cluster, i)))
+                .map(|i| FaultProxy::start(cluster.address(i)))
                 .collect::<zk_locks::Result<Vec<_>>>()?;
             // Rotated so the sessions' first choices spread over the members.
             let n = mine.len();
@@ -89,6 +100,56 @@ impl RealEnv {
             }
             client.session().wait_for_change(s.epoch, Some(deadline));
         }
+    }
+
+    /// The member session `victim` is connected to, as the members' `cons` tell.
+    fn member_of(&self, victim: usize) -> Option<usize> {
+        let id = self.client(victim).session().snapshot().session_id?;
+        let sid = format!("sid=0x{id:x}");
+        (0..self.cluster.len()).find(|&i| {
+            self.cluster
+                .four_letter(i, "cons")
+                .is_ok_and(|cons| cons.contains(&sid))
+        })
+    }
+
+    /// Cuts off the follower session `victim` is on (a victim on the leader is first moved
+    /// to a follower: its link to the leader cut, and refused until it is elsewhere) for 1.5
+    /// session timeouts, then heals it and waits for the quorum. Had the session stayed on the
+    /// cut member, the leader would have expired it by the heal (it hears no touch of it),
+    /// while the member, still short of syncLimit × tickTime (5 s) without the leader, goes on
+    /// answering its pings: the session must move to the majority side by itself.
+    fn partition_member(&self, victim: usize) -> Result<(), String> {
+        let patience = self.session_timeout * 4;
+        let on = |pick: &dyn Fn(usize) -> bool| {
+            let deadline = Instant::now() + patience;
+            loop {
+                match self.member_of(victim) {
+                    Some(m) if pick(m) => return Ok(m),
+                    _ if Instant::now() >= deadline => {
+                        return Err("the victim's session is on no member (cons)".to_string())
+                    }
+                    // Polling the members' `cons`: nothing to wait on.
+                    _ => pause(Duration::from_millis(100)),
+                }
+            }
+        };
+        let leader = self.cluster.leader().ok_or("no leader")?;
+        let mut member = on(&|_| true)?;
+        if member == leader {
+            let to_leader = &self.proxies[victim][leader];
+            to_leader.refuse(true);
+            to_leader.cut();
+            let moved = on(&|m| m != leader);
+            to_leader.refuse(false);
+            member = moved?;
+        }
+        self.cluster.cut_off(member).map_err(|e| e.to_string())?;
+        pause(self.session_timeout * 3 / 2);
+        self.cluster.heal(member).map_err(|e| e.to_string())?;
+        self.cluster
+            .wait_for_quorum(Duration::from_secs(90))
+            .map_err(|e| e.to_string())
     }
 
     pub(super) fn restart_member(&self, i: usize) -> Result<(), String> {
@@ -184,6 +245,7 @@ impl Env for RealEnv {
                     .wait_for_quorum(Duration::from_secs(90))
                     .map_err(|e| e.to_string())
             }
+            FaultKind::MemberPartition => self.partition_member(victim),
             FaultKind::CreateLookupLoss
             | FaultKind::AdmissionLeaseLoss
             | FaultKind::DowngradeSilentSession => {
@@ -196,6 +258,10 @@ impl Env for RealEnv {
         for p in self.proxies.iter().flatten() {
             p.thaw();
             p.refuse(false);
+        }
+        for i in 0..self.cluster.len() {
+            // Fails only on a cluster without namespaces, where no member can be cut off.
+            let _ = self.cluster.heal(i);
         }
     }
 
