@@ -257,6 +257,8 @@ pub struct Summary {
     /// session was lost although no fault longer than the session timeout hit it. 0 is
     /// required of a client that keeps its session through cuts and server restarts.
     pub spurious_losses: u64,
+    /// Members that exited on their own (crashed) and were restarted by the environment.
+    pub member_crashes: u64,
     /// Leader restarts after which no leader served for a session timeout or more (faults
     /// longer than the session timeout for every session).
     pub long_elections: u64,
@@ -317,7 +319,8 @@ impl Summary {
              violations={} \
              fencing={{accepted={} rejected={} stale-accepted={} rejected-valid={} probes={} \
              probes-refused={} probe-holders-not-lost={}}} stale-counts={} revocations={{requests={} calls={} violations={}}} panics={} hung={} orphans={} \
-             leaked-watches={{live={} closed={}}} spurious-losses={} long-elections={}",
+             leaked-watches={{live={} closed={}}} spurious-losses={} long-elections={} \
+             member-crashes={}",
             self.backend,
             self.sessions,
             self.duration.as_secs_f64(),
@@ -351,6 +354,7 @@ impl Summary {
             self.watches_closed,
             self.spurious_losses,
             self.long_elections,
+            self.member_crashes,
         )
     }
 }

@@ -217,6 +217,11 @@ pub trait Env: Sync {
     fn last_outage(&self) -> Duration {
         Duration::ZERO
     }
+    /// Members of the ensemble that exited on their own and were restarted (a server's bug,
+    /// not the client's; zero where members cannot crash).
+    fn member_crashes(&self) -> u64 {
+        0
+    }
     /// Whether the ensemble has a node at this path now, when the environment can tell without
     /// a request (the memory ensemble can). Lets the checker tell a holder whose node the
     /// server ended from one whose node lives.

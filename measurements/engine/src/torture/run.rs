@@ -276,6 +276,7 @@ pub fn run(env: &dyn Env, config: &Config) -> Summary {
         watches_closed,
         spurious_losses,
         long_elections,
+        member_crashes: env.member_crashes(),
         leaked_watch_details,
     }
 }
