@@ -16,7 +16,8 @@
 //! Options: `--duration SECS` (default 120), `--sessions N` (default 8, at least 1),
 //! `--session-timeout-ms MS` (default 3000), `--backend native|crate|memory` (default native:
 //! our own client on a real cluster; `crate`: the `zookeeper`-crate backend; `real` is an
-//! alias of `native`).
+//! alias of `native`), `--faults KIND,...` (only these kinds, by their summary names; a kind
+//! the backend cannot inject is skipped).
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -29,6 +30,8 @@ struct Args {
     session_timeout: Duration,
     /// `None`: the in-memory ensemble.
     client: Option<ClientKind>,
+    /// Only these fault kinds (`None`: every kind the backend can inject).
+    faults: Option<Vec<FaultKind>>,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -37,6 +40,7 @@ fn parse_args() -> Result<Args, String> {
         sessions: 8,
         session_timeout: Duration::from_millis(3000),
         client: Some(ClientKind::Native),
+        faults: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -74,9 +78,22 @@ fn parse_args() -> Result<Args, String> {
                     ))
                 }
             },
+            "--faults" => {
+                let mut kinds = Vec::new();
+                for name in value("--faults")?.split(',') {
+                    let every = FaultKind::ALL.iter().chain([&FaultKind::MemberPartition]);
+                    let kind = every.clone().find(|k| k.name() == name).ok_or_else(|| {
+                        let names: Vec<_> = every.map(|k| k.name()).collect();
+                        format!("--faults: {name:?} is none of {}", names.join(", "))
+                    })?;
+                    kinds.push(*kind);
+                }
+                args.faults = Some(kinds);
+            }
             "-h" | "--help" => {
                 return Err("usage: torture [--duration SECS] [--sessions N] \
-                            [--session-timeout-ms MS] [--backend native|crate|memory]"
+                            [--session-timeout-ms MS] [--backend native|crate|memory] \
+                            [--faults KIND,KIND...]"
                     .into())
             }
             other => return Err(format!("unknown argument {other:?} (see --help)")),
@@ -111,10 +128,11 @@ fn main() -> ExitCode {
         } else {
             args.session_timeout
         },
-        faults: match (args.client, &partitions) {
-            (None, _) => FaultKind::ALL.to_vec(),
-            (Some(_), Ok(())) => FaultKind::PARTITIONED.to_vec(),
-            (Some(_), Err(_)) => FaultKind::REAL.to_vec(),
+        faults: match (args.faults, args.client, &partitions) {
+            (Some(only), _, _) => only,
+            (None, None, _) => FaultKind::ALL.to_vec(),
+            (None, Some(_), Ok(())) => FaultKind::PARTITIONED.to_vec(),
+            (None, Some(_), Err(_)) => FaultKind::REAL.to_vec(),
         },
         finish_cycle_within: Duration::from_secs(120),
         recipes: torture::Recipe::ALL.to_vec(),
