@@ -52,6 +52,14 @@ fn torture_memory_backend() {
         "{}",
         summary.line()
     );
+    // The downgrade expiry strikes while the victim holds the write lock, by construction:
+    // every one is a holder hit.
+    assert_eq!(
+        summary.holder_hits.get(&FaultKind::DowngradeExpiry),
+        summary.faults.get(&FaultKind::DowngradeExpiry),
+        "{}",
+        summary.line()
+    );
     assert!(
         summary.is_clean(),
         "{}\n{:?}\n{:?}",
