@@ -279,6 +279,13 @@ impl TestingCluster {
         self.nodes[i].lock().set_frozen(false);
     }
 
+    /// Whether member `i`'s JVM exited on its own (it crashed) since it was last started; a
+    /// member stopped by [`TestingCluster::kill`] has not. [`TestingCluster::restart`] starts
+    /// it again.
+    pub fn has_died(&self, i: usize) -> bool {
+        self.nodes[i].lock().died()
+    }
+
     /// Starts member `i` again (same ports, same data); does not wait for it to join.
     pub fn restart(&self, i: usize) -> Result<()> {
         self.nodes[i].lock().spawn()

@@ -176,6 +176,7 @@ pub(super) struct Tally {
     pub(super) panics: u64,
     pub(super) stale_counts: u64,
     pub(super) downgrade_violations: u64,
+    pub(super) holder_hits: BTreeMap<FaultKind, u64>,
 }
 
 /// What a run found.
@@ -209,6 +210,10 @@ pub struct Summary {
     pub faults: BTreeMap<FaultKind, u64>,
     /// Faults skipped (with the reason of the last one).
     pub faults_skipped: u64,
+    /// Faults, by kind, that began while the session they struck held a lock or lease (any
+    /// session, for a server restart or a leader kill), counted from acquisition to the end of
+    /// the release.
+    pub holder_hits: BTreeMap<FaultKind, u64>,
     /// Exclusion violations (overlapping valid sections; more than max on the semaphore).
     pub violations: u64,
     /// Human-readable description of the first violations.
@@ -252,6 +257,8 @@ pub struct Summary {
     /// session was lost although no fault longer than the session timeout hit it. 0 is
     /// required of a client that keeps its session through cuts and server restarts.
     pub spurious_losses: u64,
+    /// Members that exited on their own (crashed) and were restarted by the environment.
+    pub member_crashes: u64,
     /// Leader restarts after which no leader served for a session timeout or more (faults
     /// longer than the session timeout for every session).
     pub long_elections: u64,
@@ -297,13 +304,23 @@ impl Summary {
             .iter()
             .map(|(k, n)| format!("{}={n}", k.name()))
             .collect();
+        let hits: Vec<String> = self
+            .faults
+            .keys()
+            .map(|k| {
+                let n = self.holder_hits.get(k).copied().unwrap_or(0);
+                format!("{}={n}", k.name())
+            })
+            .collect();
         format!(
             "torture backend={} sessions={} duration={:.0}s acquisitions={total} ({}) timeouts={} \
              errors={{{}}} release-errors={{{}}} token-errors={} invalid-sections={} \
-             expired-sections={} expired-overlaps={} faults={{{} skipped={}}} violations={} \
+             expired-sections={} expired-overlaps={} faults={{{} skipped={}}} holder-hits={{{}}} \
+             violations={} \
              fencing={{accepted={} rejected={} stale-accepted={} rejected-valid={} probes={} \
              probes-refused={} probe-holders-not-lost={}}} stale-counts={} revocations={{requests={} calls={} violations={}}} panics={} hung={} orphans={} \
-             leaked-watches={{live={} closed={}}} spurious-losses={} long-elections={}",
+             leaked-watches={{live={} closed={}}} spurious-losses={} long-elections={} \
+             member-crashes={}",
             self.backend,
             self.sessions,
             self.duration.as_secs_f64(),
@@ -317,6 +334,7 @@ impl Summary {
             self.expired_overlaps,
             faults.join(" "),
             self.faults_skipped,
+            hits.join(" "),
             self.violations,
             self.fencing.0,
             self.fencing.1,
@@ -336,6 +354,7 @@ impl Summary {
             self.watches_closed,
             self.spurious_losses,
             self.long_elections,
+            self.member_crashes,
         )
     }
 }

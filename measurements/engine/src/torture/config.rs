@@ -90,10 +90,15 @@ pub enum FaultKind {
     /// another session takes the write lock; the change is reported after the worker asked for
     /// the read lock (memory backend).
     DowngradeSilentSession,
+    /// The follower one session is connected to is cut off from the other members (its
+    /// clients still reach it) for 1.5 session timeouts, then healed: the session must move to
+    /// the majority side before the leader can expire it (real cluster in network namespaces).
+    MemberPartition,
 }
 
 impl FaultKind {
-    /// Every kind, in cycle order.
+    /// Every kind the memory ensemble can inject, in cycle order (all but
+    /// [`FaultKind::MemberPartition`], which needs a real cluster in network namespaces).
     pub const ALL: [FaultKind; 10] = [
         FaultKind::Cut,
         FaultKind::Freeze,
@@ -118,6 +123,19 @@ impl FaultKind {
         FaultKind::CountBlip,
     ];
 
+    /// [`FaultKind::REAL`] and the member partition: what a real cluster in network namespaces
+    /// can inject.
+    pub const PARTITIONED: [FaultKind; 8] = [
+        FaultKind::Cut,
+        FaultKind::Freeze,
+        FaultKind::Expire,
+        FaultKind::ServerRestart,
+        FaultKind::LeaderRestart,
+        FaultKind::DowngradeExpiry,
+        FaultKind::CountBlip,
+        FaultKind::MemberPartition,
+    ];
+
     /// True for the kinds meant to end the victim's session (the rest must not: a session lost
     /// to them is a spurious loss).
     pub fn ends_session(self) -> bool {
@@ -131,7 +149,8 @@ impl FaultKind {
             | FaultKind::ServerRestart
             | FaultKind::LeaderRestart
             | FaultKind::CountBlip
-            | FaultKind::CreateLookupLoss => false,
+            | FaultKind::CreateLookupLoss
+            | FaultKind::MemberPartition => false,
         }
     }
 
@@ -164,6 +183,7 @@ impl FaultKind {
             FaultKind::CreateLookupLoss => "create-lookup-loss",
             FaultKind::AdmissionLeaseLoss => "admission-lease-loss",
             FaultKind::DowngradeSilentSession => "downgrade-silent-session",
+            FaultKind::MemberPartition => "member-partition",
         }
     }
 }
@@ -196,6 +216,11 @@ pub trait Env: Sync {
     /// that keep a quorum serving).
     fn last_outage(&self) -> Duration {
         Duration::ZERO
+    }
+    /// Members of the ensemble that exited on their own and were restarted (a server's bug,
+    /// not the client's; zero where members cannot crash).
+    fn member_crashes(&self) -> u64 {
+        0
     }
     /// Whether the ensemble has a node at this path now, when the environment can tell without
     /// a request (the memory ensemble can). Lets the checker tell a holder whose node the

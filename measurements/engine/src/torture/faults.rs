@@ -10,7 +10,7 @@ use parking_lot::Mutex;
 
 use super::checks::FencedStore;
 use super::config::{Env, FaultKind, Recipe, SEMAPHORE_MAX};
-use super::timeline::{FaultLog, FaultRecord};
+use super::timeline::FaultRecord;
 use super::workers::{DowngradeRequest, Run};
 use zk_locks::locks::{standard_sort_key, InterProcessReadWriteLock, Revoker, LOCK_NAME};
 use zk_locks::{InterProcessLock, InterProcessMutex, SharedClient, ZkClient};
@@ -46,12 +46,13 @@ pub(super) fn fence_probe(
     let holder =
         InterProcessMutex::new(clients[victim].clone(), &path).map_err(|e| e.to_string())?;
     let guard = holder.try_lock_for(config.acquire_timeout).ok().flatten();
+    let held = guard.as_ref().map(|_| run.hold(victim));
     let old = guard.as_ref().and_then(|g| g.fencing_token().ok());
     if let Some(old) = old {
         probe.store.acquired(old);
         let _ = probe.store.write(old);
     }
-    inject(env, &run.log, FaultKind::Freeze, victim)?;
+    inject(env, run, FaultKind::Freeze, victim)?;
     let (Some(guard), Some(old)) = (guard, old) else {
         return Ok(());
     };
@@ -72,20 +73,29 @@ pub(super) fn fence_probe(
         }
     }
     drop(guard);
+    drop(held);
     Ok(())
 }
 
-/// Injects `kind` on `victim` (every session for a server fault) and records it in `log`.
+/// Injects `kind` on `victim` (every session for a server fault), records it in the run's
+/// log, and counts it in `holder_hits` when the session it struck held a lock or lease as it
+/// began (any session, for a server fault).
 pub(super) fn inject(
     env: &dyn Env,
-    log: &FaultLog,
+    run: &Run,
     kind: FaultKind,
     victim: usize,
 ) -> Result<(), String> {
     let struck = (!kind.strikes_all()).then_some(victim);
-    log.record(kind, struck, kind.expires_unannounced(), || {
+    let held = run.holding(struck);
+    let log = &run.log;
+    let result = log.record(kind, struck, kind.expires_unannounced(), || {
         env.inject(kind, victim, log)
-    })
+    });
+    if result.is_ok() && held {
+        *run.tally.lock().holder_hits.entry(kind).or_default() += 1;
+    }
+    result
 }
 
 /// The semaphore's maximum.
@@ -144,7 +154,7 @@ fn end_session_at_downgrade(
         run.downgrade.lock().take();
         return Err("the read/write worker never reached a downgrade".into());
     }
-    inject(env, &run.log, kind, victim)?;
+    inject(env, run, kind, victim)?;
     let path = Recipe::ReadWrite.path(&run.config.root);
     let other = clients[(victim + 1) % clients.len()].clone();
     let rw = InterProcessReadWriteLock::new(other, &path).map_err(|e| e.to_string())?;
@@ -169,7 +179,7 @@ fn end_session_at_downgrade(
 /// Cuts the victim's connections (its watches go), then changes the semaphore's maximum from
 /// another session; the victim's `SharedCount` must show the new value within the patience.
 pub(super) fn count_blip(env: &dyn Env, run: &Run, victim: usize) -> Result<(), String> {
-    inject(env, &run.log, FaultKind::CountBlip, victim)?;
+    inject(env, run, FaultKind::CountBlip, victim)?;
     let counts = run.counts.lock().clone();
     let watcher = counts
         .get(&victim)

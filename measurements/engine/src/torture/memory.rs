@@ -130,6 +130,9 @@ impl Env for MemoryEnv {
                     }
                 })));
             }
+            FaultKind::MemberPartition => {
+                return Err("needs a real cluster in network namespaces".into())
+            }
             FaultKind::ServerRestart | FaultKind::LeaderRestart => {
                 for c in &self.clients {
                     c.suspend();

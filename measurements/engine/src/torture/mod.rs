@@ -15,8 +15,9 @@
 //! fencing.
 //!
 //! The environment ([`Env`]) is either a real 3-node cluster with one
-//! [`FaultProxy`](zk_locks::testing::FaultProxy) per (session, server) — so a cut, a freeze or an expiry hits exactly one session — or the
-//! in-memory ensemble, whose faults are exact and fast.
+//! [`FaultProxy`](zk_locks::testing::FaultProxy) per (session, server) — so a cut, a freeze or an expiry hits exactly one session — and,
+//! where network namespaces can be made, members that can be cut off from each other (the
+//! member partition); or the in-memory ensemble, whose faults are exact and fast.
 //!
 //! The engine, one job per file:
 //! - `config`: the recipes, the fault kinds, the [`Env`] trait and the run's [`Config`];

@@ -1,7 +1,7 @@
 //! The real environment: a 3-node cluster, every session reaching every member through
-//! its own fault proxy.
+//! its own fault proxy; optionally each member in its own network namespace, so that a member
+//! can be cut off from the others ([`FaultKind::MemberPartition`]).
 
-use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
@@ -23,25 +23,38 @@ pub struct RealEnv {
     pub(super) session_timeout: Duration,
     pub(super) next_member: Mutex<usize>,
     pub(super) last_outage: Mutex<Duration>,
-}
-
-pub(super) fn member_addr(cluster: &TestingCluster, i: usize) -> SocketAddr {
-    SocketAddr::from(([127, 0, 0, 1], cluster.port(i)))
+    /// Members restarted because they exited on their own (see [`RealEnv::serve_again`]).
+    pub(super) member_crashes: Mutex<u64>,
 }
 
 impl RealEnv {
-    /// Starts the cluster, the proxies and `sessions` clients of `kind`.
+    /// Starts the cluster on loopback, the proxies and `sessions` clients of `kind`.
     pub fn start(
         sessions: usize,
         session_timeout: Duration,
         kind: ClientKind,
     ) -> zk_locks::Result<RealEnv> {
-        let cluster = TestingCluster::start(3)?;
+        Self::start_with(sessions, session_timeout, kind, false)
+    }
+
+    /// [`RealEnv::start`], with each member in its own network namespace when `namespaces`
+    /// (needed by [`FaultKind::MemberPartition`]; see
+    /// [`partition::available`](zk_locks::testing::partition::available)). The servers'
+    /// clock is the test kit's default either way (tickTime 500 ms, syncLimit 10).
+    pub fn start_with(
+        sessions: usize,
+        session_timeout: Duration,
+        kind: ClientKind,
+        namespaces: bool,
+    ) -> zk_locks::Result<RealEnv> {
+        let cluster = TestingCluster::builder(3)
+            .network_namespaces(namespaces)
+            .start()?;
         let mut proxies = Vec::new();
         let mut clients = Vec::new();
         for s in 0..sessions {
             let mine = (0..cluster.len())
-                .map(|i| FaultProxy::start(member_addr(&cluster, i)))
+                .map(|i| FaultProxy::start(cluster.address(i)))
                 .collect::<zk_locks::Result<Vec<_>>>()?;
             // Rotated so the sessions' first choices spread over the members.
             let n = mine.len();
@@ -59,6 +72,7 @@ impl RealEnv {
             session_timeout,
             next_member: Mutex::new(0),
             last_outage: Mutex::new(Duration::ZERO),
+            member_crashes: Mutex::new(0),
         })
     }
 
@@ -91,12 +105,88 @@ impl RealEnv {
         }
     }
 
+    /// Restarts every member that exited on its own, counting it in `member_crashes`. ZooKeeper
+    /// 3.8.0's followers can: an NPE in `Learner.syncWithLeader` while they sync with a new
+    /// leader (ZOOKEEPER-4394), seen here after restarts and elections. A server's crash is not
+    /// a fault of the client under torture; left alone it would make every later wait for the
+    /// quorum fail (a member that died), and an ensemble of two lose its quorum at the next
+    /// leader kill.
+    fn restart_crashed(&self) -> zk_locks::Result<()> {
+        for i in 0..self.cluster.len() {
+            if self.cluster.has_died(i) {
+                *self.member_crashes.lock() += 1;
+                self.cluster.restart(i)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Waits until every member serves and one leads, restarting those that crash meanwhile
+    /// ([`RealEnv::restart_crashed`]).
+    pub(super) fn serve_again(&self) -> Result<(), String> {
+        for _ in 0..3 {
+            self.restart_crashed().map_err(|e| e.to_string())?;
+            match self.cluster.wait_for_quorum(Duration::from_secs(90)) {
+                Ok(()) => return Ok(()),
+                Err(_) if (0..self.cluster.len()).any(|i| self.cluster.has_died(i)) => continue,
+                Err(e) => return Err(e.to_string()),
+            }
+        }
+        Err("members crashed three times in a row".into())
+    }
+
+    /// The member session `victim` is connected to, as the members' `cons` tell.
+    fn member_of(&self, victim: usize) -> Option<usize> {
+        let id = self.client(victim).session().snapshot().session_id?;
+        let sid = format!("sid=0x{id:x}");
+        (0..self.cluster.len()).find(|&i| {
+            self.cluster
+                .four_letter(i, "cons")
+                .is_ok_and(|cons| cons.contains(&sid))
+        })
+    }
+
+    /// Cuts off the follower session `victim` is on (a victim on the leader is first moved
+    /// to a follower: its link to the leader cut, and refused until it is elsewhere) for 1.5
+    /// session timeouts, then heals it and waits for the quorum. Had the session stayed on the
+    /// cut member, the leader would have expired it by the heal (it hears no touch of it),
+    /// while the member, still short of syncLimit × tickTime (5 s) without the leader, goes on
+    /// answering its pings: the session must move to the majority side by itself.
+    fn partition_member(&self, victim: usize) -> Result<(), String> {
+        let patience = self.session_timeout * 4;
+        let on = |pick: &dyn Fn(usize) -> bool| {
+            let deadline = Instant::now() + patience;
+            loop {
+                match self.member_of(victim) {
+                    Some(m) if pick(m) => return Ok(m),
+                    _ if Instant::now() >= deadline => {
+                        return Err("the victim's session is on no member (cons)".to_string())
+                    }
+                    // Polling the members' `cons`: nothing to wait on.
+                    _ => pause(Duration::from_millis(100)),
+                }
+            }
+        };
+        let leader = self.cluster.leader().ok_or("no leader")?;
+        let mut member = on(&|_| true)?;
+        if member == leader {
+            let to_leader = &self.proxies[victim][leader];
+            to_leader.refuse(true);
+            to_leader.cut();
+            let moved = on(&|m| m != leader);
+            to_leader.refuse(false);
+            member = moved?;
+        }
+        self.cluster.cut_off(member).map_err(|e| e.to_string())?;
+        pause(self.session_timeout * 3 / 2);
+        self.cluster.heal(member).map_err(|e| e.to_string())?;
+        self.serve_again()
+    }
+
     pub(super) fn restart_member(&self, i: usize) -> Result<(), String> {
         self.cluster.kill(i);
         self.cluster.restart(i).map_err(|e| e.to_string())?;
-        self.cluster
-            .wait_for_quorum(Duration::from_secs(90))
-            .map_err(|e| e.to_string())
+        self.serve_again()
     }
 }
 
@@ -114,6 +204,8 @@ impl Env for RealEnv {
 
     fn inject(&self, kind: FaultKind, victim: usize, _log: &FaultLog) -> Result<(), String> {
         *self.last_outage.lock() = Duration::ZERO;
+        // Every fault starts from a whole ensemble.
+        self.serve_again()?;
         let proxies = &self.proxies[victim];
         let client = self.client(victim);
         match kind {
@@ -176,14 +268,15 @@ impl Env for RealEnv {
                     if Instant::now() >= deadline {
                         break;
                     }
+                    // The third member may have crashed: two of three elect no leader.
+                    self.restart_crashed().map_err(|e| e.to_string())?;
                     pause(Duration::from_millis(100));
                 }
                 *self.last_outage.lock() = killed.elapsed();
                 self.cluster.restart(leader).map_err(|e| e.to_string())?;
-                self.cluster
-                    .wait_for_quorum(Duration::from_secs(90))
-                    .map_err(|e| e.to_string())
+                self.serve_again()
             }
+            FaultKind::MemberPartition => self.partition_member(victim),
             FaultKind::CreateLookupLoss
             | FaultKind::AdmissionLeaseLoss
             | FaultKind::DowngradeSilentSession => {
@@ -196,6 +289,10 @@ impl Env for RealEnv {
         for p in self.proxies.iter().flatten() {
             p.thaw();
             p.refuse(false);
+        }
+        for i in 0..self.cluster.len() {
+            // Fails only on a cluster without namespaces, where no member can be cut off.
+            let _ = self.cluster.heal(i);
         }
     }
 
@@ -248,6 +345,10 @@ impl Env for RealEnv {
 
     fn last_outage(&self) -> Duration {
         *self.last_outage.lock()
+    }
+
+    fn member_crashes(&self) -> u64 {
+        *self.member_crashes.lock()
     }
 
     fn describe_watches_under(&self, prefix: &str) -> Vec<String> {

@@ -2,7 +2,7 @@
 //! behind and summarise.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -37,6 +37,7 @@ pub fn run(env: &dyn Env, config: &Config) -> Summary {
         log: FaultLog::default(),
         oracle: env.node_oracle(),
         revocations: Arc::default(),
+        holds: (0..sessions).map(|_| AtomicUsize::new(0)).collect(),
     });
     let probe = Probe::default();
     let mut faults: BTreeMap<FaultKind, u64> = BTreeMap::new();
@@ -96,7 +97,7 @@ pub fn run(env: &dyn Env, config: &Config) -> Summary {
                     expire_during_downgrade(env, &clients, &run, victim, kind)
                 }
                 FaultKind::CountBlip => count_blip(env, &run, victim),
-                _ => inject(env, &run.log, kind, victim),
+                _ => inject(env, &run, kind, victim),
             };
             match injected {
                 Ok(()) => {
@@ -256,6 +257,7 @@ pub fn run(env: &dyn Env, config: &Config) -> Summary {
         expired_overlaps,
         faults,
         faults_skipped: skipped,
+        holder_hits: tally.holder_hits,
         violations,
         violation_details,
         fencing,
@@ -274,6 +276,7 @@ pub fn run(env: &dyn Env, config: &Config) -> Summary {
         watches_closed,
         spurious_losses,
         long_elections,
+        member_crashes: env.member_crashes(),
         leaked_watch_details,
     }
 }

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::thread;
@@ -74,6 +74,20 @@ pub(super) struct Run {
     pub(super) oracle: Option<NodeOracle>,
     /// Revocation requests to the mutex's holders and their listeners' calls.
     pub(super) revocations: Arc<Revocations>,
+    /// Per session: the locks and leases it holds now, from acquisition to the end of their
+    /// release (see [`Run::holding`]).
+    pub(super) holds: Vec<AtomicUsize>,
+}
+
+/// One lock or lease held by a session, counted in [`Run::holds`] while it lives.
+pub(super) struct HoldMark<'a> {
+    count: &'a AtomicUsize,
+}
+
+impl Drop for HoldMark<'_> {
+    fn drop(&mut self) {
+        self.count.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 /// Asks the read/write worker of session `worker` to stop between taking the write lock and
@@ -89,6 +103,22 @@ pub(super) struct DowngradeRequest {
 }
 
 impl Run {
+    /// Counts a lock or lease `session` holds until the mark is dropped (after its release).
+    pub(super) fn hold(&self, session: usize) -> HoldMark<'_> {
+        let count = &self.holds[session];
+        count.fetch_add(1, Ordering::SeqCst);
+        HoldMark { count }
+    }
+
+    /// Whether `session` (any session for `None`) holds a lock or lease now.
+    pub(super) fn holding(&self, session: Option<usize>) -> bool {
+        let held = |h: &AtomicUsize| h.load(Ordering::SeqCst) > 0;
+        match session {
+            Some(s) => held(&self.holds[s]),
+            None => self.holds.iter().any(held),
+        }
+    }
+
     pub(super) fn error(&self, e: &Error) {
         *self.tally.lock().errors.entry(error_key(e)).or_default() += 1;
     }
@@ -179,6 +209,7 @@ impl Run {
         let asked = Instant::now();
         match lock.try_lock_for(self.config.acquire_timeout) {
             Ok(Some(guard)) => {
+                let _held = self.hold(worker);
                 self.section(recipe, exclusive, worker, asked, &guard);
                 self.release_result(guard.unlock());
             }
@@ -201,6 +232,7 @@ impl Run {
             }
             Err(e) => return self.error(&e),
         };
+        let write_held = self.hold(worker);
         self.section(recipe, true, worker, asked, &write);
         let request = {
             let mut pending = self.downgrade.lock();
@@ -220,11 +252,14 @@ impl Run {
         if let Some(reply) = read_reply {
             let _ = reply.send(matches!(&read, Ok(Some(g)) if g.is_valid()));
         }
+        let read_held = matches!(read, Ok(Some(_))).then(|| self.hold(worker));
         self.release_result(write.unlock());
+        drop(write_held);
         match read {
             Ok(Some(guard)) => {
                 self.section(recipe, false, worker, asked, &guard);
                 self.release_result(guard.unlock());
+                drop(read_held);
             }
             Ok(None) => self.tally.lock().timeouts += 1,
             Err(e) => self.error(&e),
@@ -282,6 +317,7 @@ impl Run {
                         let asked = Instant::now();
                         match s.acquire_timeout(self.config.acquire_timeout) {
                             Ok(Some(lease)) => {
+                                let _held = self.hold(worker);
                                 self.section(recipe, false, worker, asked, &lease);
                                 self.release_result(lease.close());
                             }
