@@ -22,8 +22,8 @@ fn holders_pay_per_session_not_per_lock_and_idle_sessions_do_not() {
     let plan = Plan {
         sessions: 2,
         locks: 10,
-        session_timeout: Duration::from_secs(4),
-        window: Duration::from_secs(3),
+        session_timeout: Duration::from_secs(2),
+        window: Duration::from_secs(2),
         settle: Duration::from_millis(500),
     };
     let report = holder_cost::run(&servers, &plan, "/holder-cost-smoke")
