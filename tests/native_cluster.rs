@@ -261,9 +261,10 @@ fn rolling_restart_and_leader_kill_lose_nothing() {
         .collect();
     assert!(
         lost.is_empty(),
-        "{} session(s) lost:\n{}",
+        "{} session(s) lost:\n{}\n\nthe members' elections:\n{}",
         lost.len(),
-        lost.join("\n\n")
+        lost.join("\n\n"),
+        elections(&cluster)
     );
     for ((client, id), before) in clients.iter().zip(ids).zip(epochs) {
         let s = client.session().snapshot();
@@ -272,4 +273,30 @@ fn rolling_restart_and_leader_kill_lose_nothing() {
         // Reconnected elsewhere): the faults reached everyone.
         assert!(s.epoch >= before + 2, "{s:?}");
     }
+}
+
+/// Every member's log lines about its state and its elections (what a slow election did).
+fn elections(cluster: &TestingCluster) -> String {
+    (0..cluster.len())
+        .map(|m| {
+            let log = std::fs::read_to_string(cluster.log_path(m)).unwrap_or_default();
+            let lines: Vec<&str> = log
+                .lines()
+                .filter(|l| {
+                    [
+                        "LOOKING",
+                        "LEADING",
+                        "FOLLOWING",
+                        "Notification time out",
+                        "Exception",
+                    ]
+                    .iter()
+                    .any(|k| l.contains(k))
+                })
+                .collect();
+            let tail = &lines[lines.len().saturating_sub(60)..];
+            format!("member {m}:\n{}", tail.join("\n"))
+        })
+        .collect::<Vec<_>>()
+        .join("\n\n")
 }

@@ -291,6 +291,12 @@ impl TestingCluster {
         self.nodes[i].lock().spawn()
     }
 
+    /// Member `i`'s server log (its JVM's output), removed with the cluster: read it to tell
+    /// what an election or a member did when a test fails.
+    pub fn log_path(&self, i: usize) -> std::path::PathBuf {
+        self.nodes[i].lock().log_path()
+    }
+
     /// A four-letter-word command to member `i`.
     pub fn four_letter(&self, i: usize, cmd: &str) -> Result<String> {
         let addr = self.nodes[i].lock().client_addr();

@@ -22,6 +22,9 @@ use crate::testing::harness::four_letter;
 /// Where Debian's `zookeeper` / `libzookeeper-java` packages put the server jar. Its manifest
 /// `Class-Path` names every dependency jar in `/usr/share/java`.
 const DEBIAN_ZOOKEEPER_JAR: &str = "/usr/share/java/zookeeper.jar";
+
+/// The main class of an ensemble member (a lone server runs `ZooKeeperServerMain`).
+const QUORUM_MAIN: &str = "org.apache.zookeeper.server.quorum.QuorumPeerMain";
 /// An slf4j binding + log4j 1.2, so the server logs (to a file) instead of printing a
 /// "no binding" warning.
 const DEBIAN_LOG_JARS: [&str; 2] = [
@@ -311,7 +314,7 @@ impl Node {
             netns: config.netns,
             tls,
             main_class: if config.quorum.is_some() {
-                "org.apache.zookeeper.server.quorum.QuorumPeerMain"
+                QUORUM_MAIN
             } else {
                 "org.apache.zookeeper.server.ZooKeeperServerMain"
             },
@@ -375,14 +378,20 @@ impl Node {
                 let mut ip = Command::new(super::partition::ip_command());
                 // `ip netns exec` execs java in place (no fork): the pid is the JVM's.
                 ip.args(["netns", "exec", ns]).arg(java);
-                // A silently dropped connect waits its whole timeout, and a member cut off
-                // backs off its election notices: both bounded to 2 s so that a healed member
-                // rejoins in seconds (defaults: 5 s and 60 s).
-                ip.arg("-Dzookeeper.cnxTimeout=2000")
-                    .arg("-Dzookeeper.fastleader.maxNotificationInterval=2000");
                 ip
             }
         };
+        if self.main_class == QUORUM_MAIN {
+            // An election whose notices go unanswered polls again after a wait that doubles
+            // from 200 ms up to `maxNotificationInterval` (default 60 s), and a silently
+            // dropped connect waits `cnxTimeout` (default 5 s): with the defaults one lost
+            // notice after a leader kill or a heal kept a loaded machine's ensemble without a
+            // leader for 31 s, past every session. Both bounded to 2 s, so that an election
+            // or a rejoin takes seconds.
+            command
+                .arg("-Dzookeeper.cnxTimeout=2000")
+                .arg("-Dzookeeper.fastleader.maxNotificationInterval=2000");
+        }
         command
             .arg("-Xmx256m")
             .arg("-XX:+UseSerialGC")
