@@ -1,5 +1,6 @@
 //! zk-locks' measurement engines, kept out of the library: users of `zk-locks` need neither.
 //!
+//! - [`chart`]: bar charts as SVG, drawn by the programs beside their tables (`--svg DIR`);
 //! - [`compare`]: zk-locks against Curator 5.4, side by side on one server (the program
 //!   `measurements/compare.rs`, the test `tests/compare_smoke.rs`);
 //! - [`failover`]: zk-locks against Curator 5.4 on a 3-member cluster while the leader or
@@ -16,6 +17,7 @@
 
 #![warn(missing_docs)]
 
+pub mod chart;
 pub mod compare;
 pub mod failover;
 pub mod holder_cost;

@@ -13,9 +13,10 @@
 //! - `mixed`: which side of a read/write lock each contender of the `read-write` scenario takes;
 //! - `probes`: what is read from the server and the machine (`mntr`, `srvr`, load);
 //! - `cpu`: the CPU time the server and each side's client process spent (`/proc`);
-//! - `report`: the markdown table ([`render`]);
+//! - `report`: the markdown table ([`render`]); [`charts`]: the same as SVG bar charts;
 //! - [`queue`]: the long queue (1,000 waiters on one mutex), run on its own ([`queue::run_queues`]).
 
+pub mod charts;
 pub(crate) mod cpu;
 mod curator_side;
 pub mod mixed;
