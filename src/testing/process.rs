@@ -384,10 +384,10 @@ impl Node {
         if self.main_class == QUORUM_MAIN {
             // An election whose notices go unanswered polls again after a wait that doubles
             // from 200 ms up to `maxNotificationInterval` (default 60 s), and a silently
-            // dropped connect waits `cnxTimeout` (default 5 s): with the defaults one lost
-            // notice after a leader kill or a heal kept a loaded machine's ensemble without a
-            // leader for 31 s, past every session. Both bounded to 2 s, so that an election
-            // or a rejoin takes seconds.
+            // dropped connect waits `cnxTimeout` (default 5 s). With the defaults an election
+            // after a leader kill once took 31 s on a loaded CI machine, past every session;
+            // a lost notice and its back-off fit that. Both bounded to 2 s, so that an
+            // election or a rejoin waits seconds at most between its tries.
             command
                 .arg("-Dzookeeper.cnxTimeout=2000")
                 .arg("-Dzookeeper.fastleader.maxNotificationInterval=2000");
