@@ -1,12 +1,15 @@
-//! Torture: at least 8 sessions loop on every lock recipe against a 3-node ZooKeeper cluster
-//! while a fault thread cuts connections, freezes links past the session timeout, expires
-//! sessions (one of them in the middle of a write→read downgrade), restarts a server, kills the
-//! leader, changes the semaphore's shared maximum right after cutting a session's
-//! connections, and (where network namespaces can be made: root and `ip`) cuts the follower a
-//! session is on off from the other members for 1.5 session timeouts; elsewhere that kind is
-//! skipped with a note. Prints one summary line; exits 1 when it found a violation, an accepted stale
-//! write, an orphan node, a leaked watch, a shared count that stopped following changes, or (on
-//! our own client) a spurious loss: a session lost although no fault was meant to end it.
+//! Torture: at least 8 sessions loop on every lock recipe, and take part in a latch election
+//! and a selector election (leading once, then giving leadership up), against a 3-node
+//! ZooKeeper cluster while a fault thread cuts connections, freezes links past the session
+//! timeout, expires sessions (one of them in the middle of a write→read downgrade), restarts a
+//! server, kills the leader, changes the semaphore's shared maximum right after cutting a
+//! session's connections, and (where network namespaces can be made: root and `ip`) cuts the
+//! follower a session is on off from the other members for 1.5 session timeouts; elsewhere
+//! that kind is skipped with a note. Prints one summary line (`leaders={...}`: leader spells,
+//! their terms, and terms held twice or going back); exits 1 when it found a violation (two
+//! leaders at once or a term out of order among them), an accepted stale write, an orphan
+//! node, a leaked watch, a shared count that stopped following changes, or (on our own
+//! client) a spurious loss: a session lost although no fault was meant to end it.
 //!
 //! ```text
 //! cargo run --release --features testing --example torture -- --duration 600

@@ -52,6 +52,21 @@ fn torture_memory_backend() {
         "{}",
         summary.line()
     );
+    // Both elections led, each spell with a term of its own.
+    for recipe in [Recipe::Latch, Recipe::Selector] {
+        assert!(
+            summary.acquisitions.get(&recipe).copied().unwrap_or(0) > 0,
+            "{}",
+            summary.line()
+        );
+    }
+    assert!(summary.leader_terms > 0, "{}", summary.line());
+    assert_eq!(
+        summary.leader_terms,
+        summary.leader_sections,
+        "{}",
+        summary.line()
+    );
     // The downgrade expiry strikes while the victim holds the write lock, by construction:
     // every one is a holder hit.
     assert_eq!(
@@ -163,6 +178,7 @@ fn the_checker_sees_overlaps_and_excess_holders() {
         recipe: Recipe::Mutex,
         exclusive,
         worker,
+        token: None,
         asked: at(0),
         enter: at(enter),
         exit: at(exit),
@@ -234,6 +250,48 @@ fn the_checker_sees_overlaps_and_excess_holders() {
     ] {
         assert!(check_exclusion(&overlapping, 1, &[other]).0 > 0);
     }
+}
+
+/// The elections' check: a term held by two participants, or a valid leader section whose term
+/// is below an earlier one's, is a violation; an invalid section's term does not order.
+#[test]
+fn the_checker_sees_a_term_held_twice_and_terms_going_back() {
+    use std::time::Instant;
+    use zk_locks_measurements::torture::{check_terms, Section};
+    let t = Instant::now();
+    let at = |ms: u64| t + Duration::from_millis(ms);
+    let leader = |worker, term, enter, exit, valid| Section {
+        recipe: Recipe::Latch,
+        exclusive: true,
+        worker,
+        token: Some(term),
+        asked: at(0),
+        enter: at(enter),
+        exit: at(exit),
+        checked: at(exit),
+        valid_at_enter: true,
+        valid_at_exit: valid,
+        nodes: Vec::new(),
+        nodes_alive: None,
+        write_refused: false,
+        write_stale: false,
+    };
+    let ok = [
+        leader(0, 10, 0, 5, true),
+        leader(1, 12, 5, 9, true),
+        // A superseded leader that noticed (invalid at exit) with an older term, later on.
+        leader(2, 11, 10, 12, false),
+        leader(0, 15, 12, 20, true),
+    ];
+    assert_eq!(check_terms(&ok, &[]), (0, Vec::new()));
+    let twice = [leader(0, 10, 0, 5, true), leader(1, 10, 6, 9, false)];
+    let (n, details) = check_terms(&twice, &[]);
+    assert_eq!(n, 1);
+    assert!(details[0].starts_with("latch: term 10 held by two participants"));
+    let back = [leader(0, 12, 0, 5, true), leader(1, 11, 6, 9, true)];
+    let (n, details) = check_terms(&back, &[]);
+    assert_eq!(n, 1);
+    assert!(details[0].starts_with("latch: term 11 led after term 12"));
 }
 
 /// Fencing, deterministically: a holder whose session expired writes after its successor and

@@ -2,14 +2,17 @@
 //! then `LeaderSelector`s. Exactly one leader at a time (the leadership spells of every
 //! participant, on one clock, never overlap), Curator's `getLeader()` and ours name the same
 //! id, and leadership moves when the leader closes, yields, or its process is killed
-//! (`kill -9`: the JVM's session times out after 2 s).
+//! (`kill -9`: the JVM's session times out after 2 s). The Rust participant killed with
+//! `kill -9` is a `zklock --elect` process among Curator selectors.
 
+use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use zk_locks::locks::{CloseMode, LeaderLatch, LeaderLatchListener, LeaderSelector, Leadership};
 use zk_locks::testing::harness::{eventually, unique_root};
+use zk_locks::ZkClient;
 
 use crate::harness::*;
 
@@ -267,4 +270,124 @@ fn selectors_of_both_runtimes_take_turns_and_agree_on_the_leader() {
     let (peak, switches) = check(records, 1).unwrap();
     assert_eq!(peak, 1);
     assert!(switches >= 3, "leadership changed side {switches} times");
+}
+
+/// A zklock process, killed (SIGKILL) and reaped when dropped: a failed test leaves none.
+struct Zklock(Child);
+
+impl Drop for Zklock {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Whether process `pid` still runs (a zombie does not).
+fn running(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        let state = stat.rsplit_once(')').map(|(_, rest)| rest.trim_start());
+        !state.is_some_and(|s| s.starts_with('Z'))
+    })
+}
+
+/// A Rust participant in its own process, `zklock --elect`, leads an election of Curator
+/// `LeaderSelector`s and is killed with `kill -9`: its command dies with it, and a Curator
+/// participant leads once its 2 s session expires, never while it lived. Before and after,
+/// Curator's `getLeader()` and ours name the same id.
+#[test]
+fn a_zklock_leader_killed_with_kill_9_hands_over_to_curator() {
+    let Some((connect, classes)) = setup() else {
+        return;
+    };
+    let path = format!("{}/election", unique_root("leader-zklock"));
+    let file = std::env::temp_dir().join(format!(
+        "zk-locks-interop-zklock-leader-{}-{}",
+        std::process::id(),
+        mono_nanos()
+    ));
+    let client = rust_client(&connect);
+    let observer = LeaderSelector::new(client.clone(), &path, |_| {}).unwrap();
+    // The leader's term: its node's czxid.
+    let term = || {
+        let leader = observer.leader().unwrap().expect("a leader");
+        client
+            .exists(&leader.path)
+            .unwrap()
+            .expect("its node")
+            .czxid
+    };
+    // zklock's spell is recorded from before it is spawned to after it is reaped: wider than
+    // its real one, so the check is only stricter.
+    let mut records = vec![Record::now(true, 'x', "rust-zklock")];
+    let mut zklock = Zklock(
+        Command::new(env!("CARGO_BIN_EXE_zklock"))
+            .env_remove("ZK_CONNECT")
+            .env_remove("ZK_AUTH")
+            .stdin(Stdio::null())
+            .args(["--connect", &connect, "--session-timeout", "2s", "--elect"])
+            .args(["--id", "rust-zklock", &path, "--", "sh", "-c"])
+            // The command, while it leads: its pid and term in the file, then it runs on.
+            .arg(concat!(
+                "echo $$ $ZKLOCK_FENCING_TOKEN > \"$0.tmp\"; mv \"$0.tmp\" \"$0\"; ",
+                "exec sleep 120 </dev/null >/dev/null 2>&1"
+            ))
+            .arg(&file)
+            .spawn()
+            .expect("spawn zklock"),
+    );
+    eventually(PATIENCE, "zklock leads (its command runs)", || {
+        file.exists()
+    });
+    let led = std::fs::read_to_string(&file).unwrap();
+    let _ = std::fs::remove_file(&file);
+    let (command, zklock_term) = led.trim().split_once(' ').unwrap();
+    let (command, zklock_term): (u32, i64) =
+        (command.parse().unwrap(), zklock_term.parse().unwrap());
+    assert!(running(command), "the leader's command runs");
+
+    // Queue order: rust-zklock (leading), jvm-1, jvm-2.
+    let mut j1 = Peer::start(classes, &connect, "selector", &path, "jvm-1");
+    let mut j2 = Peer::start(classes, &connect, "selector", &path, "jvm-2");
+    eventually(PATIENCE, "both Curator participants queued", || {
+        observer.participants().unwrap().len() == 3
+    });
+    let queue = pairs(&[("rust-zklock", true), ("jvm-1", false), ("jvm-2", false)]);
+    assert_eq!(ids(observer.participants().unwrap()), queue);
+    assert_eq!(j2.participants(), queue);
+    assert_eq!(observer.leader().unwrap().unwrap().id(), "rust-zklock");
+    assert_eq!(j1.leader(), ("rust-zklock".to_string(), true));
+    assert_eq!(
+        term(),
+        zklock_term,
+        "the command ran with the leader's term"
+    );
+    assert!(!j1.has_leadership() && !j2.has_leadership());
+
+    // kill -9: the process, and with it its command; its session expires 2 s later.
+    zklock.0.kill().unwrap();
+    zklock.0.wait().unwrap();
+    records.push(Record::now(false, 'x', "rust-zklock"));
+    j1.wait_leading();
+    if running(command) {
+        // SAFETY: kill(2) of the process the failed check is about.
+        unsafe { libc::kill(command as i32, libc::SIGKILL) };
+        panic!("the killed leader's command still runs beside the new leader");
+    }
+    assert_eq!(observer.leader().unwrap().unwrap().id(), "jvm-1");
+    assert_eq!(j2.leader(), ("jvm-1".to_string(), true));
+    assert!(j1.has_leadership() && !j2.has_leadership());
+    assert!(
+        term() > zklock_term,
+        "the next term is larger, across runtimes"
+    );
+    let queue = pairs(&[("jvm-1", true), ("jvm-2", false)]);
+    assert_eq!(ids(observer.participants().unwrap()), queue);
+    assert_eq!(j2.participants(), queue);
+
+    // jvm-2 first, so that nobody leads after jvm-1 closes.
+    records.extend(j2.close());
+    records.extend(j1.close());
+    let (peak, switches) = check(records, 1).unwrap();
+    assert_eq!(peak, 1);
+    assert_eq!(switches, 1, "leadership moved from zklock to Curator once");
 }

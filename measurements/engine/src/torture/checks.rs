@@ -20,6 +20,8 @@ pub struct Section {
     pub exclusive: bool,
     /// The session whose worker held it.
     pub worker: usize,
+    /// The holder's fencing token (a leader's term), when it could be read.
+    pub token: Option<i64>,
     /// When the worker asked for the lock.
     pub asked: Instant,
     /// When the section began, taken after the first validity check.
@@ -218,6 +220,13 @@ pub struct Summary {
     pub violations: u64,
     /// Human-readable description of the first violations.
     pub violation_details: Vec<String>,
+    /// Leader sections recorded (latch and selector spells, valid or not).
+    pub leader_sections: u64,
+    /// Distinct terms among them.
+    pub leader_terms: u64,
+    /// Terms held by two participants, or valid leader sections whose term is below an
+    /// earlier one's (see [`check_terms`]); described in `violation_details`.
+    pub term_violations: u64,
     /// Fenced writes accepted / rejected / accepted although stale (but for writes of holders
     /// whose session the server ended without warning: no store can refuse those before the
     /// successor's first write).
@@ -268,6 +277,7 @@ impl Summary {
     /// True when nothing went wrong.
     pub fn is_clean(&self) -> bool {
         self.violations == 0
+            && self.term_violations == 0
             && self.fencing.2 == 0
             && self.rejected_valid_writes == 0
             && self.probes_refused == self.probes
@@ -316,7 +326,7 @@ impl Summary {
             "torture backend={} sessions={} duration={:.0}s acquisitions={total} ({}) timeouts={} \
              errors={{{}}} release-errors={{{}}} token-errors={} invalid-sections={} \
              expired-sections={} expired-overlaps={} faults={{{} skipped={}}} holder-hits={{{}}} \
-             violations={} \
+             violations={} leaders={{sections={} terms={} term-violations={}}} \
              fencing={{accepted={} rejected={} stale-accepted={} rejected-valid={} probes={} \
              probes-refused={} probe-holders-not-lost={}}} stale-counts={} revocations={{requests={} calls={} violations={}}} panics={} hung={} orphans={} \
              leaked-watches={{live={} closed={}}} spurious-losses={} long-elections={} \
@@ -336,6 +346,9 @@ impl Summary {
             self.faults_skipped,
             hits.join(" "),
             self.violations,
+            self.leader_sections,
+            self.leader_terms,
+            self.term_violations,
             self.fencing.0,
             self.fencing.1,
             self.fencing.2,
@@ -424,6 +437,57 @@ pub fn check_exclusion(
             if details.len() < 5 {
                 details.push(format!("{} holders at once (max {max})", holders));
             }
+        }
+    }
+    (violations, details)
+}
+
+/// One leader per term, terms in time order, among the sections of one election: violations
+/// (count, first descriptions). A term is one node's `czxid`, so every section with a term
+/// must be its worker's alone (valid or not). Among the sections that count (as for
+/// [`check_exclusion`]), taken in enter order, no term is below an earlier one: a leader whose
+/// node was created before another's led after it only if that other led while an older node
+/// was still queued ahead of it.
+pub fn check_terms(sections: &[Section], faults: &[FaultRecord]) -> (u64, Vec<String>) {
+    let mut violations = 0;
+    let mut details = Vec::new();
+    let mut holder: BTreeMap<i64, &Section> = BTreeMap::new();
+    for s in sections {
+        let Some(term) = s.token else { continue };
+        let first = *holder.entry(term).or_insert(s);
+        if first.worker != s.worker {
+            violations += 1;
+            if details.len() < 5 {
+                details.push(format!(
+                    "{}: term {term} held by two participants: {} and {}",
+                    s.recipe.name(),
+                    first.describe(faults),
+                    s.describe(faults)
+                ));
+            }
+        }
+    }
+    let mut valid: Vec<(&Section, i64)> = sections
+        .iter()
+        .filter(|s| s.counts() && !expired_unannounced(s, faults))
+        .filter_map(|s| s.token.map(|t| (s, t)))
+        .collect();
+    valid.sort_by_key(|(s, _)| s.enter);
+    let mut newest: Option<(&Section, i64)> = None;
+    for (s, term) in valid {
+        match newest {
+            Some((before, highest)) if term < highest => {
+                violations += 1;
+                if details.len() < 5 {
+                    details.push(format!(
+                        "{}: term {term} led after term {highest}: {} after {}",
+                        s.recipe.name(),
+                        s.describe(faults),
+                        before.describe(faults)
+                    ));
+                }
+            }
+            _ => newest = Some((s, term)),
         }
     }
     (violations, details)

@@ -22,16 +22,31 @@ pub enum Recipe {
     /// `InterProcessSemaphoreV2` whose maximum is a `SharedCount` of [`SEMAPHORE_MAX`] or one
     /// less (changed by the count-blip fault).
     Semaphore,
+    /// `LeaderLatch`: each iteration a new latch joins the election, leads once, and closes.
+    Latch,
+    /// `LeaderSelector` with auto requeue: each leadership is one callback, which returns at
+    /// once (leadership moves on).
+    Selector,
 }
 
 impl Recipe {
     /// Every recipe, in worker order.
-    pub const ALL: [Recipe; 4] = [
+    pub const ALL: [Recipe; 6] = [
         Recipe::Mutex,
         Recipe::ReadWrite,
         Recipe::SemaphoreMutex,
         Recipe::Semaphore,
+        Recipe::Latch,
+        Recipe::Selector,
     ];
+
+    /// The leader elections among them (checked for one leader per term).
+    pub const ELECTIONS: [Recipe; 2] = [Recipe::Latch, Recipe::Selector];
+
+    /// True for a leader election.
+    pub fn is_election(self) -> bool {
+        Recipe::ELECTIONS.contains(&self)
+    }
 
     /// Short name for the summary.
     pub fn name(self) -> &'static str {
@@ -40,6 +55,8 @@ impl Recipe {
             Recipe::ReadWrite => "rw",
             Recipe::SemaphoreMutex => "semmutex",
             Recipe::Semaphore => "sem",
+            Recipe::Latch => "latch",
+            Recipe::Selector => "selector",
         }
     }
 
@@ -52,7 +69,7 @@ impl Recipe {
     pub fn node_dirs(self, root: &str) -> Vec<String> {
         let p = self.path(root);
         match self {
-            Recipe::Mutex | Recipe::ReadWrite => vec![p],
+            Recipe::Mutex | Recipe::ReadWrite | Recipe::Latch | Recipe::Selector => vec![p],
             Recipe::SemaphoreMutex | Recipe::Semaphore => {
                 vec![format!("{p}/locks"), format!("{p}/leases")]
             }

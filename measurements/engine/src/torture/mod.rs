@@ -14,6 +14,11 @@
 //! others could see its nodes go: such sections are set aside (`expired-sections`) and left to
 //! fencing.
 //!
+//! The leader elections (a latch and a selector election) are recipes too: each spell of
+//! leadership is a section (its term as the token, `is_leading()` checked at both ends), then
+//! leadership is given up; besides exclusion, the checker proves that every term is held by
+//! one participant only and that terms never go back in time order.
+//!
 //! The environment ([`Env`]) is either a real 3-node cluster with one
 //! [`FaultProxy`](zk_locks::testing::FaultProxy) per (session, server) — so a cut, a freeze or an expiry hits exactly one session — and,
 //! where network namespaces can be made, members that can be cut off from each other (the
@@ -22,16 +27,19 @@
 //! The engine, one job per file:
 //! - `config`: the recipes, the fault kinds, the [`Env`] trait and the run's [`Config`];
 //! - `workers`: the worker threads and the shared state they report to;
+//! - `elections`: the latch and selector workers (each spell of leadership one section);
 //! - `run`: [`run`] itself (workers, the fault thread, the final checks);
 //! - `faults`: the composite faults the fault thread drives (fencing probe, expiry during a
 //!   downgrade, count blip) and waiting for the server to settle;
-//! - `checks`: recorded sections, the [`FencedStore`], [`check_exclusion`] and the [`Summary`];
+//! - `checks`: recorded sections, the [`FencedStore`], [`check_exclusion`], the elections'
+//!   [`check_terms`] and the [`Summary`];
 //! - `timeline`: when each fault struck whom ([`FaultLog`]), to name the faults behind a
 //!   violation and to set aside holders whose session the server ended without warning;
 //! - `real` and `memory`: the two environments, [`RealEnv`] and [`MemoryEnv`].
 
 mod checks;
 mod config;
+mod elections;
 mod faults;
 mod memory;
 mod real;
@@ -39,7 +47,7 @@ mod run;
 mod timeline;
 mod workers;
 
-pub use checks::{check_exclusion, FencedStore, Section, StaleToken, Summary};
+pub use checks::{check_exclusion, check_terms, FencedStore, Section, StaleToken, Summary};
 pub use config::{Config, Env, FaultKind, NodeOracle, Recipe, SEMAPHORE_MAX};
 pub use memory::MemoryEnv;
 pub use real::RealEnv;

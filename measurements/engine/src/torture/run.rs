@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
-use super::checks::{check_exclusion, FencedStore, Section, Summary, Tally};
+use super::checks::{check_exclusion, check_terms, FencedStore, Section, Summary, Tally};
 use super::config::{pause, Config, Env, FaultKind, Recipe, SEMAPHORE_MAX};
 use super::faults::{
     count_blip, count_path, expire_during_downgrade, fence_probe, inject, probe_path,
@@ -27,10 +27,16 @@ pub fn run(env: &dyn Env, config: &Config) -> Summary {
         config: config.clone(),
         sections: Mutex::new(Vec::new()),
         tally: Mutex::new(Tally::default()),
-        stores: [Recipe::Mutex, Recipe::ReadWrite, Recipe::SemaphoreMutex]
-            .into_iter()
-            .map(|r| (r, FencedStore::default()))
-            .collect(),
+        stores: [
+            Recipe::Mutex,
+            Recipe::ReadWrite,
+            Recipe::SemaphoreMutex,
+            Recipe::Latch,
+            Recipe::Selector,
+        ]
+        .into_iter()
+        .map(|r| (r, FencedStore::default()))
+        .collect(),
         stop: AtomicBool::new(false),
         counts: Mutex::new(BTreeMap::new()),
         downgrade: Mutex::new(None),
@@ -191,6 +197,8 @@ pub fn run(env: &dyn Env, config: &Config) -> Summary {
     let mut violations = 0;
     let mut expired_overlaps = 0;
     let mut violation_details = Vec::new();
+    let mut term_violations = 0;
+    let mut leader_terms = std::collections::BTreeSet::new();
     for recipe in Recipe::ALL {
         let of: Vec<Section> = sections
             .iter()
@@ -200,8 +208,15 @@ pub fn run(env: &dyn Env, config: &Config) -> Summary {
         let max = match recipe {
             Recipe::Semaphore => SEMAPHORE_MAX as i64,
             Recipe::ReadWrite => i64::MAX, // readers share; writers are checked pairwise
-            Recipe::Mutex | Recipe::SemaphoreMutex => 1,
+            Recipe::Mutex | Recipe::SemaphoreMutex | Recipe::Latch | Recipe::Selector => 1,
         };
+        if recipe.is_election() {
+            // One leader per term, terms never back in time.
+            let (v, d) = check_terms(&of, &log);
+            term_violations += v;
+            violation_details.extend(d);
+            leader_terms.extend(of.iter().filter_map(|s| s.token.map(|t| (recipe, t))));
+        }
         let (v, d) = check_exclusion(&of, max, &log);
         violations += v;
         violation_details.extend(d);
@@ -260,6 +275,9 @@ pub fn run(env: &dyn Env, config: &Config) -> Summary {
         holder_hits: tally.holder_hits,
         violations,
         violation_details,
+        leader_sections: count(&|s| s.recipe.is_election()),
+        leader_terms: leader_terms.len() as u64,
+        term_violations,
         fencing,
         rejected_valid_writes,
         probes,

@@ -1,5 +1,6 @@
 //! The workers: one thread per (session, recipe), each looping acquire → check → fenced
-//! write → release, and the shared state of a run they report to.
+//! write → release, and the shared state of a run they report to (the election workers are
+//! in `elections`).
 
 use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -184,6 +185,7 @@ impl Run {
             recipe,
             exclusive,
             worker,
+            token,
             asked,
             enter,
             exit,
@@ -266,7 +268,7 @@ impl Run {
         }
     }
 
-    pub(super) fn worker(&self, recipe: Recipe, worker: usize, client: SharedClient) {
+    pub(super) fn worker(self: &Arc<Self>, recipe: Recipe, worker: usize, client: SharedClient) {
         let path = recipe.path(&self.config.root);
         let built: zk_locks::Result<Box<dyn FnMut(u64) + '_>> = (|| {
             Ok(match recipe {
@@ -326,6 +328,11 @@ impl Run {
                         }
                     })
                 }
+                Recipe::Latch => {
+                    let (client, path) = (client.clone(), path.clone());
+                    Box::new(move |_| self.iterate_latch(worker, &client, &path))
+                }
+                Recipe::Selector => self.selector_worker(worker, &client, &path)?,
             })
         })();
         let mut iterate = match built {
