@@ -1,0 +1,336 @@
+//! Leader election failover: zk-locks' `LeaderLatch` against Curator 5.4's, three
+//! participants on one latch path, **each in an OS process of its own** (so kill -9 is real on
+//! both sides: `processes.rs`), while a fault strikes the leader:
+//! - **kill -9 the leader's process** (the next leads once the server expires its session);
+//! - **the leader closes** (latch closed, then its client: its node deleted at once);
+//! - **kill -9 the leader's ZooKeeper member** (a follower; the others on other members).
+//!
+//! Per fault and library, over N trials (sides alternating, fresh processes placed on distinct
+//! members by the servers' `cons` each trial): the time from the fault until a participant
+//! leads again (for the member kill possibly the same one, once reconnected), the time from
+//! the leader's node going (a watch of the measuring client's) until the next leads, overlap
+//! of two leaders (must be 0), and the requests the members received over the election. The
+//! program is `measurements/failover.rs --elections`; `tests/election_failover_smoke.rs` runs
+//! one trial of the clean close.
+//!
+//! Table of contents: this file runs the trials; `participant.rs` is our participant process,
+//! `ElectionParticipant.java` Curator's; `processes.rs` spawns and reads them; `report.rs`
+//! turns the trials into tables.
+
+mod participant;
+mod processes;
+mod report;
+
+use std::net::SocketAddr;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use zk_locks::client::native::{NativeClient, NativeOptions};
+use zk_locks::testing::harness::four_letter;
+use zk_locks::testing::TestingCluster;
+use zk_locks::ZkClient;
+
+pub use participant::{participant_main, PARTICIPANT_FLAG};
+pub use processes::{Launcher, Library, Line};
+pub use report::{render, Sample};
+
+use processes::Group;
+
+use super::{mono_ns, SESSION_TIMEOUT};
+
+/// Participants per election.
+pub const PARTICIPANTS: usize = 3;
+
+/// Bound on every wait of a trial but the election's own (the machine is loaded).
+const STEP_BOUND: Duration = Duration::from_secs(60);
+
+/// A fault striking the leader.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// kill -9 the leader's process.
+    KillProcess,
+    /// The leader closes its latch, then its client.
+    Close,
+    /// kill -9 the ZooKeeper member the leader is connected to (a follower).
+    KillMember,
+}
+
+impl Fault {
+    /// Every fault, in report order.
+    pub const ALL: [Fault; 3] = [Fault::KillProcess, Fault::Close, Fault::KillMember];
+
+    /// How the report names it.
+    pub fn label(self) -> &'static str {
+        match self {
+            Fault::KillProcess => "kill -9 the leader's process",
+            Fault::Close => "the leader closes",
+            Fault::KillMember => "kill -9 the leader's member",
+        }
+    }
+}
+
+/// What a run does.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// Trials per fault per library.
+    pub trials: usize,
+    /// The faults, in order.
+    pub faults: Vec<Fault>,
+    /// The libraries, in the order of even trials (odd trials reverse it).
+    pub libraries: Vec<Library>,
+    /// The window before the fault in which the idle request rate is measured.
+    pub idle_window: Duration,
+}
+
+impl Default for Plan {
+    fn default() -> Plan {
+        Plan {
+            trials: 3,
+            faults: Fault::ALL.to_vec(),
+            libraries: vec![Library::Ours, Library::Curator],
+            idle_window: Duration::from_secs(1),
+        }
+    }
+}
+
+/// The servers a run measures.
+pub struct Target<'a> {
+    /// The participants' connect string.
+    pub connect: String,
+    /// Every member's client address (placement by `cons`, requests by `mntr`).
+    pub members: Vec<SocketAddr>,
+    /// The cluster, for the member kill (and healing after it).
+    pub cluster: Option<&'a TestingCluster>,
+}
+
+/// One fault's samples on one library.
+pub type Series = (Fault, Library, Vec<Sample>);
+
+/// Runs every trial, sides alternating; a trial that cannot be taken ends the run.
+pub fn run(target: &Target, plan: &Plan, launcher: &Launcher) -> Result<Vec<Series>, String> {
+    let watcher = NativeClient::connect_with(
+        NativeOptions::new(target.connect.as_str()).session_timeout(SESSION_TIMEOUT),
+    )
+    .map_err(|e| e.to_string())?;
+    let mut results: Vec<Series> = Vec::new();
+    for &fault in &plan.faults {
+        for &library in &plan.libraries {
+            results.push((fault, library, Vec::new()));
+        }
+    }
+    for t in 0..plan.trials {
+        for &fault in &plan.faults {
+            let mut libraries = plan.libraries.clone();
+            if t % 2 == 1 {
+                libraries.reverse();
+            }
+            for library in libraries {
+                let path = format!("/failover/election/{}-{fault:?}-{t}", library.name());
+                let sample = trial(target, &watcher, launcher, library, fault, plan, &path)?;
+                eprintln!(
+                    "{:<30} {:<8} trial {t}: next leads {:>8} ms, after the node went {:>8} ms, \
+                     {} requests in {:.0} ms, overlap {:.1} ms",
+                    fault.label(),
+                    library.name(),
+                    report::ms(sample.next_ms),
+                    report::ms(sample.after_node_ms),
+                    sample.requests.map_or("-".into(), |r| r.to_string()),
+                    sample.window_ms,
+                    sample.overlap_ms
+                );
+                if let Some(entry) = results
+                    .iter_mut()
+                    .find(|(f, l, _)| *f == fault && *l == library)
+                {
+                    entry.2.push(sample);
+                }
+            }
+        }
+    }
+    watcher.close();
+    Ok(results)
+}
+
+/// The member listing `session` in its `cons`.
+fn member_of(members: &[SocketAddr], session: i64) -> Option<usize> {
+    let needle = format!("sid=0x{:x},", session as u64);
+    members
+        .iter()
+        .position(|&m| four_letter(m, "cons").is_ok_and(|cons| cons.contains(&needle)))
+}
+
+/// Each member's `zk_packets_received` (`None` where `mntr` did not answer).
+fn packets(members: &[SocketAddr]) -> Vec<Option<u64>> {
+    members
+        .iter()
+        .map(|&m| {
+            let mntr = four_letter(m, "mntr").ok()?;
+            mntr.lines()
+                .find_map(|l| l.strip_prefix("zk_packets_received")?.trim().parse().ok())
+        })
+        .collect()
+}
+
+/// Requests received between two readings, over the members read both times.
+fn received(before: &[Option<u64>], after: &[Option<u64>]) -> Option<u64> {
+    let both: Vec<u64> = before
+        .iter()
+        .zip(after)
+        .filter_map(|(b, a)| Some(a.as_ref()?.saturating_sub(*b.as_ref()?)))
+        .collect();
+    (!both.is_empty()).then(|| both.iter().sum())
+}
+
+/// Places the participants on distinct members (participant 0, the first leader, on a
+/// follower) by opening sessions again until `cons` shows them so; the member of each. With
+/// fewer members than participants there is nothing to place.
+fn place(group: &mut Group, target: &Target) -> Result<Vec<Option<usize>>, String> {
+    let session = |group: &mut Group, i: usize| {
+        group.wait_for(STEP_BOUND, |from, line| match line {
+            Line::Session(id) if from == i => Some(*id),
+            _ => None,
+        })
+    };
+    let leader = target.cluster.and_then(|c| c.leader());
+    let mut placed: Vec<Option<usize>> = Vec::new();
+    for i in 0..PARTICIPANTS {
+        let mut tries = 0;
+        loop {
+            let member = member_of(&target.members, session(group, i)?);
+            let fits = target.members.len() < PARTICIPANTS
+                || member.is_some_and(|m| !placed.contains(&Some(m)))
+                    && (i > 0 || leader.is_none() || member != leader);
+            if fits {
+                placed.push(member);
+                break;
+            }
+            tries += 1;
+            if tries > 50 {
+                return Err(format!("participant {i} not placed on a member of its own"));
+            }
+            group.send(i, "reopen")?;
+        }
+    }
+    Ok(placed)
+}
+
+/// The median time of a few `exists` calls by `client` (one round trip).
+fn round_trip(client: &NativeClient, path: &str) -> f64 {
+    let mut times: Vec<f64> = (0..5)
+        .map(|_| {
+            let start = Instant::now();
+            let _ = client.exists(path);
+            start.elapsed().as_secs_f64() * 1000.0
+        })
+        .collect();
+    times.sort_by(f64::total_cmp);
+    times[times.len() / 2]
+}
+
+/// One trial: participant 0 leads, the others queue behind it, the fault strikes it.
+fn trial(
+    target: &Target,
+    watcher: &NativeClient,
+    launcher: &Launcher,
+    library: Library,
+    fault: Fault,
+    plan: &Plan,
+    path: &str,
+) -> Result<Sample, String> {
+    if fault == Fault::KillMember && (target.cluster.is_none() || target.members.len() < 3) {
+        return Err("the member kill needs a cluster of 3 or more".into());
+    }
+    let mut group = Group::spawn(launcher, library, &target.connect, path, PARTICIPANTS)?;
+    let members = place(&mut group, target)?;
+    group.send(0, "start")?;
+    group.wait_for(STEP_BOUND, |i, line| {
+        matches!(line, Line::Leading(..) if i == 0).then_some(())
+    })?;
+    for i in 1..PARTICIPANTS {
+        group.send(i, "start")?;
+    }
+    // Every participant queued: the latch directory holds a node of each.
+    let queued_by = Instant::now() + STEP_BOUND;
+    while watcher.get_children(path, None).map_or(0, |c| c.len()) < PARTICIPANTS {
+        if Instant::now() > queued_by {
+            return Err(format!("{}: participants not queued", library.name()));
+        }
+        std::thread::sleep(Duration::from_millis(20)); // polling the server: no event to wait on
+    }
+    let rtt_ms = round_trip(watcher, path);
+    // The measuring client sees the leader's node go (or any other change of the directory).
+    let (gone_tx, gone_rx) = mpsc::channel();
+    watcher
+        .get_children(
+            path,
+            Some(Box::new(move |_| {
+                let _ = gone_tx.send(mono_ns());
+            })),
+        )
+        .map_err(|e| e.to_string())?;
+    let idle_before = packets(&target.members);
+    std::thread::sleep(plan.idle_window); // a rate over wall time: nothing to wait for
+    let before = packets(&target.members);
+    let idle_rate =
+        received(&idle_before, &before).unwrap_or(0) as f64 / plan.idle_window.as_secs_f64();
+
+    let mut down = None;
+    let struck = match fault {
+        Fault::KillProcess => {
+            let at = mono_ns();
+            group.kill(0);
+            at
+        }
+        Fault::Close => {
+            group.send(0, "close")?;
+            group.wait_for(STEP_BOUND, |i, line| match line {
+                Line::Closing(at) if i == 0 => Some(*at),
+                _ => None,
+            })?
+        }
+        Fault::KillMember => {
+            let member = members[0].ok_or("participant 0 on no member")?;
+            let at = mono_ns();
+            target.cluster.ok_or("no cluster")?.kill(member);
+            down = Some(member);
+            at
+        }
+    };
+    let next = group.wait_for(STEP_BOUND, |i, line| match line {
+        Line::Leading(at, _) if *at > struck && (i != 0 || fault == Fault::KillMember) => {
+            Some((i, *at))
+        }
+        _ => None,
+    });
+    let after = packets(&target.members);
+    let ended = mono_ns();
+    group.drain(Duration::from_millis(300));
+    let next = next?;
+    let gone = gone_rx.try_recv().ok().filter(|&at| at <= next.1);
+    let sample = Sample {
+        next_ms: Some(ms_between(struck, next.1)),
+        after_node_ms: match fault {
+            Fault::KillMember => None,
+            _ => gone.map(|at| ms_between(at, next.1)),
+        },
+        same_leader: next.0 == 0,
+        overlap_ms: report::overlap_ms(&group.log, fault, struck, mono_ns()),
+        requests: received(&before, &after),
+        window_ms: ms_between(struck, ended),
+        idle_rate,
+        rtt_ms,
+    };
+    group.finish(Duration::from_secs(15));
+    if let (Some(m), Some(cluster)) = (down, target.cluster) {
+        cluster.restart(m).map_err(|e| e.to_string())?;
+        cluster
+            .wait_for_quorum(Duration::from_secs(90))
+            .map_err(|e| e.to_string())?;
+    }
+    Ok(sample)
+}
+
+/// Milliseconds from `from` to `to` (ns), 0 when `to` is earlier.
+fn ms_between(from: u64, to: u64) -> f64 {
+    to.saturating_sub(from) as f64 / 1e6
+}
