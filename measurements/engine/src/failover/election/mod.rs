@@ -186,7 +186,7 @@ fn received(before: &[Option<u64>], after: &[Option<u64>]) -> Option<u64> {
 /// fewer members than participants there is nothing to place.
 fn place(group: &mut Group, target: &Target) -> Result<Vec<Option<usize>>, String> {
     let session = |group: &mut Group, i: usize| {
-        group.wait_for(STEP_BOUND, |from, line| match line {
+        group.wait_for("a session", STEP_BOUND, |from, line| match line {
             Line::Session(id) if from == i => Some(*id),
             _ => None,
         })
@@ -243,7 +243,7 @@ fn trial(
     let mut group = Group::spawn(launcher, library, &target.connect, path, PARTICIPANTS)?;
     let members = place(&mut group, target)?;
     group.send(0, "start")?;
-    group.wait_for(STEP_BOUND, |i, line| {
+    group.wait_for("the first leader", STEP_BOUND, |i, line| {
         matches!(line, Line::Leading(..) if i == 0).then_some(())
     })?;
     for i in 1..PARTICIPANTS {
@@ -283,7 +283,7 @@ fn trial(
         }
         Fault::Close => {
             group.send(0, "close")?;
-            group.wait_for(STEP_BOUND, |i, line| match line {
+            group.wait_for("the close", STEP_BOUND, |i, line| match line {
                 Line::Closing(at) if i == 0 => Some(*at),
                 _ => None,
             })?
@@ -296,7 +296,7 @@ fn trial(
             at
         }
     };
-    let next = group.wait_for(STEP_BOUND, |i, line| match line {
+    let next = group.wait_for("the next leader", STEP_BOUND, |i, line| match line {
         Line::Leading(at, _) if *at > struck && (i != 0 || fault == Fault::KillMember) => {
             Some((i, *at))
         }
@@ -306,7 +306,7 @@ fn trial(
     let ended = mono_ns();
     group.drain(Duration::from_millis(300));
     let next = next?;
-    let gone = gone_rx.try_recv().ok().filter(|&at| at <= next.1);
+    let gone = gone_rx.try_recv().ok();
     let sample = Sample {
         next_ms: Some(ms_between(struck, next.1)),
         after_node_ms: match fault {

@@ -115,6 +115,8 @@ pub struct Group {
     lines: Receiver<(usize, Line)>,
     /// Every line taken from the channel, in arrival order.
     pub log: Vec<(usize, Line)>,
+    /// Lines taken from the channel that no wait picked yet (participants answer in any order).
+    unclaimed: Vec<(usize, Line)>,
 }
 
 impl Group {
@@ -132,6 +134,7 @@ impl Group {
             children: Vec::new(),
             lines: rx,
             log: Vec::new(),
+            unclaimed: Vec::new(),
         };
         for i in 0..n {
             let mut child = launcher
@@ -166,20 +169,34 @@ impl Group {
             .map_err(|e| format!("to {} participant {i}: {e}", self.library.name()))
     }
 
-    /// Takes lines until `want` picks one (which is returned), for at most `bound`. A
+    /// Takes lines (first those no wait picked yet) until `want` picks one (`what` it waits
+    /// for, named in errors) (which is returned), for at most `bound`. A
     /// participant's error line fails the wait.
     pub fn wait_for<T>(
         &mut self,
+        what: &str,
         bound: Duration,
         mut want: impl FnMut(usize, &Line) -> Option<T>,
     ) -> Result<T, String> {
+        if let Some(k) = self
+            .unclaimed
+            .iter()
+            .position(|(i, line)| want(*i, line).is_some())
+        {
+            let (i, line) = self.unclaimed.remove(k);
+            return want(i, &line).ok_or_else(|| "a line picked once, not twice".into());
+        }
         let deadline = Instant::now() + bound;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             let (i, line) = match self.lines.recv_timeout(left) {
                 Ok(got) => got,
                 Err(RecvTimeoutError::Timeout) => {
-                    return Err(format!("{}: waited {bound:?} in vain", self.library.name()))
+                    return Err(format!(
+                        "{}: waited {bound:?} in vain for {what}; lines: {:?}",
+                        self.library.name(),
+                        self.log
+                    ))
                 }
                 Err(RecvTimeoutError::Disconnected) => {
                     return Err(format!("{}: every participant exited", self.library.name()))
@@ -192,6 +209,7 @@ impl Group {
             if let Some(found) = want(i, &line) {
                 return Ok(found);
             }
+            self.unclaimed.push((i, line));
         }
     }
 

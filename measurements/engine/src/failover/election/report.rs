@@ -10,7 +10,8 @@ pub struct Sample {
     /// From the fault until a participant led again (ms).
     pub next_ms: Option<f64>,
     /// From the measuring client's watch seeing the leader's node go until the next led (ms;
-    /// `None` for the member kill, where the node need not go).
+    /// 0 when the next led before the measuring client heard; `None` for the member kill,
+    /// where the node need not go).
     pub after_node_ms: Option<f64>,
     /// The participant that led again is the one struck (the member kill: it reconnected).
     pub same_leader: bool,
