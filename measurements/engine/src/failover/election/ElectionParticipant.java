@@ -8,6 +8,7 @@
 //   reopen  closes the client, opens another: "SESSION <id, hex>" again (placement on a member)
 //   start   starts the latch; from then on "LEADING <ns> <term>" when it becomes leader and
 //           "NOT-LEADING <ns>" when it stops (term: the sequence number of its latch node)
+//   has     "HAS <true|false> <ns>" (hasLeadership)
 //   close   prints "CLOSING <ns>", closes the latch (silently, Curator's default) and the
 //           client, prints "CLOSED <ns>" and exits
 // End of input exits. Times are System.nanoTime() (CLOCK_MONOTONIC on Linux, the clock the
@@ -80,6 +81,9 @@ public class ElectionParticipant {
                         latch = l;
                         break;
                     }
+                    case "has":
+                        say("HAS " + (latch != null && latch.hasLeadership()) + " " + System.nanoTime());
+                        break;
                     case "close":
                         say("CLOSING " + System.nanoTime());
                         if (latch != null) latch.close();

@@ -182,9 +182,10 @@ fn received(before: &[Option<u64>], after: &[Option<u64>]) -> Option<u64> {
 }
 
 /// Places the participants on distinct members (participant 0, the first leader, on a
-/// follower) by opening sessions again until `cons` shows them so; the member of each. With
+/// follower) by opening sessions again until `cons` shows them so; the session and member of
+/// each. With
 /// fewer members than participants there is nothing to place.
-fn place(group: &mut Group, target: &Target) -> Result<Vec<Option<usize>>, String> {
+fn place(group: &mut Group, target: &Target) -> Result<Vec<(i64, Option<usize>)>, String> {
     let session = |group: &mut Group, i: usize| {
         group.wait_for("a session", STEP_BOUND, |from, line| match line {
             Line::Session(id) if from == i => Some(*id),
@@ -192,16 +193,17 @@ fn place(group: &mut Group, target: &Target) -> Result<Vec<Option<usize>>, Strin
         })
     };
     let leader = target.cluster.and_then(|c| c.leader());
-    let mut placed: Vec<Option<usize>> = Vec::new();
+    let mut placed: Vec<(i64, Option<usize>)> = Vec::new();
     for i in 0..PARTICIPANTS {
         let mut tries = 0;
         loop {
-            let member = member_of(&target.members, session(group, i)?);
+            let id = session(group, i)?;
+            let member = member_of(&target.members, id);
             let fits = target.members.len() < PARTICIPANTS
-                || member.is_some_and(|m| !placed.contains(&Some(m)))
+                || member.is_some_and(|m| !placed.iter().any(|p| p.1 == Some(m)))
                     && (i > 0 || leader.is_none() || member != leader);
             if fits {
-                placed.push(member);
+                placed.push((id, member));
                 break;
             }
             tries += 1;
@@ -212,6 +214,21 @@ fn place(group: &mut Group, target: &Target) -> Result<Vec<Option<usize>>, Strin
         }
     }
     Ok(placed)
+}
+
+/// How long ago (ms) the member of `session` last answered it, by its `cons` (`lresp`, the
+/// member's wall clock): a session expires `T` after it was last heard from, not after the
+/// fault.
+fn last_heard_ms(target: &Target, (session, member): (i64, Option<usize>)) -> Option<f64> {
+    let cons = four_letter(target.members[member?], "cons").ok()?;
+    let needle = format!("sid=0x{:x},", session as u64);
+    let line = cons.lines().find(|l| l.contains(&needle))?;
+    let lresp: u64 = line.split("lresp=").nth(1)?.split([',', ')']).next()?.parse().ok()?;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()?
+        .as_millis() as u64;
+    Some(now.saturating_sub(lresp) as f64)
 }
 
 /// The median time of a few `exists` calls by `client` (one round trip).
@@ -275,8 +292,10 @@ fn trial(
         received(&idle_before, &before).unwrap_or(0) as f64 / plan.idle_window.as_secs_f64();
 
     let mut down = None;
+    let mut heard_ms = None;
     let struck = match fault {
         Fault::KillProcess => {
+            heard_ms = last_heard_ms(target, members[0]);
             let at = mono_ns();
             group.kill(0);
             at
@@ -289,19 +308,14 @@ fn trial(
             })?
         }
         Fault::KillMember => {
-            let member = members[0].ok_or("participant 0 on no member")?;
+            let member = members[0].1.ok_or("participant 0 on no member")?;
             let at = mono_ns();
             target.cluster.ok_or("no cluster")?.kill(member);
             down = Some(member);
             at
         }
     };
-    let next = group.wait_for("the next leader", STEP_BOUND, |i, line| match line {
-        Line::Leading(at, _) if *at > struck && (i != 0 || fault == Fault::KillMember) => {
-            Some((i, *at))
-        }
-        _ => None,
-    });
+    let next = next_leader(&mut group, target, fault, struck, members[0]);
     let after = packets(&target.members);
     let ended = mono_ns();
     group.drain(Duration::from_millis(300));
@@ -314,6 +328,8 @@ fn trial(
             _ => gone.map(|at| ms_between(at, next.1)),
         },
         same_leader: next.0 == 0,
+        kept: next.2,
+        heard_ms,
         overlap_ms: report::overlap_ms(&group.log, fault, struck, mono_ns()),
         requests: received(&before, &after),
         window_ms: ms_between(struck, ended),
@@ -328,6 +344,50 @@ fn trial(
             .map_err(|e| e.to_string())?;
     }
     Ok(sample)
+}
+
+/// Who leads next and from when (ns), after the fault struck participant 0 at `struck`;
+/// `true` with it when participant 0 (the member kill) kept leading without a lapse: back on
+/// another member, it says it leads and never said it stopped (its moment is then the
+/// fault's).
+fn next_leader(
+    group: &mut Group,
+    target: &Target,
+    fault: Fault,
+    struck: u64,
+    (session, _): (i64, Option<usize>),
+) -> Result<(usize, u64, bool), String> {
+    let leads = |i: usize, line: &Line| match line {
+        Line::Leading(at, _) if *at > struck && (i != 0 || fault == Fault::KillMember) => {
+            Some((i, *at, false))
+        }
+        _ => None,
+    };
+    if fault != Fault::KillMember {
+        return group.wait_for("the next leader", STEP_BOUND, leads);
+    }
+    let deadline = Instant::now() + STEP_BOUND;
+    while Instant::now() < deadline {
+        if let Some(next) = group.poll_for(Duration::from_millis(20), leads)? {
+            return Ok(next);
+        }
+        if member_of(&target.members, session).is_none() {
+            continue; // not reconnected yet
+        }
+        group.send(0, "has")?;
+        let has = group.wait_for("an answer", STEP_BOUND, |i, line| match line {
+            Line::Has(has, _) if i == 0 => Some(*has),
+            _ => None,
+        })?;
+        let lapsed = group
+            .log
+            .iter()
+            .any(|(i, line)| *i == 0 && matches!(line, Line::NotLeading(at) if *at > struck));
+        if has && !lapsed {
+            return Ok((0, struck, true));
+        }
+    }
+    Err(format!("no leader again within {STEP_BOUND:?}: {:?}", group.log))
 }
 
 /// Milliseconds from `from` to `to` (ns), 0 when `to` is earlier.

@@ -1,7 +1,7 @@
 //! One zk-locks `LeaderLatch` participant in a process of its own (so that kill -9 is real),
 //! speaking `ElectionParticipant.java`'s lines: "SESSION <hex>" once connected; on stdin
 //! `reopen` (another session: placement on a member), `start` (then "LEADING <ns> <term>" and
-//! "NOT-LEADING <ns>" as leadership comes and goes), `close` ("CLOSING <ns>", the latch and the
+//! "NOT-LEADING <ns>" as leadership comes and goes), `has` ("HAS <true|false> <ns>"), `close` ("CLOSING <ns>", the latch and the
 //! client closed, "CLOSED <ns>", exit). End of input exits. Times are [`mono_ns`].
 
 use std::io::{BufRead, Write};
@@ -49,13 +49,15 @@ fn open(connect: &str) -> Result<Arc<NativeClient>, String> {
 pub fn participant_main() -> Option<i32> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match &args[..] {
-        [flag, connect, path, id] if flag == PARTICIPANT_FLAG => Some(match run(connect, path, id) {
-            Ok(()) => 0,
-            Err(e) => {
-                say(&format!("ERROR {e}"));
-                1
-            }
-        }),
+        [flag, connect, path, id] if flag == PARTICIPANT_FLAG => {
+            Some(match run(connect, path, id) {
+                Ok(()) => 0,
+                Err(e) => {
+                    say(&format!("ERROR {e}"));
+                    1
+                }
+            })
+        }
         _ => None,
     }
 }
@@ -76,6 +78,10 @@ fn run(connect: &str, path: &str, id: &str) -> Result<(), String> {
                 l.add_listener(Arc::new(Announce));
                 l.start().map_err(|e| e.to_string())?;
                 latch = Some(l);
+            }
+            "has" => {
+                let has = latch.as_ref().is_some_and(|l| l.has_leadership());
+                say(&format!("HAS {has} {}", mono_ns()));
             }
             "close" => {
                 say(&format!("CLOSING {}", mono_ns()));

@@ -75,6 +75,8 @@ pub enum Line {
     Leading(u64, String),
     /// Stopped leading at this moment.
     NotLeading(u64),
+    /// Whether it leads, asked at this moment.
+    Has(bool, u64),
     /// Began to close.
     Closing(u64),
     /// Closed its latch and client.
@@ -100,6 +102,10 @@ impl Line {
                 at.map(|at| Line::Leading(at, words.next().unwrap_or("-").to_string()))
             }
             "NOT-LEADING" => ns(words.next()).map(Line::NotLeading),
+            "HAS" => {
+                let has = words.next().map(|w| w == "true");
+                has.zip(ns(words.next())).map(|(h, at)| Line::Has(h, at))
+            }
             "CLOSING" => ns(words.next()).map(Line::Closing),
             "CLOSED" => ns(words.next()).map(Line::Closed),
             _ => None,
@@ -163,41 +169,52 @@ impl Group {
 
     /// Sends `command` to participant `i`.
     pub fn send(&mut self, i: usize, command: &str) -> Result<(), String> {
-        let stdin = self.children[i].1.as_mut().ok_or("participant's input closed")?;
+        let stdin = self.children[i]
+            .1
+            .as_mut()
+            .ok_or("participant's input closed")?;
         writeln!(stdin, "{command}")
             .and_then(|()| stdin.flush())
             .map_err(|e| format!("to {} participant {i}: {e}", self.library.name()))
     }
 
     /// Takes lines (first those no wait picked yet) until `want` picks one (`what` it waits
-    /// for, named in errors) (which is returned), for at most `bound`. A
-    /// participant's error line fails the wait.
+    /// for, named in errors), for at most `bound`. A participant's error line fails the wait.
     pub fn wait_for<T>(
         &mut self,
         what: &str,
         bound: Duration,
-        mut want: impl FnMut(usize, &Line) -> Option<T>,
+        want: impl FnMut(usize, &Line) -> Option<T>,
     ) -> Result<T, String> {
+        self.poll_for(bound, want)?.ok_or_else(|| {
+            format!(
+                "{}: waited {bound:?} in vain for {what}; lines: {:?}",
+                self.library.name(),
+                self.log
+            )
+        })
+    }
+
+    /// [`Self::wait_for`], `None` when `bound` passed.
+    pub fn poll_for<T>(
+        &mut self,
+        bound: Duration,
+        mut want: impl FnMut(usize, &Line) -> Option<T>,
+    ) -> Result<Option<T>, String> {
         if let Some(k) = self
             .unclaimed
             .iter()
             .position(|(i, line)| want(*i, line).is_some())
         {
             let (i, line) = self.unclaimed.remove(k);
-            return want(i, &line).ok_or_else(|| "a line picked once, not twice".into());
+            return Ok(want(i, &line));
         }
         let deadline = Instant::now() + bound;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             let (i, line) = match self.lines.recv_timeout(left) {
                 Ok(got) => got,
-                Err(RecvTimeoutError::Timeout) => {
-                    return Err(format!(
-                        "{}: waited {bound:?} in vain for {what}; lines: {:?}",
-                        self.library.name(),
-                        self.log
-                    ))
-                }
+                Err(RecvTimeoutError::Timeout) => return Ok(None),
                 Err(RecvTimeoutError::Disconnected) => {
                     return Err(format!("{}: every participant exited", self.library.name()))
                 }
@@ -207,7 +224,7 @@ impl Group {
                 return Err(format!("{} participant {i}: {text}", self.library.name()));
             }
             if let Some(found) = want(i, &line) {
-                return Ok(found);
+                return Ok(Some(found));
             }
             self.unclaimed.push((i, line));
         }

@@ -15,6 +15,12 @@ pub struct Sample {
     pub after_node_ms: Option<f64>,
     /// The participant that led again is the one struck (the member kill: it reconnected).
     pub same_leader: bool,
+    /// The member kill: the struck leader never stopped leading (back on another member
+    /// before its session was in doubt; `next_ms` is then 0).
+    pub kept: bool,
+    /// The kill -9: how long before it the leader's member had last answered the leader's
+    /// session (the server expires a session `T` after that, not after the kill).
+    pub heard_ms: Option<f64>,
     /// How long two participants both said they led (ms; must be 0).
     pub overlap_ms: f64,
     /// Requests the members received from the fault until the next led, summed over the
@@ -127,9 +133,22 @@ pub fn render(results: &[Series]) -> String {
     );
     let next = |s: &[Sample]| s.iter().filter_map(|x| x.next_ms).collect::<Vec<_>>();
     let after = |s: &[Sample]| s.iter().filter_map(|x| x.after_node_ms).collect::<Vec<_>>();
+    let heard = |s: &[Sample]| {
+        s.iter()
+            .filter_map(|x| Some(x.heard_ms? + x.next_ms?))
+            .collect::<Vec<_>>()
+    };
     for &fault in &faults {
         let (ours, theirs) = (get(fault, Library::Ours), get(fault, Library::Curator));
-        let mut rows = vec![("a participant leads again, from the fault", next(ours), next(theirs))];
+        let mut rows = vec![(
+            "a participant leads again, from the fault",
+            next(ours),
+            next(theirs),
+        )];
+        if fault == Fault::KillProcess {
+            let what = "… from the server last hearing the leader";
+            rows.push((what, heard(ours), heard(theirs)));
+        }
         if fault != Fault::KillMember {
             rows.push(("… from the leader's node going", after(ours), after(theirs)));
         }
@@ -144,7 +163,7 @@ pub fn render(results: &[Series]) -> String {
         }
     }
     out.push_str(
-        "\n| fault | library | trials | struck one leads again | two leaders at once (trials / \
+        "\n| fault | library | trials | struck one leads again (without a lapse) | two leaders at once (trials / \
          ms) | requests in the election p50 (window p50) | above the idle rate p50 | idle \
          requests/s | round trip p50 |\n|---|---|---:|---:|---:|---:|---:|---:|---:|\n",
     );
@@ -155,11 +174,12 @@ pub fn render(results: &[Series]) -> String {
         };
         let fmt = |v: Option<f64>, unit: &str| v.map_or("–".into(), |v| format!("{v:.1}{unit}"));
         out.push_str(&format!(
-            "| {} | {} | {} | {} | {} / {:.1} | {} ({}) | {} | {} | {} |\n",
+            "| {} | {} | {} | {} ({}) | {} / {:.1} | {} ({}) | {} | {} | {} |\n",
             fault.label(),
             library.name(),
             samples.len(),
             samples.iter().filter(|s| s.same_leader).count(),
+            samples.iter().filter(|s| s.kept).count(),
             samples.iter().filter(|s| s.overlap_ms > 0.0).count(),
             samples.iter().map(|s| s.overlap_ms).fold(0.0, f64::max),
             fmt(median(&|s| s.requests.map(|r| r as f64)), ""),
