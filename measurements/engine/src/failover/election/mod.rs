@@ -20,13 +20,13 @@
 mod participant;
 mod processes;
 mod report;
+mod servers;
 
 use std::net::SocketAddr;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use zk_locks::client::native::{NativeClient, NativeOptions};
-use zk_locks::testing::harness::four_letter;
 use zk_locks::testing::TestingCluster;
 use zk_locks::ZkClient;
 
@@ -35,6 +35,7 @@ pub use processes::{Launcher, Library, Line};
 pub use report::{render, Sample};
 
 use processes::Group;
+use servers::{received, Servers};
 
 use super::{mono_ns, SESSION_TIMEOUT};
 
@@ -151,41 +152,15 @@ pub fn run(target: &Target, plan: &Plan, launcher: &Launcher) -> Result<Vec<Seri
     Ok(results)
 }
 
-/// The member listing `session` in its `cons`.
-fn member_of(members: &[SocketAddr], session: i64) -> Option<usize> {
-    let needle = format!("sid=0x{:x},", session as u64);
-    members
-        .iter()
-        .position(|&m| four_letter(m, "cons").is_ok_and(|cons| cons.contains(&needle)))
-}
-
-/// Each member's `zk_packets_received` (`None` where `mntr` did not answer).
-fn packets(members: &[SocketAddr]) -> Vec<Option<u64>> {
-    members
-        .iter()
-        .map(|&m| {
-            let mntr = four_letter(m, "mntr").ok()?;
-            mntr.lines()
-                .find_map(|l| l.strip_prefix("zk_packets_received")?.trim().parse().ok())
-        })
-        .collect()
-}
-
-/// Requests received between two readings, over the members read both times.
-fn received(before: &[Option<u64>], after: &[Option<u64>]) -> Option<u64> {
-    let both: Vec<u64> = before
-        .iter()
-        .zip(after)
-        .filter_map(|(b, a)| Some(a.as_ref()?.saturating_sub(*b.as_ref()?)))
-        .collect();
-    (!both.is_empty()).then(|| both.iter().sum())
-}
-
 /// Places the participants on distinct members (participant 0, the first leader, on a
 /// follower) by opening sessions again until `cons` shows them so; the session and member of
 /// each. With
 /// fewer members than participants there is nothing to place.
-fn place(group: &mut Group, target: &Target) -> Result<Vec<(i64, Option<usize>)>, String> {
+fn place(
+    group: &mut Group,
+    servers: &mut Servers,
+    target: &Target,
+) -> Result<Vec<(i64, Option<usize>)>, String> {
     let session = |group: &mut Group, i: usize| {
         group.wait_for("a session", STEP_BOUND, |from, line| match line {
             Line::Session(id) if from == i => Some(*id),
@@ -198,8 +173,8 @@ fn place(group: &mut Group, target: &Target) -> Result<Vec<(i64, Option<usize>)>
         let mut tries = 0;
         loop {
             let id = session(group, i)?;
-            let member = member_of(&target.members, id);
-            let fits = target.members.len() < PARTICIPANTS
+            let member = servers.member_of(id);
+            let fits = servers.len() < PARTICIPANTS
                 || member.is_some_and(|m| !placed.iter().any(|p| p.1 == Some(m)))
                     && (i > 0 || leader.is_none() || member != leader);
             if fits {
@@ -214,21 +189,6 @@ fn place(group: &mut Group, target: &Target) -> Result<Vec<(i64, Option<usize>)>
         }
     }
     Ok(placed)
-}
-
-/// How long ago (ms) the member of `session` last answered it, by its `cons` (`lresp`, the
-/// member's wall clock): a session expires `T` after it was last heard from, not after the
-/// fault.
-fn last_heard_ms(target: &Target, (session, member): (i64, Option<usize>)) -> Option<f64> {
-    let cons = four_letter(target.members[member?], "cons").ok()?;
-    let needle = format!("sid=0x{:x},", session as u64);
-    let line = cons.lines().find(|l| l.contains(&needle))?;
-    let lresp: u64 = line.split("lresp=").nth(1)?.split([',', ')']).next()?.parse().ok()?;
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .ok()?
-        .as_millis() as u64;
-    Some(now.saturating_sub(lresp) as f64)
 }
 
 /// The median time of a few `exists` calls by `client` (one round trip).
@@ -258,7 +218,8 @@ fn trial(
         return Err("the member kill needs a cluster of 3 or more".into());
     }
     let mut group = Group::spawn(launcher, library, &target.connect, path, PARTICIPANTS)?;
-    let members = place(&mut group, target)?;
+    let mut servers = Servers::new(&target.members);
+    let members = place(&mut group, &mut servers, target)?;
     group.send(0, "start")?;
     group.wait_for("the first leader", STEP_BOUND, |i, line| {
         matches!(line, Line::Leading(..) if i == 0).then_some(())
@@ -285,9 +246,9 @@ fn trial(
             })),
         )
         .map_err(|e| e.to_string())?;
-    let idle_before = packets(&target.members);
+    let idle_before = servers.read();
     std::thread::sleep(plan.idle_window); // a rate over wall time: nothing to wait for
-    let before = packets(&target.members);
+    let before = servers.read();
     let idle_rate =
         received(&idle_before, &before).unwrap_or(0) as f64 / plan.idle_window.as_secs_f64();
 
@@ -295,7 +256,7 @@ fn trial(
     let mut heard_ms = None;
     let struck = match fault {
         Fault::KillProcess => {
-            heard_ms = last_heard_ms(target, members[0]);
+            heard_ms = servers.last_heard_ms(members[0].0);
             let at = mono_ns();
             group.kill(0);
             at
@@ -315,8 +276,8 @@ fn trial(
             at
         }
     };
-    let next = next_leader(&mut group, target, fault, struck, members[0]);
-    let after = packets(&target.members);
+    let next = next_leader(&mut group, &mut servers, fault, struck, members[0].0);
+    let after = servers.read();
     let ended = mono_ns();
     group.drain(Duration::from_millis(300));
     let next = next?;
@@ -352,10 +313,10 @@ fn trial(
 /// fault's).
 fn next_leader(
     group: &mut Group,
-    target: &Target,
+    servers: &mut Servers,
     fault: Fault,
     struck: u64,
-    (session, _): (i64, Option<usize>),
+    session: i64,
 ) -> Result<(usize, u64, bool), String> {
     let leads = |i: usize, line: &Line| match line {
         Line::Leading(at, _) if *at > struck && (i != 0 || fault == Fault::KillMember) => {
@@ -371,7 +332,7 @@ fn next_leader(
         if let Some(next) = group.poll_for(Duration::from_millis(20), leads)? {
             return Ok(next);
         }
-        if member_of(&target.members, session).is_none() {
+        if servers.member_of(session).is_none() {
             continue; // not reconnected yet
         }
         group.send(0, "has")?;
@@ -387,7 +348,10 @@ fn next_leader(
             return Ok((0, struck, true));
         }
     }
-    Err(format!("no leader again within {STEP_BOUND:?}: {:?}", group.log))
+    Err(format!(
+        "no leader again within {STEP_BOUND:?}: {:?}",
+        group.log
+    ))
 }
 
 /// Milliseconds from `from` to `to` (ns), 0 when `to` is earlier.

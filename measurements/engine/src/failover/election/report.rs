@@ -24,7 +24,8 @@ pub struct Sample {
     /// How long two participants both said they led (ms; must be 0).
     pub overlap_ms: f64,
     /// Requests the members received from the fault until the next led, summed over the
-    /// members that answered `mntr` at both ends (pings, and our leaders' syncs, included).
+    /// members that answered `mntr` at both ends (every session's: pings, our sessions' syncs
+    /// and the measuring client's pings included; the measurement's four-letter words not).
     pub requests: Option<u64>,
     /// That window's length (ms).
     pub window_ms: f64,
@@ -126,8 +127,9 @@ pub fn render(results: &[Series]) -> String {
         .collect();
     let trials = results.iter().map(|r| r.2.len()).max().unwrap_or(0);
     let mut out = format!(
-        "Leader election failover: 3 LeaderLatch participants, one OS process each, on distinct \
-         members of a 3-member ensemble, session 10 s, {trials} trials per fault per library.\n\n\
+        "Leader election failover: 3 LeaderLatch participants, one OS process each (on members \
+         of their own in a 3-member ensemble), session 10 s, {trials} trials per fault per \
+         library.\n\n\
          | fault | metric | zk-locks p50 / p90 | Curator p50 / p90 | ratio p50 / p90 |\n\
          |---|---|---|---|---|\n"
     );
