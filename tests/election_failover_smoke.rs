@@ -7,8 +7,6 @@
 //! No test harness (`harness = false`): the participants of our library are this very program
 //! run again in participant mode, as the failover program re-executes itself.
 
-use std::time::Duration;
-
 use zk_locks::testing::{curator, shared_server};
 use zk_locks_measurements::failover::election::{
     self, participant_main, Fault, Launcher, Library, Plan, Target,
@@ -44,7 +42,6 @@ fn main() {
         trials: 1,
         faults: vec![Fault::Close],
         libraries: vec![Library::Ours, Library::Curator],
-        idle_window: Duration::from_millis(200),
     };
     let results = election::run(&target, &plan, &launcher);
     let _ = std::fs::remove_dir_all(&class_dir);

@@ -79,8 +79,6 @@ pub struct Plan {
     pub faults: Vec<Fault>,
     /// The libraries, in the order of even trials (odd trials reverse it).
     pub libraries: Vec<Library>,
-    /// The window before the fault in which the idle request rate is measured.
-    pub idle_window: Duration,
 }
 
 impl Default for Plan {
@@ -89,7 +87,6 @@ impl Default for Plan {
             trials: 3,
             faults: Fault::ALL.to_vec(),
             libraries: vec![Library::Ours, Library::Curator],
-            idle_window: Duration::from_secs(1),
         }
     }
 }
@@ -127,7 +124,7 @@ pub fn run(target: &Target, plan: &Plan, launcher: &Launcher) -> Result<Vec<Seri
             }
             for library in libraries {
                 let path = format!("/failover/election/{}-{fault:?}-{t}", library.name());
-                let sample = trial(target, &watcher, launcher, library, fault, plan, &path)?;
+                let sample = trial(target, &watcher, launcher, library, fault, &path)?;
                 eprintln!(
                     "{:<30} {:<8} trial {t}: next leads {:>8} ms, after the node went {:>8} ms, \
                      {} requests in {:.0} ms, overlap {:.1} ms",
@@ -211,7 +208,6 @@ fn trial(
     launcher: &Launcher,
     library: Library,
     fault: Fault,
-    plan: &Plan,
     path: &str,
 ) -> Result<Sample, String> {
     if fault == Fault::KillMember && (target.cluster.is_none() || target.members.len() < 3) {
@@ -246,11 +242,7 @@ fn trial(
             })),
         )
         .map_err(|e| e.to_string())?;
-    let idle_before = servers.read();
-    std::thread::sleep(plan.idle_window); // a rate over wall time: nothing to wait for
     let before = servers.read();
-    let idle_rate =
-        received(&idle_before, &before).unwrap_or(0) as f64 / plan.idle_window.as_secs_f64();
 
     let mut down = None;
     let mut heard_ms = None;
@@ -294,7 +286,6 @@ fn trial(
         overlap_ms: report::overlap_ms(&group.log, fault, struck, mono_ns()),
         requests: received(&before, &after),
         window_ms: ms_between(struck, ended),
-        idle_rate,
         rtt_ms,
     };
     group.finish(Duration::from_secs(15));

@@ -29,18 +29,8 @@ pub struct Sample {
     pub requests: Option<u64>,
     /// That window's length (ms).
     pub window_ms: f64,
-    /// Requests per second the members received in the second before the fault.
-    pub idle_rate: f64,
     /// The measuring client's round trip before the fault (ms).
     pub rtt_ms: f64,
-}
-
-impl Sample {
-    /// The window's requests above the idle rate: what the election itself cost.
-    pub fn above_idle(&self) -> Option<f64> {
-        self.requests
-            .map(|r| (r as f64 - self.idle_rate * self.window_ms / 1000.0).max(0.0))
-    }
 }
 
 /// How long any two participants both led, by their LEADING / NOT-LEADING lines. The struck
@@ -166,8 +156,8 @@ pub fn render(results: &[Series]) -> String {
     }
     out.push_str(
         "\n| fault | library | trials | struck one leads again (without a lapse) | two leaders at once (trials / \
-         ms) | requests in the election p50 (window p50) | above the idle rate p50 | idle \
-         requests/s | round trip p50 |\n|---|---|---:|---:|---:|---:|---:|---:|---:|\n",
+         ms) | requests in the election p50 (window p50) | requests/s in the window p50 | round \
+         trip p50 |\n|---|---|---:|---:|---:|---:|---:|---:|\n",
     );
     for (fault, library, samples) in results {
         let median = |f: &dyn Fn(&Sample) -> Option<f64>| {
@@ -176,7 +166,7 @@ pub fn render(results: &[Series]) -> String {
         };
         let fmt = |v: Option<f64>, unit: &str| v.map_or("–".into(), |v| format!("{v:.1}{unit}"));
         out.push_str(&format!(
-            "| {} | {} | {} | {} ({}) | {} / {:.1} | {} ({}) | {} | {} | {} |\n",
+            "| {} | {} | {} | {} ({}) | {} / {:.1} | {} ({}) | {} | {} |\n",
             fault.label(),
             library.name(),
             samples.len(),
@@ -186,8 +176,10 @@ pub fn render(results: &[Series]) -> String {
             samples.iter().map(|s| s.overlap_ms).fold(0.0, f64::max),
             fmt(median(&|s| s.requests.map(|r| r as f64)), ""),
             fmt(median(&|s| Some(s.window_ms)), " ms"),
-            fmt(median(&|s| s.above_idle()), ""),
-            fmt(median(&|s| Some(s.idle_rate)), ""),
+            fmt(
+                median(&|s| Some(s.requests? as f64 * 1000.0 / s.window_ms)),
+                ""
+            ),
             fmt(median(&|s| Some(s.rtt_ms)), " ms"),
         ));
     }
