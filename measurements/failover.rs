@@ -6,8 +6,14 @@
 //! sessions, overlapping holds and connect attempts per reconnecting session. The engine is
 //! `zk_locks_measurements::failover`.
 //!
+//! With `--elections`, leader election instead: three `LeaderLatch` participants per library,
+//! each an OS process of its own (ours: this program again, in participant mode; Curator's: a
+//! JVM each), while the leader's process is killed, the leader closes, or its member is
+//! killed: how long until a participant leads again, two leaders at once, requests per
+//! election (`zk_locks_measurements::failover::election`).
+//!
 //! ```text
-//! cargo run --release --features testing --example failover [-- --trials N] [--no-curator]
+//! cargo run --release --features testing --example failover [-- --trials N] [--no-curator] [--elections]
 //! ```
 //!
 //! `--trials N` per fault per library (default 3: a few minutes; docs/performance.md's table uses
@@ -15,10 +21,16 @@
 
 use std::process::ExitCode;
 
-use zk_locks_measurements::failover;
+use zk_locks::testing::TestingCluster;
+use zk_locks_measurements::failover::{self, election};
 
 fn main() -> ExitCode {
+    // Re-executed as one election participant (`--elections` spawns them).
+    if let Some(status) = election::participant_main() {
+        return ExitCode::from(status as u8);
+    }
     let mut plan = failover::Plan::default();
+    let mut elections = false;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
@@ -30,15 +42,20 @@ fn main() -> ExitCode {
                 }
             },
             "--no-curator" => plan.curator = false,
+            "--elections" => elections = true,
             other => {
                 eprintln!("failover: unknown argument {other}");
                 return ExitCode::FAILURE;
             }
         }
     }
-    match failover::run(&plan) {
-        Ok(results) => {
-            failover::print_report(&results);
+    let done = if elections {
+        run_elections(&plan)
+    } else {
+        failover::run(&plan).map(|results| failover::print_report(&results))
+    };
+    match done {
+        Ok(()) => {
             let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
             println!("\nload average: {}", load.trim());
             ExitCode::SUCCESS
@@ -48,4 +65,35 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// The `--elections` mode, on a cluster of its own.
+fn run_elections(plan: &failover::Plan) -> Result<(), String> {
+    let cluster = TestingCluster::start(3).map_err(|e| e.to_string())?;
+    let ours = std::env::current_exe().map_err(|e| e.to_string())?;
+    let class_dir = std::env::temp_dir().join(format!("zk-locks-election-{}", std::process::id()));
+    let mut election_plan = election::Plan {
+        trials: plan.trials,
+        ..election::Plan::default()
+    };
+    let curator_classes = if plan.curator {
+        election::Launcher::compile_curator(&class_dir)?;
+        Some(class_dir.clone())
+    } else {
+        election_plan.libraries = vec![election::Library::Ours];
+        None
+    };
+    let launcher = election::Launcher {
+        ours,
+        curator_classes,
+    };
+    let target = election::Target {
+        connect: cluster.connect_string(),
+        members: (0..cluster.len()).map(|m| cluster.address(m)).collect(),
+        cluster: Some(&cluster),
+    };
+    let results = election::run(&target, &election_plan, &launcher);
+    let _ = std::fs::remove_dir_all(class_dir);
+    println!("{}", election::render(&results?));
+    Ok(())
 }

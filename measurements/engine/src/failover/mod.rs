@@ -7,7 +7,11 @@
 //! holder's next acquisition (from the fault), errors, lost sessions, overlapping holds (must
 //! be 0) and connect attempts per reconnecting session. The program is
 //! `measurements/failover.rs`.
+//!
+//! [`election`]: the same program's `--elections` mode, leader latches in processes of their
+//! own while the leader's process, session or member goes.
 
+pub mod election;
 mod report;
 mod sides;
 
