@@ -13,15 +13,17 @@
 //! election (`zk_locks_measurements::failover::election`).
 //!
 //! ```text
-//! cargo run --release --features testing --example failover [-- --trials N] [--no-curator] [--elections]
+//! cargo run --release --features testing --example failover [-- --trials N] [--no-curator] [--elections] [--svg DIR]
 //! ```
 //!
 //! `--trials N` per fault per library (default 3: a few minutes; docs/performance.md's table uses
-//! 20-30). Needs Java 17, Debian's ZooKeeper 3.8 and Curator jars (`scripts/test.sh`).
+//! 20-30). `--svg DIR` also draws the medians and 90th percentiles as an SVG bar chart in DIR
+//! (`failover-gaps.svg`; with `--elections`, `election-failover.svg` and `election-kill.svg`). Needs Java 17, Debian's ZooKeeper 3.8 and Curator jars (`scripts/test.sh`).
 
 use std::process::ExitCode;
 
 use zk_locks::testing::TestingCluster;
+use zk_locks_measurements::chart;
 use zk_locks_measurements::failover::{self, election};
 
 fn main() -> ExitCode {
@@ -31,6 +33,7 @@ fn main() -> ExitCode {
     }
     let mut plan = failover::Plan::default();
     let mut elections = false;
+    let mut svg: Option<std::path::PathBuf> = None;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
@@ -43,16 +46,32 @@ fn main() -> ExitCode {
             },
             "--no-curator" => plan.curator = false,
             "--elections" => elections = true,
+            "--svg" => match args.next() {
+                Some(dir) => svg = Some(dir.into()),
+                None => {
+                    eprintln!("failover: --svg needs a directory");
+                    return ExitCode::FAILURE;
+                }
+            },
             other => {
                 eprintln!("failover: unknown argument {other}");
                 return ExitCode::FAILURE;
             }
         }
     }
+    let draw = |charts: Vec<(&str, chart::Bars)>| match &svg {
+        None => Ok(()),
+        Some(dir) => charts
+            .iter()
+            .try_for_each(|(name, c)| chart::write(dir, name, c)),
+    };
     let done = if elections {
-        run_elections(&plan)
+        run_elections(&plan).and_then(|results| draw(failover::charts::election_charts(&results)))
     } else {
-        failover::run(&plan).map(|results| failover::print_report(&results))
+        failover::run(&plan).and_then(|results| {
+            failover::print_report(&results);
+            draw(failover::charts::charts(&results))
+        })
     };
     match done {
         Ok(()) => {
@@ -68,7 +87,7 @@ fn main() -> ExitCode {
 }
 
 /// The `--elections` mode, on a cluster of its own.
-fn run_elections(plan: &failover::Plan) -> Result<(), String> {
+fn run_elections(plan: &failover::Plan) -> Result<Vec<election::Series>, String> {
     let cluster = TestingCluster::start(3).map_err(|e| e.to_string())?;
     let ours = std::env::current_exe().map_err(|e| e.to_string())?;
     let class_dir = std::env::temp_dir().join(format!("zk-locks-election-{}", std::process::id()));
@@ -94,6 +113,7 @@ fn run_elections(plan: &failover::Plan) -> Result<(), String> {
     };
     let results = election::run(&target, &election_plan, &launcher);
     let _ = std::fs::remove_dir_all(class_dir);
-    println!("{}", election::render(&results?));
-    Ok(())
+    let results = results?;
+    println!("{}", election::render(&results));
+    Ok(results)
 }

@@ -11,6 +11,7 @@
 //! [`election`]: the same program's `--elections` mode, leader latches in processes of their
 //! own while the leader's process, session or member goes.
 
+pub mod charts;
 pub mod election;
 mod report;
 mod sides;
