@@ -38,14 +38,14 @@ pub struct Bars {
     pub groups: Vec<Group>,
 }
 
-const WIDTH: f64 = 820.0;
-const LABEL: f64 = 250.0;
+const WIDTH: f64 = 900.0;
+const LABEL: f64 = 300.0;
 const PLOT: f64 = 470.0;
 const BAR: f64 = 14.0;
 const GAP: f64 = 12.0;
 const TOP: f64 = 56.0;
 /// The note's line length, in characters (11 px sans-serif fits about this many in the width).
-const NOTE_CHARS: usize = 130;
+const NOTE_CHARS: usize = 140;
 
 /// The colour of a library's bars: ours blue, Curator orange, anything else grey.
 fn colour(series: &str) -> &'static str {
@@ -56,13 +56,14 @@ fn colour(series: &str) -> &'static str {
     }
 }
 
-/// A round axis end at or above `max` (1, 2 or 5 times a power of ten).
+/// A round axis end at or above `max` (1, 1.5, 2, 2.5, 3, 4, 5, 6 or 8 times a power of ten:
+/// its fifths stay round and the longest bar fills most of the width).
 fn axis_end(max: f64) -> f64 {
     if !max.is_finite() || max <= 0.0 {
         return 1.0;
     }
     let power = 10f64.powf(max.log10().floor());
-    [1.0, 2.0, 5.0, 10.0]
+    [1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0]
         .iter()
         .map(|m| m * power)
         .find(|end| *end >= max)
@@ -244,9 +245,11 @@ mod tests {
     fn axis_ends_are_round_and_cover_the_maximum() {
         assert_eq!(axis_end(0.0), 1.0);
         assert_eq!(axis_end(f64::NAN), 1.0);
-        assert_eq!(axis_end(3.2), 5.0);
+        assert_eq!(axis_end(3.2), 4.0);
+        assert_eq!(axis_end(2.46), 2.5);
         assert_eq!(axis_end(10.0), 10.0);
-        assert_eq!(axis_end(1234.0), 2000.0);
+        assert_eq!(axis_end(1234.0), 1500.0);
+        assert_eq!(axis_end(16672.0), 20000.0);
     }
 
     #[test]
