@@ -1,7 +1,7 @@
 //! The comparison as pictures (`compare --svg DIR`): latency beside Curator's (the median's bar,
 //! the 99th percentile's whisker), contended throughput, and the long queues' drain and memory.
 
-use super::queue::{QueueReport, QueueRun};
+use super::queue::{median, QueueReport, QueueRun};
 use super::{Report, Scenario};
 use crate::chart::{Bar, Bars, Group};
 
@@ -96,11 +96,6 @@ pub fn charts(report: &Report) -> Vec<(&'static str, Bars)> {
 
 /// The charts of the long queues: (file name, chart).
 pub fn queue_charts(report: &QueueReport) -> Vec<(&'static str, Bars)> {
-    let median = |runs: &[QueueRun], f: &dyn Fn(&QueueRun) -> f64| {
-        let mut v: Vec<f64> = runs.iter().map(f).collect();
-        v.sort_by(f64::total_cmp);
-        v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
-    };
     let groups = |f: &dyn Fn(&QueueRun, f64) -> f64| {
         report
             .rows
@@ -112,12 +107,12 @@ pub fn queue_charts(report: &QueueReport) -> Vec<(&'static str, Bars)> {
                     bars: vec![
                         Bar {
                             series: OURS,
-                            value: median(&row.ours, &|q| f(q, waiters)),
+                            value: median(&row.ours, |q| f(q, waiters)),
                             high: None,
                         },
                         Bar {
                             series: CURATOR,
-                            value: median(&row.curator, &|q| f(q, waiters)),
+                            value: median(&row.curator, |q| f(q, waiters)),
                             high: None,
                         },
                     ],

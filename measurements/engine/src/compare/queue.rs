@@ -492,7 +492,8 @@ pub fn render_queues(report: &QueueReport) -> String {
     out
 }
 
-fn median(runs: &[QueueRun], f: impl Fn(&QueueRun) -> f64) -> f64 {
+/// The median of `f` over the rounds (NaN when there are none).
+pub(super) fn median(runs: &[QueueRun], f: impl Fn(&QueueRun) -> f64) -> f64 {
     let mut v: Vec<f64> = runs.iter().map(f).collect();
     v.sort_by(f64::total_cmp);
     v.get(v.len() / 2).copied().unwrap_or(f64::NAN)

@@ -1,24 +1,17 @@
 //! The failover tables as pictures (`failover --svg DIR`): per fault, each library's median as
 //! a bar and its 90th percentile as the whisker, over the trials.
 
+use super::election::report::quantile;
 use super::election::{self, Library};
 use super::{Fault, Series};
 use crate::chart::{Bar, Bars, Group};
-
-/// The nearest-rank `q`-quantile of `values` (NaN when there are none).
-fn quantile(values: &[f64], q: f64) -> f64 {
-    let mut v = values.to_vec();
-    v.sort_by(f64::total_cmp);
-    let rank = ((q * v.len() as f64).ceil() as usize).clamp(1, v.len().max(1));
-    v.get(rank - 1).copied().unwrap_or(f64::NAN)
-}
 
 /// A library's bar: the median of `values`, the whisker at their 90th percentile.
 fn bar(series: &'static str, values: &[f64]) -> Bar {
     Bar {
         series,
-        value: quantile(values, 0.5),
-        high: Some(quantile(values, 0.9)),
+        value: quantile(values, 0.5).unwrap_or(f64::NAN),
+        high: quantile(values, 0.9),
     }
 }
 

@@ -19,7 +19,7 @@
 
 mod participant;
 mod processes;
-mod report;
+pub(super) mod report;
 mod servers;
 
 use std::net::SocketAddr;

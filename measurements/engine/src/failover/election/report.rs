@@ -80,7 +80,7 @@ pub(super) fn ms(v: Option<f64>) -> String {
 }
 
 /// The `q`-quantile (nearest rank) of `values`.
-fn quantile(values: &[f64], q: f64) -> Option<f64> {
+pub(crate) fn quantile(values: &[f64], q: f64) -> Option<f64> {
     let mut v = values.to_vec();
     v.sort_by(f64::total_cmp);
     let rank = ((q * v.len() as f64).ceil() as usize).clamp(1, v.len().max(1));
