@@ -151,14 +151,21 @@ fn cancel_on(mut shutdown: Shutdown) -> CancelToken {
 /// Takes the lock on a blocking thread, giving up when the shutdown comes: one owned acquire
 /// given the service's token, which the shutdown cancels; the waiter then leaves the queue
 /// (its node deleted) and `None` comes back. A lock granted just before the cancel was seen
-/// is given back: a service that stops starts no new work.
+/// is given back: a service that stops starts no new work. That check reads the shutdown
+/// signal itself, not only the token: the token is cancelled by a task of its own, which may
+/// not have run yet when a holder that saw the signal has already let the lock go.
 async fn acquire(
     lock: Arc<InterProcessMutex>,
     cancel: &CancelToken,
+    shutdown: &Shutdown,
 ) -> AnyResult<Option<OwnedLockGuard<InterProcessMutex>>> {
-    let (how, cancel) = (Acquire::new().cancel(cancel), cancel.clone());
+    let (how, cancel, shutdown) = (
+        Acquire::new().cancel(cancel),
+        cancel.clone(),
+        shutdown.clone(),
+    );
     blocking(move || match lock.try_lock_owned_with(&how) {
-        Ok(Some(guard)) if cancel.is_cancelled() => {
+        Ok(Some(guard)) if cancel.is_cancelled() || *shutdown.borrow() => {
             guard.unlock()?;
             Ok(None)
         }
@@ -230,7 +237,7 @@ async fn turns(
         let (inside, mut shutdown, cancel) = (inside.clone(), shutdown.clone(), cancel.clone());
         tasks.push(tokio::spawn(async move {
             let _session = session;
-            let Some(guard) = acquire(lock, &cancel).await? else {
+            let Some(guard) = acquire(lock, &cancel, &shutdown).await? else {
                 return Err("stopped before it got the lock".into());
             };
             info!(
@@ -276,7 +283,7 @@ async fn lost_between_awaits(
         }
     };
     let lock = Arc::new(InterProcessMutex::new(holder.client.clone(), LOCK)?);
-    let guard = acquire(lock, cancel)
+    let guard = acquire(lock, cancel, shutdown)
         .await?
         .ok_or("stopped before it got the lock")?;
     info!("holder holds the lock and works");
@@ -333,7 +340,7 @@ async fn shutdown_while_waiting(
     let (holder_session, waiter_session) = (backend.try_connect()?, backend.try_connect()?);
     let holder_lock = Arc::new(InterProcessMutex::new(holder_session.client.clone(), LOCK)?);
     let waiter_lock = Arc::new(InterProcessMutex::new(waiter_session.client.clone(), LOCK)?);
-    let guard = acquire(holder_lock.clone(), cancel)
+    let guard = acquire(holder_lock.clone(), cancel, shutdown)
         .await?
         .ok_or("stopped before it got the lock")?;
     let mut holder_shutdown = shutdown.clone();
@@ -346,8 +353,8 @@ async fn shutdown_while_waiting(
         .session()
         .session_id()
         .ok_or("the waiter has no session")?;
-    let waiting = (waiter_lock, cancel.clone());
-    let waiter = tokio::spawn(async move { acquire(waiting.0, &waiting.1).await });
+    let waiting = (waiter_lock, cancel.clone(), shutdown.clone());
+    let waiter = tokio::spawn(async move { acquire(waiting.0, &waiting.1, &waiting.2).await });
     // Signal once the waiter is in the queue (its node beside the holder's).
     let queue = holder_lock.clone();
     blocking(move || {
