@@ -170,25 +170,20 @@ fn unannounced_expiries_are_set_aside_not_counted() {
 
 #[test]
 fn the_checker_sees_overlaps_and_excess_holders() {
-    use std::time::Instant;
     use zk_locks_measurements::torture::{check_exclusion, Section};
-    let t = Instant::now();
+    let t = std::time::Instant::now();
     let at = |ms: u64| t + Duration::from_millis(ms);
-    let section = |worker, exclusive, enter, exit, valid| Section {
-        recipe: Recipe::Mutex,
-        exclusive,
-        worker,
-        token: None,
-        asked: at(0),
-        enter: at(enter),
-        exit: at(exit),
-        checked: at(exit),
-        valid_at_enter: true,
-        valid_at_exit: valid,
-        nodes: Vec::new(),
-        nodes_alive: None,
-        write_refused: false,
-        write_stale: false,
+    let section = |worker, exclusive, enter, exit, valid| {
+        made_section(
+            t,
+            Recipe::Mutex,
+            exclusive,
+            worker,
+            None,
+            enter,
+            exit,
+            valid,
+        )
     };
     // Touching and disjoint exclusive sections are fine; an invalid one does not count.
     let ok = [
@@ -256,25 +251,19 @@ fn the_checker_sees_overlaps_and_excess_holders() {
 /// is below an earlier one's, is a violation; an invalid section's term does not order.
 #[test]
 fn the_checker_sees_a_term_held_twice_and_terms_going_back() {
-    use std::time::Instant;
-    use zk_locks_measurements::torture::{check_terms, Section};
-    let t = Instant::now();
-    let at = |ms: u64| t + Duration::from_millis(ms);
-    let leader = |worker, term, enter, exit, valid| Section {
-        recipe: Recipe::Latch,
-        exclusive: true,
-        worker,
-        token: Some(term),
-        asked: at(0),
-        enter: at(enter),
-        exit: at(exit),
-        checked: at(exit),
-        valid_at_enter: true,
-        valid_at_exit: valid,
-        nodes: Vec::new(),
-        nodes_alive: None,
-        write_refused: false,
-        write_stale: false,
+    use zk_locks_measurements::torture::check_terms;
+    let t = std::time::Instant::now();
+    let leader = |worker, term, enter, exit, valid| {
+        made_section(
+            t,
+            Recipe::Latch,
+            true,
+            worker,
+            Some(term),
+            enter,
+            exit,
+            valid,
+        )
     };
     let ok = [
         leader(0, 10, 0, 5, true),
@@ -420,4 +409,36 @@ fn a_delete_that_meets_a_session_change_report_is_retried() {
         Vec::<String>::new(),
         "the node lives on in the new session"
     );
+}
+
+/// A recorded section for the checker's own tests: asked at `t`, entered and left `enter` and
+/// `exit` ms after it, valid at its enter and (as `valid` says) at its exit.
+#[allow(clippy::too_many_arguments)]
+fn made_section(
+    t: std::time::Instant,
+    recipe: Recipe,
+    exclusive: bool,
+    worker: usize,
+    token: Option<i64>,
+    enter: u64,
+    exit: u64,
+    valid: bool,
+) -> zk_locks_measurements::torture::Section {
+    let at = |ms: u64| t + Duration::from_millis(ms);
+    zk_locks_measurements::torture::Section {
+        recipe,
+        exclusive,
+        worker,
+        token,
+        asked: at(0),
+        enter: at(enter),
+        exit: at(exit),
+        checked: at(exit),
+        valid_at_enter: true,
+        valid_at_exit: valid,
+        nodes: Vec::new(),
+        nodes_alive: None,
+        write_refused: false,
+        write_stale: false,
+    }
 }
