@@ -29,17 +29,42 @@ use zk_locks::{LockState, SharedClient, ZkClient};
 
 const PATIENCE: Duration = Duration::from_secs(20);
 
+/// The (latch, term) of every latch that leads as `order` reads them, one after another.
+fn leading_in(latches: &[LeaderLatch], order: impl Iterator<Item = usize>) -> Vec<(usize, i64)> {
+    order
+        .filter_map(|i| {
+            let spell = latches[i].leadership().filter(|s| s.is_leading())?;
+            Some((i, spell.term()))
+        })
+        .collect()
+}
+
 /// Samples `latches` until `stop`: the most participants seen leading at once, and the
 /// successive (id, term) of the leaders seen.
+///
+/// One pass reads the latches one after another, not at one instant: it can see a leader
+/// that stopped just after it was read and its successor that started just before. So when a
+/// pass sees two, a second pass reads them again in the opposite order, and only latches seen
+/// leading in both, with the same term, count as leading at once: a term is one node, no
+/// other latch can lead while that node is there, and it never leads again once the node is
+/// gone, so two such spells both span the moment between the passes.
 fn monitor(latches: &[LeaderLatch], stop: &AtomicBool) -> (usize, Vec<(String, i64)>) {
     let mut most = 0;
     let mut seen: Vec<(String, i64)> = Vec::new();
     while !stop.load(Ordering::SeqCst) {
+        let first = leading_in(latches, 0..latches.len());
+        let at_once = match first.len() {
+            0 | 1 => first.len(),
+            _ => leading_in(latches, (0..latches.len()).rev())
+                .iter()
+                .filter(|again| first.contains(again))
+                .count(),
+        };
+        most = most.max(at_once);
         let leading: Vec<_> = latches
             .iter()
             .filter_map(|l| l.leadership().filter(|s| s.is_leading()))
             .collect();
-        most = most.max(leading.len());
         if let [one] = &leading[..] {
             let now = (one.id().to_string(), one.term());
             if seen.last() != Some(&now) {
@@ -173,7 +198,12 @@ fn netflix_216_no_stale_leader_after_rounds_of_connection_trouble() {
             let hit = [leader, (leader + 5) % 12, (leader + 7) % 12];
             for (k, &i) in hit.iter().enumerate() {
                 let c = &clients[i];
-                match (round + k) % 4 {
+                // Every expiry comes while the link is down, as a real server's does (it
+                // expires a session only after hearing nothing for its timeout). An instant
+                // expiry of a connected client ends its session before it can know, so others
+                // may lead while it still reads `Held`: no client can tell, and the torture
+                // soak sets such spells aside (`expired-sections`) for fencing to judge.
+                match (round + k) % 3 {
                     0 => {
                         c.suspend();
                         c.resume(); // a blip: same session
@@ -183,7 +213,6 @@ fn netflix_216_no_stale_leader_after_rounds_of_connection_trouble() {
                         c.expire();
                         c.resume();
                     }
-                    2 => c.expire(),
                     _ => {
                         let old = c.session_id();
                         c.suspend();
