@@ -56,6 +56,11 @@ type Callback = Box<dyn FnMut(&Leadership) + Send>;
 /// which the callback may not notice: it must not write without checking the state, the
 /// term, or through [`Leadership::fenced_multi`].
 ///
+/// **A call is not a spell.** The callback can start after its spell already ended: the
+/// session can go between the grant and the call, and a later participant may lead by then
+/// with a larger term. Check [`Leadership::is_leading`] before acting on the leadership (or
+/// announcing its term); a spell that was never leading was never leadership.
+///
 /// ```
 /// use std::sync::mpsc;
 /// use zk_locks::client::memory::MemoryEnsemble;
