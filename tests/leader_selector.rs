@@ -1,7 +1,8 @@
-//! `LeaderSelector` on the in-memory ensemble (and one run on a real server): the callback
-//! runs while leading and leadership moves when it returns; requeue and auto requeue;
-//! interrupt; Curator's default policy (suspended or lost cancels the leadership's token);
-//! a callback that ignores its token keeps the node until its session is lost.
+//! `LeaderSelector` on the in-memory ensemble, and on a real server through every real
+//! backend: the callback runs while leading and leadership moves when it returns; requeue
+//! and auto requeue; interrupt; Curator's default policy (suspended or lost cancels the
+//! leadership's token); a callback that ignores its token keeps the node until its session
+//! is lost.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
@@ -214,9 +215,30 @@ fn close_withdraws_a_queued_selector_and_a_panicking_callback_is_contained() {
 
 #[test]
 fn a_real_selector_hands_over_when_the_callback_returns_and_on_expiry() {
-    let Some(backend) = Real::native() else {
-        return;
-    };
+    if let Some(backend) = Real::native() {
+        hands_over_when_the_callback_returns_and_on_expiry(backend);
+    }
+}
+
+#[cfg(feature = "tls")]
+#[test]
+fn a_real_selector_over_tls_hands_over() {
+    if let Some(backend) = Real::native_tls() {
+        hands_over_when_the_callback_returns_and_on_expiry(backend);
+    }
+}
+
+#[cfg(feature = "zookeeper-crate")]
+#[test]
+fn a_real_selector_through_the_zookeeper_crate_hands_over() {
+    if let Some(backend) = Real::new() {
+        hands_over_when_the_callback_returns_and_on_expiry(backend);
+    }
+}
+
+/// Two auto-requeueing selectors on `backend`: leadership moves when the callback returns
+/// (interrupted) and when the leader's session expires, terms growing.
+fn hands_over_when_the_callback_returns_and_on_expiry(backend: Real) {
     let path = format!("{}/selector", backend.root());
     let sessions: Vec<_> = (0..2).map(|_| backend.connect()).collect();
     let (tx, rx) = mpsc::channel();

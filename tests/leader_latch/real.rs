@@ -1,6 +1,7 @@
-//! The latch on a real ZooKeeper (the shared test server, through our own client and a
-//! fault proxy per session): a blip, a handover on close and on an expired session. Skipped
-//! without a server unless `ZK_LOCKS_REQUIRE_SERVER=1`.
+//! The latch on a real ZooKeeper (the shared test server, a fault proxy per session) through
+//! every real backend — our own client, our own client over TLS, the `zookeeper`-crate
+//! backend: a blip, a handover on close and on an expired session. Skipped without a server
+//! unless `ZK_LOCKS_REQUIRE_SERVER=1`.
 
 use zk_locks::locks::LeaderLatch;
 use zk_locks::testing::harness::{Backend, Real};
@@ -10,9 +11,28 @@ use super::{leaders, wait_participants, PATIENCE};
 
 #[test]
 fn a_real_election_survives_a_blip_and_hands_over_on_close_and_on_expiry() {
-    let Some(backend) = Real::native() else {
-        return;
-    };
+    if let Some(backend) = Real::native() {
+        survives_a_blip_and_hands_over(backend);
+    }
+}
+
+#[cfg(feature = "tls")]
+#[test]
+fn a_real_election_over_tls_survives_a_blip_and_hands_over() {
+    if let Some(backend) = Real::native_tls() {
+        survives_a_blip_and_hands_over(backend);
+    }
+}
+
+#[cfg(feature = "zookeeper-crate")]
+#[test]
+fn a_real_election_through_the_zookeeper_crate_survives_a_blip_and_hands_over() {
+    if let Some(backend) = Real::new() {
+        survives_a_blip_and_hands_over(backend);
+    }
+}
+
+fn survives_a_blip_and_hands_over(backend: Real) {
     let path = format!("{}/election", backend.root());
     let sessions: Vec<_> = (0..3).map(|_| backend.connect()).collect();
     // Started one after the other, each once the one before has queued: a, b, c in order.
