@@ -20,6 +20,7 @@ use super::super::participants::{self as queue, Participant, ParticipantKind};
 use super::super::{deadline_after, validate_lock_path, LockObserver};
 use super::leadership::Leadership;
 use super::listeners::{LeaderLatchListener, LeaderListenerId, Listeners};
+use super::phase::{not_participating, Phase};
 
 /// What a latch tells its listeners when it is closed while leading (Curator's
 /// `LeaderLatch.CloseMode`).
@@ -30,14 +31,6 @@ pub enum CloseMode {
     Silent,
     /// Listeners are told `not_leader`.
     NotifyLeader,
-}
-
-/// Where a latch is in its life.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Phase {
-    Latent,
-    Started,
-    Closed,
 }
 
 /// A participant in a leader election, wire-compatible with Curator 5.4's `LeaderLatch`:
@@ -193,7 +186,7 @@ impl LeaderLatch {
     pub fn start(&self) -> Result<()> {
         let mut status = self.shared.status.lock();
         if status.phase != Phase::Latent {
-            return Err(self.not_participating("started already, or closed"));
+            return Err(not_participating(self.path(), "started already, or closed"));
         }
         let shared = self.shared.clone();
         let handle = thread::Builder::new()
@@ -223,7 +216,10 @@ impl LeaderLatch {
         {
             let mut status = self.shared.status.lock();
             if status.phase != Phase::Started {
-                return Err(self.not_participating("not started, or closed already"));
+                return Err(not_participating(
+                    self.path(),
+                    "not started, or closed already",
+                ));
             }
             status.phase = Phase::Closed;
             self.shared.changed.notify_all();
@@ -289,8 +285,8 @@ impl LeaderLatch {
         let mut status = self.shared.status.lock();
         loop {
             match status.phase {
-                Phase::Latent => return Err(self.not_participating("not started")),
-                Phase::Closed => return Err(self.not_participating("closed")),
+                Phase::Latent => return Err(not_participating(self.path(), "not started")),
+                Phase::Closed => return Err(not_participating(self.path(), "closed")),
                 Phase::Started => {}
             }
             if let Some(leadership) = &status.leading {
@@ -343,13 +339,6 @@ impl LeaderLatch {
     /// `None` when nobody takes part.
     pub fn leader(&self) -> Result<Option<Participant>> {
         Ok(self.participants()?.into_iter().next())
-    }
-
-    fn not_participating(&self, reason: &'static str) -> Error {
-        Error::NotParticipating {
-            path: self.path().to_string(),
-            reason,
-        }
     }
 }
 

@@ -10,6 +10,8 @@
 //! - [`Leadership`] (`leadership.rs`): what a leader holds, whichever recipe elected it — the
 //!   election node's state (the `HeldNode` rules every lock holder has), its term (the
 //!   node's fencing token), a token cancelled when the spell ends, fenced writes.
+//! - `phase.rs`: the life both recipes share (latent, started once, closed once) and the
+//!   error for a call in the wrong phase.
 //!
 //! The rule every file here keeps: **at no moment do two participants both read their
 //! leadership `Held`.** A participant leads only while its node reads `Held` by the lock
@@ -21,6 +23,7 @@ mod campaign;
 mod latch;
 mod leadership;
 mod listeners;
+mod phase;
 mod selector;
 
 pub use latch::{CloseMode, LeaderLatch};

@@ -32,6 +32,7 @@ use super::super::participants::Participant;
 use super::super::watching::wait_on;
 use super::super::{default_node_data, InterProcessLock, InterProcessMutex};
 use super::leadership::Leadership;
+use super::phase::{not_participating, Phase};
 
 /// The pause before queueing again after an acquire that failed, with auto requeue.
 const PAUSE_AFTER_FAILURE: Duration = Duration::from_secs(1);
@@ -97,13 +98,6 @@ struct Shared {
     status: Mutex<Status>,
     changed: Condvar,
     thread: Mutex<Option<JoinHandle<()>>>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Phase {
-    Latent,
-    Started,
-    Closed,
 }
 
 struct Status {
@@ -183,7 +177,7 @@ impl LeaderSelector {
     pub fn start(&self) -> Result<()> {
         let mut status = self.shared.status.lock();
         if status.phase != Phase::Latent {
-            return Err(self.not_participating("started already, or closed"));
+            return Err(not_participating(self.path(), "started already, or closed"));
         }
         let shared = self.shared.clone();
         let handle = thread::Builder::new()
@@ -204,7 +198,7 @@ impl LeaderSelector {
     pub fn requeue(&self) -> Result<bool> {
         let mut status = self.shared.status.lock();
         if status.phase != Phase::Started {
-            return Err(self.not_participating("not started, or closed"));
+            return Err(not_participating(self.path(), "not started, or closed"));
         }
         if status.queued || status.leading.is_some() {
             return Ok(false);
@@ -241,7 +235,10 @@ impl LeaderSelector {
         {
             let mut status = self.shared.status.lock();
             if status.phase != Phase::Started {
-                return Err(self.not_participating("not started, or closed already"));
+                return Err(not_participating(
+                    self.path(),
+                    "not started, or closed already",
+                ));
             }
             status.phase = Phase::Closed;
             if let Some(leadership) = &status.leading {
@@ -269,13 +266,6 @@ impl LeaderSelector {
     /// part.
     pub fn leader(&self) -> Result<Option<Participant>> {
         Ok(self.participants()?.into_iter().next())
-    }
-
-    fn not_participating(&self, reason: &'static str) -> Error {
-        Error::NotParticipating {
-            path: self.path().to_string(),
-            reason,
-        }
     }
 }
 
