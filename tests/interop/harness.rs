@@ -80,10 +80,10 @@ impl Jvm {
         Jvm::spawn_with_env(classes, args, &[])
     }
 
-    /// The leader-election side (`Leader.java`) with `args`.
-    pub(crate) fn spawn_leader(classes: &Path, args: &[&str]) -> Jvm {
-        let command = curator::java(classes, "Leader").expect("java command");
-        Jvm::spawn_command(command, args)
+    /// The leader-election side (`Leader.java`) with `args` and extra environment variables
+    /// (`INTEROP_TLS_CA=ca.pem`: TLS, as for [`Jvm::spawn_with_env`]).
+    pub(crate) fn spawn_leader(classes: &Path, args: &[&str], env: &[(&str, &str)]) -> Jvm {
+        Jvm::spawn_class(classes, "Leader", args, env)
     }
 
     /// Kills the process now (SIGKILL, as `kill -9`) and reaps it.
@@ -96,11 +96,16 @@ impl Jvm {
     /// turns on digest credentials and `CREATOR_ALL_ACL`; `INTEROP_TLS_CA=ca.pem` TLS, which
     /// also puts the Netty jars on the class path).
     pub(crate) fn spawn_with_env(classes: &Path, args: &[&str], env: &[(&str, &str)]) -> Jvm {
+        Jvm::spawn_class(classes, "Interop", args, env)
+    }
+
+    /// Class `main` of `classes` with `args` and extra environment variables `env`.
+    fn spawn_class(classes: &Path, main: &str, args: &[&str], env: &[(&str, &str)]) -> Jvm {
         let tls = env.iter().any(|(k, _)| *k == "INTEROP_TLS_CA");
         let command = if tls {
-            curator::java_tls(classes, "Interop")
+            curator::java_tls(classes, main)
         } else {
-            curator::java(classes, "Interop")
+            curator::java(classes, main)
         };
         let mut command = command.expect("java command");
         command.envs(env.iter().copied());

@@ -3,7 +3,8 @@
 //! participant, on one clock, never overlap), Curator's `getLeader()` and ours name the same
 //! id, and leadership moves when the leader closes, yields, or its process is killed
 //! (`kill -9`: the JVM's session times out after 2 s). The Rust participant killed with
-//! `kill -9` is a `zklock --elect` process among Curator selectors.
+//! `kill -9` is a `zklock --elect` process among Curator selectors. Latches of both runtimes
+//! elect over TLS too.
 
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
@@ -24,8 +25,20 @@ struct Peer {
 
 impl Peer {
     fn start(classes: &std::path::Path, connect: &str, kind: &str, path: &str, id: &str) -> Peer {
+        Peer::start_with_env(classes, connect, kind, path, id, &[])
+    }
+
+    /// [`Peer::start`] with extra environment variables (`INTEROP_TLS_CA`: over TLS).
+    fn start_with_env(
+        classes: &std::path::Path,
+        connect: &str,
+        kind: &str,
+        path: &str,
+        id: &str,
+        env: &[(&str, &str)],
+    ) -> Peer {
         let mut peer = Peer {
-            jvm: Jvm::spawn_leader(classes, &[connect, kind, path, id]),
+            jvm: Jvm::spawn_leader(classes, &[connect, kind, path, id], env),
             leading: false,
         };
         peer.reply("CLOCK ");
@@ -142,7 +155,16 @@ impl LeaderLatchListener for Spells {
 }
 
 fn rust_latch(connect: &str, path: &str, id: &str, records: &Records) -> LeaderLatch {
-    let latch = LeaderLatch::new(rust_client(connect), path, id)
+    latch_on(rust_client(connect), path, id, records)
+}
+
+fn latch_on(
+    client: zk_locks::SharedClient,
+    path: &str,
+    id: &str,
+    records: &Records,
+) -> LeaderLatch {
+    let latch = LeaderLatch::new(client, path, id)
         .unwrap()
         .with_close_mode(CloseMode::NotifyLeader);
     latch.add_listener(Arc::new(Spells(records.clone(), id.to_string())));
@@ -212,6 +234,54 @@ fn latches_of_both_runtimes_elect_one_leader_and_agree_on_it() {
     let (peak, switches) = check(records, 1).unwrap();
     assert_eq!(peak, 1);
     assert!(switches >= 3, "leadership changed side {switches} times");
+}
+
+/// Latches of both runtimes over TLS (Curator on ZooKeeper's Netty socket with the test CA,
+/// ours on rustls) through the server's `secureClientPort`: one leader at a time, named alike
+/// by both, and leadership moving from Curator to Rust and back on close.
+#[cfg(feature = "tls")]
+#[test]
+fn latches_of_both_runtimes_over_tls_elect_one_leader() {
+    use zk_locks::client::native::{NativeClient, NativeOptions, TlsOptions};
+    let Some(classes) = classes() else {
+        return;
+    };
+    let server = zk_locks::testing::shared_tls_server().expect("a TLS server");
+    let secure = server.secure_connect_string().unwrap();
+    let ca = server.tls_files().unwrap().ca;
+    let options = NativeOptions::new(&secure)
+        .session_timeout(Duration::from_secs(10))
+        .tls(TlsOptions::from_ca_file(&ca).unwrap());
+    let client = NativeClient::connect_with(options).expect("connect over TLS");
+    let path = format!("{}/election", unique_root("leader-tls"));
+    let env = [("INTEROP_TLS_CA", ca.to_str().unwrap())];
+    let rust: Records = Arc::default();
+    let mut j1 = Peer::start_with_env(classes, &secure, "latch", &path, "jvm-1", &env);
+    j1.wait_leading();
+    let a = latch_on(client, &path, "rust-a", &rust);
+    eventually(PATIENCE, "rust-a queued", || {
+        a.participants().unwrap().len() == 2
+    });
+    let mut j2 = Peer::start_with_env(classes, &secure, "latch", &path, "jvm-2", &env);
+    eventually(PATIENCE, "jvm-2 queued", || {
+        a.participants().unwrap().len() == 3
+    });
+    assert_eq!(j2.leader(), ("jvm-1".to_string(), true));
+    assert_eq!(a.leader().unwrap().unwrap().id(), "jvm-1");
+
+    let mut records = j1.close(); // to rust-a
+    a.await_leadership_for(PATIENCE)
+        .unwrap()
+        .expect("rust-a leads");
+    assert_eq!(j2.leader(), ("rust-a".to_string(), true));
+    a.close().unwrap(); // to jvm-2
+    j2.wait_leading();
+    assert!(j2.has_leadership());
+    records.extend(j2.close());
+    records.extend(rust.lock().unwrap().iter().cloned());
+    let (peak, switches) = check(records, 1).unwrap();
+    assert_eq!(peak, 1);
+    assert!(switches >= 2, "leadership changed side {switches} times");
 }
 
 #[test]
