@@ -50,7 +50,9 @@ use super::leadership::Leadership;
 /// ```
 pub trait LeaderLatchListener: Send + Sync {
     /// This participant leads now (also again, with the same term, after a `Suspect` spell
-    /// that ended with the node still ours).
+    /// that ended with the node still ours). The spell can be over by the time this runs
+    /// (the session can go between the latch's check and the call; `not_leader` follows):
+    /// check [`Leadership::is_leading`] before acting on it or announcing its term.
     fn is_leader(&self, leadership: &Leadership);
 
     /// This participant no longer leads: its node's state left `Held` (`Suspect`: the
