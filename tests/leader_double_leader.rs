@@ -7,7 +7,7 @@
 //!   expired. Ours stops the moment the link is suspended.
 //! - CURATOR-444: a leader cut off by a silent partition keeps leading. Ours turns `Suspect`
 //!   when its client stops hearing the server, before the server can expire the session
-//!   (real server, `FaultProxy::blackhole`).
+//!   (real server, `FaultProxy::blackhole`), a latch's and a selector's alike.
 //! - Netflix curator #216: stale leadership after connection trouble (three of twelve
 //!   instances leading). Twelve latches under rounds of blips, expiries and given-up
 //!   sessions; the same rounds for four auto-requeueing selectors.
@@ -297,6 +297,53 @@ fn curator_444_a_partitioned_leader_stops_before_another_leads() {
     });
     assert!(latches[1].has_leadership());
     assert!(!latches[0].has_leadership());
+}
+
+/// CURATOR-444 for selectors: the leading selector's link goes silent; its callback's token
+/// ends when its client stops hearing the server, and the callback returns, before the
+/// server expires the session and the other selector's callback runs.
+#[test]
+fn curator_444_a_partitioned_selector_stops_before_another_leads() {
+    let Some(server) = shared_server() else {
+        return;
+    };
+    let path = format!("{}/selector", unique_root("e444s"));
+    let proxy = FaultProxy::start(server.addr()).unwrap();
+    let options =
+        NativeOptions::new(proxy.connect_string()).session_timeout(Duration::from_secs(3));
+    let ca: SharedClient = NativeClient::connect_with(options).unwrap();
+    let cb: SharedClient = NativeClient::connect(&server.connect_string(), PATIENCE).unwrap();
+    let (led, leaders) = std::sync::mpsc::channel();
+    let selector = |client: SharedClient, id: &str| {
+        let led = led.clone();
+        let s = LeaderSelector::new(client, &path, move |l| {
+            let _ = led.send(l.id().to_string());
+            while !l.ended().is_cancelled() {
+                l.wait_while_leading(Some(Duration::from_millis(50)));
+            }
+            let _ = led.send(format!("{} returned", l.id()));
+        })
+        .unwrap()
+        .with_id(id);
+        s.start().unwrap();
+        s
+    };
+    let a = selector(ca, "a");
+    assert_eq!(leaders.recv_timeout(PATIENCE).unwrap(), "a");
+    let b = selector(cb, "b");
+    eventually(PATIENCE, "b queued", || {
+        b.participants().is_ok_and(|p| p.len() == 2)
+    });
+    let selectors = [a, b];
+    monitored(&selectors, || {
+        proxy.refuse(true);
+        proxy.blackhole();
+        // a's callback is told to stop, and returns, before b's runs.
+        assert_eq!(leaders.recv_timeout(PATIENCE).unwrap(), "a returned");
+        assert_eq!(leaders.recv_timeout(PATIENCE).unwrap(), "b");
+    });
+    assert!(selectors[1].has_leadership());
+    assert!(!selectors[0].has_leadership());
 }
 
 /// The trouble of a round for one client, by kind: a blip (the same session), an expiry
