@@ -14,7 +14,7 @@
 //! - CURATOR-346: wrong participants after a suspension. The queue names each participant
 //!   once and flags the one that leads.
 //! - CURATOR-653: a reset racing a leader switch. A follower's request runs in a new session
-//!   the client has not reported while the leader hands over.
+//!   the client has not reported while the leader hands over (a latch, then a selector).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
@@ -273,6 +273,45 @@ fn curator_653_a_session_change_not_reported_during_a_handover_leaves_one_leader
     });
     assert_eq!(latches[1].leader().unwrap().unwrap().id(), "b");
     assert_eq!(latches[1].leadership().unwrap().state(), LockState::Held);
+}
+
+/// CURATOR-653 for selectors: the same unreported session change of the waiting selector
+/// while the leader hands over.
+#[test]
+fn curator_653_a_selector_whose_session_changed_unreported_leads_alone_once_told() {
+    let e = MemoryEnsemble::new();
+    let cb = e.connect();
+    let selector = |client: SharedClient, id: &str| {
+        let s = LeaderSelector::new(client, "/e653s", |l| {
+            while !l.ended().is_cancelled() {
+                l.wait_while_leading(Some(Duration::from_millis(20)));
+            }
+        })
+        .unwrap()
+        .with_id(id);
+        s.start().unwrap();
+        s
+    };
+    let a = selector(e.connect(), "a");
+    eventually(PATIENCE, "a leads", || a.has_leadership());
+    let b = selector(cb.clone(), "b");
+    eventually(PATIENCE, "b queued", || {
+        b.participants().is_ok_and(|p| p.len() == 2)
+    });
+    let selectors = [a, b];
+    monitored(&selectors, || {
+        cb.inject(Fault::in_new_session(Op::Exists));
+        let _ = cb.exists("/elsewhere");
+        selectors[0].close().unwrap(); // the handover b cannot see yet
+        assert!(!selectors[1].has_leadership());
+        cb.report_session_change(); // b learns of it: it queues anew, alone, and leads
+        eventually(PATIENCE, "b leads", || selectors[1].has_leadership());
+    });
+    eventually(PATIENCE, "b's old node gone", || {
+        selectors[1].participants().is_ok_and(|q| q.len() == 1)
+    });
+    assert_eq!(selectors[1].leader().unwrap().unwrap().id(), "b");
+    assert_eq!(selectors[1].leadership().unwrap().state(), LockState::Held);
 }
 
 /// A silent partition: the leader's link goes quiet (no reset) and it cannot reconnect. Its
