@@ -58,6 +58,19 @@ public class Interop {
         Thread.sleep(1);
     }
 
+    // With INTEROP_TLS_CA=ca.pem: ZooKeeper's client TLS settings (Netty socket, the CA as a
+    // PEM trust store), read from system properties when a ZooKeeper handle is made. Leader.java
+    // calls it too.
+    static void tlsFromEnv() {
+        String tlsCa = System.getenv("INTEROP_TLS_CA");
+        if (tlsCa != null) {
+            System.setProperty("zookeeper.clientCnxnSocket", "org.apache.zookeeper.ClientCnxnSocketNetty");
+            System.setProperty("zookeeper.client.secure", "true");
+            System.setProperty("zookeeper.ssl.trustStore.location", tlsCa);
+            System.setProperty("zookeeper.ssl.trustStore.type", "PEM");
+        }
+    }
+
     public static void main(String[] args) throws Exception {
         String mode = args[0];
         CuratorFrameworkFactory.Builder builder = CuratorFrameworkFactory.builder()
@@ -75,15 +88,7 @@ public class Interop {
                         @Override public List<ACL> getAclForPath(String path) { return ZooDefs.Ids.CREATOR_ALL_ACL; }
                     });
         }
-        // With INTEROP_TLS_CA=ca.pem: ZooKeeper's client TLS settings (Netty socket, the CA as a
-        // PEM trust store), read from system properties when the ZooKeeper handle is made.
-        String tlsCa = System.getenv("INTEROP_TLS_CA");
-        if (tlsCa != null) {
-            System.setProperty("zookeeper.clientCnxnSocket", "org.apache.zookeeper.ClientCnxnSocketNetty");
-            System.setProperty("zookeeper.client.secure", "true");
-            System.setProperty("zookeeper.ssl.trustStore.location", tlsCa);
-            System.setProperty("zookeeper.ssl.trustStore.type", "PEM");
-        }
+        tlsFromEnv();
         CuratorFramework client = builder.build();
         client.start();
         client.blockUntilConnected();

@@ -49,14 +49,7 @@ public class Leader {
         String kind = args[1];
         String path = args[2];
         String id = args[3];
-        // With INTEROP_TLS_CA=ca.pem: over TLS, as Interop.java (Netty socket, PEM trust store).
-        String tlsCa = System.getenv("INTEROP_TLS_CA");
-        if (tlsCa != null) {
-            System.setProperty("zookeeper.clientCnxnSocket", "org.apache.zookeeper.ClientCnxnSocketNetty");
-            System.setProperty("zookeeper.client.secure", "true");
-            System.setProperty("zookeeper.ssl.trustStore.location", tlsCa);
-            System.setProperty("zookeeper.ssl.trustStore.type", "PEM");
-        }
+        Interop.tlsFromEnv(); // INTEROP_TLS_CA=ca.pem: over TLS
         CuratorFramework client = CuratorFrameworkFactory.builder()
                 .connectString(args[0])
                 .sessionTimeoutMs(2000)

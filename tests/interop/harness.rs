@@ -63,6 +63,39 @@ pub(crate) fn rust_client(connect: &str) -> Arc<NativeClient> {
     NativeClient::connect(connect, Duration::from_secs(10)).expect("connect")
 }
 
+/// The shared TLS test server as both runtimes reach it: its secure connect string, the CA
+/// file (Curator's `INTEROP_TLS_CA`), and a maker of Rust sessions over TLS to it.
+#[cfg(feature = "tls")]
+pub(crate) struct TlsTarget {
+    pub(crate) connect: String,
+    pub(crate) ca: PathBuf,
+}
+
+#[cfg(feature = "tls")]
+impl TlsTarget {
+    pub(crate) fn shared() -> TlsTarget {
+        let server = zk_locks::testing::shared_tls_server().expect("a TLS server");
+        TlsTarget {
+            connect: server.secure_connect_string().unwrap(),
+            ca: server.tls_files().unwrap().ca,
+        }
+    }
+
+    /// A Rust session over TLS (our own client, session 10 s).
+    pub(crate) fn client(&self) -> Arc<NativeClient> {
+        use zk_locks::client::native::{NativeOptions, TlsOptions};
+        let options = NativeOptions::new(&self.connect)
+            .session_timeout(Duration::from_secs(10))
+            .tls(TlsOptions::from_ca_file(&self.ca).unwrap());
+        NativeClient::connect_with(options).expect("connect over TLS")
+    }
+
+    /// Curator's environment for it.
+    pub(crate) fn env(&self) -> [(&'static str, &str); 1] {
+        [("INTEROP_TLS_CA", self.ca.to_str().unwrap())]
+    }
+}
+
 /// A Rust session on the `zookeeper`-crate backend.
 pub(crate) fn crate_client(connect: &str) -> Arc<ZookeeperClient> {
     ZookeeperClient::connect(connect, Duration::from_secs(10)).expect("connect")

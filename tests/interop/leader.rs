@@ -242,27 +242,21 @@ fn latches_of_both_runtimes_elect_one_leader_and_agree_on_it() {
 #[cfg(feature = "tls")]
 #[test]
 fn latches_of_both_runtimes_over_tls_elect_one_leader() {
-    use zk_locks::client::native::{NativeClient, NativeOptions, TlsOptions};
     let Some(classes) = classes() else {
         return;
     };
-    let server = zk_locks::testing::shared_tls_server().expect("a TLS server");
-    let secure = server.secure_connect_string().unwrap();
-    let ca = server.tls_files().unwrap().ca;
-    let options = NativeOptions::new(&secure)
-        .session_timeout(Duration::from_secs(10))
-        .tls(TlsOptions::from_ca_file(&ca).unwrap());
-    let client = NativeClient::connect_with(options).expect("connect over TLS");
+    let tls = TlsTarget::shared();
+    let (secure, env) = (&tls.connect, tls.env());
+    let client = tls.client();
     let path = format!("{}/election", unique_root("leader-tls"));
-    let env = [("INTEROP_TLS_CA", ca.to_str().unwrap())];
     let rust: Records = Arc::default();
-    let mut j1 = Peer::start_with_env(classes, &secure, "latch", &path, "jvm-1", &env);
+    let mut j1 = Peer::start_with_env(classes, secure, "latch", &path, "jvm-1", &env);
     j1.wait_leading();
     let a = latch_on(client, &path, "rust-a", &rust);
     eventually(PATIENCE, "rust-a queued", || {
         a.participants().unwrap().len() == 2
     });
-    let mut j2 = Peer::start_with_env(classes, &secure, "latch", &path, "jvm-2", &env);
+    let mut j2 = Peer::start_with_env(classes, secure, "latch", &path, "jvm-2", &env);
     eventually(PATIENCE, "jvm-2 queued", || {
         a.participants().unwrap().len() == 3
     });

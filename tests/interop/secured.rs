@@ -81,26 +81,16 @@ fn a_secured_lock_is_shared_with_curator_and_refused_to_strangers() {
 #[cfg(feature = "tls")]
 #[test]
 fn a_curator_peer_over_tls_shares_the_mutex_with_rust_tls_clients() {
-    use zk_locks::client::native::TlsOptions;
     let Some(classes) = classes() else {
         return;
     };
-    let server = zk_locks::testing::shared_tls_server().expect("a TLS server");
-    let secure = server.secure_connect_string().unwrap();
-    let ca = server.tls_files().unwrap().ca;
-    let tls_client = || -> SharedClient {
-        let options = NativeOptions::new(&secure)
-            .session_timeout(Duration::from_secs(10))
-            .tls(TlsOptions::from_ca_file(&ca).unwrap());
-        NativeClient::connect_with(options).expect("connect over TLS")
-    };
-    let ca_text = ca.to_str().unwrap();
+    let tls = TlsTarget::shared();
     let records = contend_with(
-        &secure,
+        &tls.connect,
         classes,
         Recipe::Mutex,
-        &[("INTEROP_TLS_CA", ca_text)],
-        vec![tls_client(), tls_client()],
+        &tls.env(),
+        vec![tls.client(), tls.client()],
     );
     let (peak, switches) = check(records, 1).unwrap();
     assert_eq!(peak, 1);
