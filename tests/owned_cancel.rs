@@ -14,7 +14,7 @@ use std::sync::{mpsc, Arc};
 use std::thread;
 use std::time::Duration;
 
-use common::{children, eventually, Backend, Memory, Real, TestClient};
+use common::{children, eventually, owned_nodes, Backend, Memory, Real, TestClient};
 use zk_locks::locks::{
     Acquire, CancelToken, InterProcessLock, InterProcessMultiLock, InterProcessMutex,
     InterProcessReadWriteLock, InterProcessSemaphoreMutex, LockState,
@@ -164,29 +164,13 @@ impl Drop for Contender {
     }
 }
 
-/// Every node under `dirs`, with its owner session.
-fn nodes(c: &TestClient, dirs: &[String]) -> Vec<(String, i64)> {
-    let mut all = Vec::new();
-    for dir in dirs {
-        for child in children(c.client.as_ref(), dir) {
-            let path = format!("{dir}/{child}");
-            if let Ok(Some(stat)) = c.client.exists(&path) {
-                all.push((path, stat.ephemeral_owner));
-            }
-        }
-    }
-    all
-}
-
 /// The waiter of `session` has a node where it waits for the lock: the last of `dirs` (a
 /// semaphore mutex's leases: it is admitted; a multi-lock's second lock: it holds the first).
 fn waits(c: &TestClient, dirs: &[String], session: i64) -> bool {
     let last = dirs.last().map(std::slice::from_ref).unwrap_or_default();
-    nodes(c, last).iter().any(|(_, o)| *o == session)
-}
-
-fn session_of(c: &TestClient) -> i64 {
-    c.client.session().session_id().expect("a session id")
+    owned_nodes(c.client.as_ref(), last)
+        .iter()
+        .any(|(_, o)| *o == session)
 }
 
 fn root_of(b: &dyn Backend, r: &Recipe) -> String {
@@ -224,7 +208,7 @@ impl Queue {
         let root = root_of(b, r);
         let dirs = (r.dirs)(&root);
         let (ch, cw, cn) = (b.connect(), b.connect(), b.connect());
-        let waiter_session = session_of(&cw);
+        let waiter_session = cw.session_id();
         let holder = ((r.holder)(&ch.client, &root).take)(&Acquire::new())
             .unwrap()
             .expect("the holder holds");
@@ -234,10 +218,10 @@ impl Queue {
         eventually(patience, "the waiter queues", || {
             waits(&ch, &dirs, waiter_session)
         });
-        let count = nodes(&ch, &dirs).len();
+        let count = owned_nodes(ch.client.as_ref(), &dirs).len();
         let next = Contender::start(Arc::new((r.next)(&cn.client, &root)), next);
         eventually(patience, "the next waiter queues", || {
-            nodes(&ch, &dirs).len() > count
+            owned_nodes(ch.client.as_ref(), &dirs).len() > count
         });
         Queue {
             dirs,
@@ -260,7 +244,7 @@ impl Queue {
             "{what}: the cancelled owned acquire left an owned hold in its object"
         );
         eventually(patience, "no node of the cancelled waiter is left", || {
-            nodes(&self.ch, &self.dirs)
+            owned_nodes(self.ch.client.as_ref(), &self.dirs)
                 .iter()
                 .all(|(_, o)| *o != self.waiter_session)
         });
@@ -295,7 +279,7 @@ fn cancelled_mid_queue(b: &dyn Backend, r: &Recipe) {
     drop(next);
     drop(other_guard);
     eventually(patience, "every node is deleted", || {
-        nodes(&q.ch, &q.dirs).is_empty()
+        owned_nodes(q.ch.client.as_ref(), &q.dirs).is_empty()
     });
 }
 
@@ -337,15 +321,17 @@ fn native_cancel_after_a_blip_and_a_lost_session() {
         || {
             let now = q.cw.client.session().session_id();
             now.is_some_and(|s| s != first_session)
-                && nodes(&q.ch, &q.dirs).iter().any(|(_, o)| Some(*o) == now)
+                && owned_nodes(q.ch.client.as_ref(), &q.dirs)
+                    .iter()
+                    .any(|(_, o)| Some(*o) == now)
         },
     );
-    q.waiter_session = session_of(&q.cw);
+    q.waiter_session = q.cw.session_id();
     q.token.cancel();
     assert_cancelled(q.waiter.outcome(patience, "the cancelled waiter"), r.name);
     q.waiter_left(patience, r.name);
     eventually(patience, "no node of the first session is left", || {
-        nodes(&q.ch, &q.dirs)
+        owned_nodes(q.ch.client.as_ref(), &q.dirs)
             .iter()
             .all(|(_, o)| *o != first_session)
     });
@@ -442,10 +428,12 @@ fn an_owned_cancel_after_a_lost_session_leaves_nothing() {
             || {
                 let now = q.cw.client.session().session_id();
                 now.is_some_and(|s| s != first_session)
-                    && nodes(&q.ch, &q.dirs).iter().any(|(_, o)| Some(*o) == now)
+                    && owned_nodes(q.ch.client.as_ref(), &q.dirs)
+                        .iter()
+                        .any(|(_, o)| Some(*o) == now)
             },
         );
-        q.waiter_session = session_of(&q.cw);
+        q.waiter_session = q.cw.session_id();
         q.token.cancel();
         assert_cancelled(
             q.waiter
@@ -454,7 +442,7 @@ fn an_owned_cancel_after_a_lost_session_leaves_nothing() {
         );
         q.waiter_left(patience, r.name);
         eventually(patience, "no node of the first session is left", || {
-            nodes(&q.ch, &q.dirs)
+            owned_nodes(q.ch.client.as_ref(), &q.dirs)
                 .iter()
                 .all(|(_, o)| *o != first_session)
         });

@@ -14,7 +14,7 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::Duration;
 
-use common::{children, eventually, Backend, TestClient};
+use common::{children, eventually, owned_nodes, Backend, TestClient};
 use zk_locks::locks::{
     Acquire, CancelToken, HeldNode, InterProcessLock, InterProcessMultiLock, InterProcessMutex,
     InterProcessReadWriteLock, InterProcessSemaphoreMutex, InterProcessSemaphoreV2, LockState,
@@ -242,30 +242,14 @@ impl Drop for Contender {
     }
 }
 
-/// Every node under `dirs`, with its owner session.
-fn nodes(c: &TestClient, dirs: &[String]) -> Vec<(String, i64)> {
-    let mut all = Vec::new();
-    for dir in dirs {
-        for child in children(c.client.as_ref(), dir) {
-            let path = format!("{dir}/{child}");
-            if let Ok(Some(stat)) = c.client.exists(&path) {
-                all.push((path, stat.ephemeral_owner));
-            }
-        }
-    }
-    all
-}
-
 /// The waiter of `session` has a node where it waits for the lock: the last of `dirs` (a
 /// semaphore's leases: it is admitted, so the holder's admission node is gone; a multi-lock's
 /// second lock: it holds the first).
 fn waits(c: &TestClient, dirs: &[String], session: i64) -> bool {
     let last = dirs.last().map(std::slice::from_ref).unwrap_or_default();
-    nodes(c, last).iter().any(|(_, o)| *o == session)
-}
-
-fn session_of(c: &TestClient) -> i64 {
-    c.client.session().session_id().expect("a session id")
+    owned_nodes(c.client.as_ref(), last)
+        .iter()
+        .any(|(_, o)| *o == session)
 }
 
 /// One recipe's queue: a holder, a waiter with a token behind it, and a next waiter behind
@@ -290,7 +274,7 @@ impl Queue {
         let root = format!("{}/{}", b.root(), r.name.replace(' ', "-"));
         let dirs = (r.dirs)(&root);
         let (ch, cw, cn) = (b.connect(), b.connect(), b.connect());
-        let waiter_session = session_of(&cw);
+        let waiter_session = cw.session_id();
         let holder = Contender::start((r.holder)(&ch.client, &root), Acquire::new());
         assert!(holder.outcome(patience, r.name).unwrap(), "{}", r.name);
         let token = CancelToken::new();
@@ -298,10 +282,10 @@ impl Queue {
         eventually(patience, "the waiter queues", || {
             waits(&ch, &dirs, waiter_session)
         });
-        let count = nodes(&ch, &dirs).len();
+        let count = owned_nodes(ch.client.as_ref(), &dirs).len();
         let next = Contender::start((r.next)(&cn.client, &root), next);
         eventually(patience, "the next waiter queues", || {
-            nodes(&ch, &dirs).len() > count
+            owned_nodes(ch.client.as_ref(), &dirs).len() > count
         });
         Queue {
             dirs,
@@ -338,7 +322,7 @@ fn cancelled_mid_queue(b: &dyn Backend, r: &Recipe) {
         r.name
     );
     eventually(patience, "no node of the cancelled waiter is left", || {
-        nodes(&q.ch, &q.dirs)
+        owned_nodes(q.ch.client.as_ref(), &q.dirs)
             .iter()
             .all(|(_, o)| *o != q.waiter_session)
     });
@@ -356,7 +340,7 @@ fn cancelled_mid_queue(b: &dyn Backend, r: &Recipe) {
     drop(q.next);
     drop(other_guard);
     eventually(patience, "every node is deleted", || {
-        nodes(&q.ch, &q.dirs).is_empty()
+        owned_nodes(q.ch.client.as_ref(), &q.dirs).is_empty()
     });
 }
 

@@ -73,7 +73,7 @@ fn a_cancel_while_the_link_is_down_returns_at_once() {
         );
         memory.resume();
         eventually(patience, "the background delete removes the node", || {
-            nodes(&q.ch, &q.dirs)
+            owned_nodes(q.ch.client.as_ref(), &q.dirs)
                 .iter()
                 .all(|(_, o)| *o != q.waiter_session)
         });
@@ -98,13 +98,15 @@ fn a_cancel_after_a_lost_session_leaves_nothing() {
         let root = format!("{}/{}", b.root(), r.name.replace(' ', "-"));
         let dirs = (r.dirs)(&root);
         let (ch, cw, cn) = (b.connect(), b.connect(), b.connect());
-        let first_session = session_of(&cw);
+        let first_session = cw.session_id();
         let holder = Contender::start((r.holder)(&ch.client, &root), Acquire::new());
         assert!(holder.outcome(patience, r.name).unwrap());
         let token = CancelToken::new();
         let waiter = Contender::start((r.waiter)(&cw.client, &root), Acquire::new().cancel(&token));
         eventually(patience, "the waiter queues", || {
-            nodes(&ch, &dirs).iter().any(|(_, o)| *o == first_session)
+            owned_nodes(ch.client.as_ref(), &dirs)
+                .iter()
+                .any(|(_, o)| *o == first_session)
         });
         cw.memory().unwrap().expire();
         eventually(
@@ -113,10 +115,12 @@ fn a_cancel_after_a_lost_session_leaves_nothing() {
             || {
                 let now = cw.client.session().session_id();
                 now.is_some_and(|s| s != first_session)
-                    && nodes(&ch, &dirs).iter().any(|(_, o)| Some(*o) == now)
+                    && owned_nodes(ch.client.as_ref(), &dirs)
+                        .iter()
+                        .any(|(_, o)| Some(*o) == now)
             },
         );
-        let second_session = session_of(&cw);
+        let second_session = cw.session_id();
         let next = Contender::start((r.next)(&cn.client, &root), Acquire::new());
         token.cancel();
         let outcome = waiter.outcome(patience, "the waiter cancelled after a lost session");
@@ -126,7 +130,7 @@ fn a_cancel_after_a_lost_session_leaves_nothing() {
             r.name
         );
         eventually(patience, "no node of the waiter's sessions is left", || {
-            nodes(&ch, &dirs)
+            owned_nodes(ch.client.as_ref(), &dirs)
                 .iter()
                 .all(|(_, o)| *o != first_session && *o != second_session)
         });

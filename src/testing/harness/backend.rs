@@ -46,6 +46,11 @@ impl TestClient {
         }
     }
 
+    /// The session's id (panics before the first session is established).
+    pub fn session_id(&self) -> i64 {
+        self.client.session().session_id().expect("a session id")
+    }
+
     /// A session connected straight to a server, with no fault to aim: its [`Faults`] panic.
     pub fn without_faults(client: SharedClient) -> TestClient {
         TestClient::real(client, Arc::new(NoFaults))

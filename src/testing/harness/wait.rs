@@ -62,3 +62,19 @@ pub fn eventually(patience: Duration, what: &str, mut cond: impl FnMut() -> bool
 pub fn children(client: &dyn ZkClient, path: &str) -> Vec<String> {
     client.get_children(path, None).unwrap_or_default()
 }
+
+/// Every node under `dirs` through `client`, with the session that owns it (its
+/// `ephemeralOwner`; 0 for a persistent node). Nodes that go between the listing and their
+/// `exists` are left out.
+pub fn owned_nodes(client: &dyn ZkClient, dirs: &[String]) -> Vec<(String, i64)> {
+    let mut all = Vec::new();
+    for dir in dirs {
+        for child in children(client, dir) {
+            let path = format!("{dir}/{child}");
+            if let Ok(Some(stat)) = client.exists(&path) {
+                all.push((path, stat.ephemeral_owner));
+            }
+        }
+    }
+    all
+}
