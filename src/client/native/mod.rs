@@ -148,6 +148,15 @@ impl NativeClient {
                 reason: format!("{:?} is not in (0, i32::MAX ms]", options.session_timeout),
             });
         }
+        if let Some(tick) = options.ensemble_tick {
+            let millis = tick.as_millis();
+            if millis == 0 || millis > i32::MAX as u128 {
+                return Err(Error::InvalidArgument {
+                    name: "ensemble_tick_time",
+                    reason: format!("{tick:?} is not in [1 ms, i32::MAX ms] (zoo.cfg's tickTime)"),
+                });
+            }
+        }
         let (hosts, chroot) = parse_connect_string(&options.connect_string)?;
         let connect_error = |reason: String, source: Option<std::io::Error>| Error::Connect {
             hosts: options.connect_string.clone(),
@@ -162,6 +171,7 @@ impl NativeClient {
             SessionConfig {
                 hosts,
                 session_timeout: options.session_timeout,
+                ensemble_tick: options.ensemble_tick,
                 packet_limit: options.packet_limit.max(64),
                 auth: options.auth.clone(),
                 #[cfg(feature = "tls")]

@@ -45,6 +45,9 @@ pub struct NativeOptions {
     /// The observer every lock recipe made on this client reports to (set with
     /// [`NativeOptions::lock_observer()`]; default: none).
     pub(crate) lock_observer: crate::primitives::observer::ObserverSlot,
+    /// The ensemble's `tickTime` as the operator configured it, if stated: the session proof
+    /// waits for half of it between the syncs that prove a renewal (docs/lock-loss.md).
+    pub(crate) ensemble_tick: Option<Duration>,
 }
 
 impl std::fmt::Debug for NativeOptions {
@@ -60,7 +63,8 @@ impl std::fmt::Debug for NativeOptions {
                 &self.auth.iter().map(|a| &a.0).collect::<Vec<_>>(),
             )
             .field("acl", &self.acl)
-            .field("lock_observer", &self.lock_observer);
+            .field("lock_observer", &self.lock_observer)
+            .field("ensemble_tick", &self.ensemble_tick);
         #[cfg(feature = "tls")]
         f.field("tls", &self.tls);
         f.finish()
@@ -81,6 +85,7 @@ impl NativeOptions {
             #[cfg(feature = "tls")]
             tls: None,
             lock_observer: crate::primitives::observer::ObserverSlot::default(),
+            ensemble_tick: None,
         }
     }
 
@@ -91,6 +96,20 @@ impl NativeOptions {
         observer: std::sync::Arc<dyn crate::primitives::observer::LockObserver>,
     ) -> NativeOptions {
         self.lock_observer = crate::primitives::observer::ObserverSlot(Some(observer));
+        self
+    }
+
+    /// States the ensemble's `tickTime` (its `zoo.cfg` setting; with observers behind a
+    /// follower's `observerMasterPort`, twice it). The session proof that keeps a holder
+    /// `Held` counts on the leader renewing the session within half a tick of a request:
+    /// stated, the proof waits exactly that long between the syncs that prove a renewal, under
+    /// any session bounds the servers are given. Unstated, it assumes ZooKeeper's default
+    /// bounds (a session is at least two ticks, so half a tick is at most `T/4`); see
+    /// docs/lock-loss.md for what that costs when it is not true. A tick so long that half of
+    /// it is `T/2` or more proves nothing: holders turn `Suspect` and are stopped by
+    /// [`Session::safe_until`](crate::session::Session::safe_until).
+    pub fn ensemble_tick_time(mut self, tick: Duration) -> NativeOptions {
+        self.ensemble_tick = Some(tick);
         self
     }
 

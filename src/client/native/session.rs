@@ -89,6 +89,8 @@ pub struct SessionConfig {
     pub hosts: Vec<String>,
     /// Requested session timeout.
     pub session_timeout: Duration,
+    /// The ensemble's `tickTime`, when the operator stated it (the proof's spacing).
+    pub ensemble_tick: Option<Duration>,
     /// Frames at or over this size break the connection.
     pub packet_limit: usize,
     /// `(scheme, credentials)` sent after every connect.
@@ -158,6 +160,7 @@ impl LinkObserver for SessionCore {
 impl SessionCore {
     /// A session that is not connected yet.
     pub fn new(config: SessionConfig, watches: Watches) -> Arc<SessionCore> {
+        let ensemble_tick = config.ensemble_tick;
         let negotiated = config.session_timeout;
         let core = Arc::new(SessionCore {
             config,
@@ -184,7 +187,7 @@ impl SessionCore {
             changed: Condvar::new(),
             journal: Mutex::new(std::collections::VecDeque::new()),
             attempts: AtomicU64::new(0),
-            proof: Arc::default(),
+            proof: Arc::new(Mutex::new(ProofChain::new(ensemble_tick))),
         });
         // A holder or waiter after none: the session thread starts proving at once.
         let weak = Arc::downgrade(&core);

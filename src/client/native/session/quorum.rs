@@ -62,9 +62,10 @@ pub(in crate::client::native) fn leave_after(timeout: Duration) -> Duration {
 }
 
 /// How far apart the leader's answers to `i` and `j` must be for a PING between them: half a
-/// tick is at most `T/4` (fact 4), and `T/50` covers the leader's loop running late.
-fn spacing(timeout: Duration) -> Duration {
-    timeout / 4 + timeout / 50
+/// tick (the stated `tick`, else at most `T/4` by fact 4), and `T/50` for the leader's loop
+/// running late.
+fn spacing(timeout: Duration, tick: Option<Duration>) -> Duration {
+    tick.map_or(timeout / 4, |tick| tick / 2) + timeout / 50
 }
 
 /// The time between two syncs while proving.
@@ -81,14 +82,24 @@ pub(in crate::client::native) struct ProofChain {
     answered: VecDeque<(Instant, Instant)>,
     /// When the last sync was sent on this connection.
     last_sent: Option<Instant>,
+    /// The ensemble's `tickTime`, when the operator stated it.
+    tick: Option<Duration>,
 }
 
 impl ProofChain {
+    /// A chain for an ensemble whose `tickTime` is `tick`, when stated.
+    pub(in crate::client::native) fn new(tick: Option<Duration>) -> ProofChain {
+        ProofChain {
+            tick,
+            ..ProofChain::default()
+        }
+    }
+
     /// Starts over for connection number `connection` (a chain never spans two members).
     pub(in crate::client::native) fn restart(&mut self, connection: u64) {
         *self = ProofChain {
             connection,
-            ..ProofChain::default()
+            ..ProofChain::new(self.tick)
         };
     }
 
@@ -142,7 +153,7 @@ impl ProofChain {
             .answered
             .iter()
             .rev()
-            .find(|&&(_, at)| at + spacing(timeout) <= j_sent)?;
+            .find(|&&(_, at)| at + spacing(timeout, self.tick) <= j_sent)?;
         Some(i_sent)
     }
 }
