@@ -2,10 +2,13 @@
 //! both: neither side's types appear here, so the client layer imports nothing from `locks/`
 //! (the rule is in ARCHITECTURE.md and checked by `.ci/run`).
 //!
+//! - `boot_clock`: [`BootInstant`](boot_clock::BootInstant), the clock that counts host
+//!   suspension, for every deadline that stands for the server's clock.
 //! - `cancel`: the [`CancelToken`](cancel::CancelToken) and the calling thread's current
 //!   token, read by the session's waits and the retry pauses as "every deadline has passed".
 //! - `observer`: the [`LockObserver`](observer::LockObserver) a client's options carry, its
 //!   event and the kind of node it names.
 
+pub(crate) mod boot_clock;
 pub(crate) mod cancel;
 pub(crate) mod observer;

@@ -21,6 +21,8 @@ use parking_lot::{Condvar, Mutex};
 
 mod quorum;
 
+use crate::primitives::boot_clock::BootInstant;
+
 use quorum::QuorumClock;
 
 /// The state of a client's connection and session.
@@ -240,26 +242,28 @@ impl Session {
     ///
     /// [`NativeClient`]: crate::client::native::NativeClient
     pub fn safe_until(&self) -> Option<Instant> {
-        self.inner.lock().quorum.safe_until()
+        let safe_until = self.inner.lock().quorum.safe_until();
+        safe_until.map(BootInstant::to_instant)
     }
 
     /// Whether the last proven renewal is `2T/3` old or older (false without a proof): a
     /// holder is `Suspect` then, as when the link is down.
     pub(crate) fn quorum_stale(&self) -> bool {
-        self.inner.lock().quorum.is_stale(Instant::now())
+        self.inner.lock().quorum.is_stale(BootInstant::now())
     }
 
     /// When the proof turns stale (`2T/3` after it), if it is fresh now: a wait on a held
     /// node wakes then, as no transition may come.
     pub(crate) fn quorum_stale_at(&self) -> Option<Instant> {
-        self.inner.lock().quorum.stale_at(Instant::now())
+        let stale_at = self.inner.lock().quorum.stale_at(BootInstant::now());
+        stale_at.map(BootInstant::to_instant)
     }
 
     /// Records that the leader renewed the session at `at` or later (backends only), under
     /// the negotiated timeout `timeout`; wakes [`Self::wait_quorum_fresh`].
-    pub(crate) fn confirm_quorum(&self, at: Instant, timeout: Duration) {
+    pub(crate) fn confirm_quorum(&self, at: BootInstant, timeout: Duration) {
         let mut inner = self.inner.lock();
-        if inner.quorum.confirm(at, timeout, Instant::now()) {
+        if inner.quorum.confirm(at, timeout, BootInstant::now()) {
             self.changed.notify_all();
         }
     }
@@ -268,7 +272,7 @@ impl Session {
     /// it has gone unproven (counted from when proving last started, if later).
     pub(crate) fn quorum_demand(&self) -> (bool, Option<Duration>) {
         let inner = self.inner.lock();
-        let now = Instant::now();
+        let now = BootInstant::now();
         (
             inner.quorum.wants_proof(now),
             inner.quorum.unproven_for(now),
@@ -284,7 +288,7 @@ impl Session {
     pub(crate) fn begin_interest(&self) {
         let wake = {
             let mut inner = self.inner.lock();
-            let starts = inner.quorum.begin_interest(Instant::now());
+            let starts = inner.quorum.begin_interest(BootInstant::now());
             starts.then(|| inner.prove.clone()).flatten()
         };
         if let Some(wake) = wake {
@@ -294,7 +298,7 @@ impl Session {
 
     /// One holder or waiter fewer.
     pub(crate) fn end_interest(&self) {
-        self.inner.lock().quorum.end_interest(Instant::now());
+        self.inner.lock().quorum.end_interest(BootInstant::now());
     }
 
     /// Waits while the proof is stale, the session is the one of `losses` and the client is
@@ -302,7 +306,7 @@ impl Session {
     /// quorum confirmed it. True when the proof is fresh (or there is none to wait for).
     pub(crate) fn wait_quorum_fresh(&self, losses: u64, deadline: Option<Instant>) -> bool {
         let stale = |inner: &Inner| {
-            inner.quorum.is_stale(Instant::now())
+            inner.quorum.is_stale(BootInstant::now())
                 && inner.snapshot.losses == losses
                 && inner.snapshot.state != ConnectionState::Closed
         };
@@ -319,7 +323,7 @@ impl Session {
                 None => self.changed.wait(&mut inner),
             }
         }
-        !inner.quorum.is_stale(Instant::now())
+        !inner.quorum.is_stale(BootInstant::now())
     }
 
     /// Reports a transition (backends only). `Lost` and `Closed` count as losses; a new

@@ -20,55 +20,65 @@
 //! no proof (the in-memory ensemble, the `zookeeper`-crate backend) never reports one: its
 //! holders are judged by the connection state alone, as before.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::primitives::boot_clock::BootInstant;
 
 /// The quorum clock's state, kept under the session's lock.
 #[derive(Debug, Default)]
 pub(super) struct QuorumClock {
     /// The latest instant the leader is proven to have renewed the session; `None` while the
     /// backend has proven nothing (it keeps no proof, or has not connected yet).
-    confirmed: Option<Instant>,
-    /// The negotiated session timeout `T` the proof was made under.
+    confirmed: Option<BootInstant>,
+    /// The session timeout `T` the proof is judged by: the shortest negotiated on any of the
+    /// session's connections. A member with other session bounds negotiates another `T`, and
+    /// the leader takes each touch with the timeout of the member that reported it, so a late
+    /// touch from a member the session left can bring its expiry nearer (`ExpiryQueue.update`
+    /// sets the new time, earlier or not): the shortest is the one the leader may apply.
     timeout: Duration,
     /// Holders and waiters registered now.
     interest: usize,
     /// When the last interest ended (proofs go on for `T` after).
-    interest_ended: Option<Instant>,
+    interest_ended: Option<BootInstant>,
     /// When proving started again after a time without interest: the proof a session made
     /// long ago is stale, and the backend gets until `started + 2T/3` to renew it before it
     /// counts the member as cut off.
-    proving_since: Option<Instant>,
+    proving_since: Option<BootInstant>,
 }
 
 impl QuorumClock {
     /// Records a proof: the leader renewed the session at `at` or later, with timeout `T`.
     /// Returns whether the clock went from stale to fresh (waiters to wake).
-    pub(super) fn confirm(&mut self, at: Instant, timeout: Duration, now: Instant) -> bool {
+    pub(super) fn confirm(&mut self, at: BootInstant, timeout: Duration, now: BootInstant) -> bool {
         let was_stale = self.is_stale(now);
-        self.timeout = timeout;
+        self.timeout = if self.confirmed.is_some() {
+            self.timeout.min(timeout)
+        } else {
+            timeout
+        };
         self.confirmed = Some(self.confirmed.map_or(at, |c| c.max(at)));
         was_stale && !self.is_stale(now)
     }
 
     /// The earliest instant the leader can have expired the session; `None` when nothing is
     /// proven (a backend that keeps no proof).
-    pub(super) fn safe_until(&self) -> Option<Instant> {
+    pub(super) fn safe_until(&self) -> Option<BootInstant> {
         self.confirmed.map(|c| c + self.timeout)
     }
 
     /// Whether the proof is older than `2T/3` at `now` (never, without a proof).
-    pub(super) fn is_stale(&self, now: Instant) -> bool {
+    pub(super) fn is_stale(&self, now: BootInstant) -> bool {
         self.confirmed.is_some() && self.stale_at(now).is_none()
     }
 
     /// When the proof turns stale, if it is fresh at `now`.
-    pub(super) fn stale_at(&self, now: Instant) -> Option<Instant> {
+    pub(super) fn stale_at(&self, now: BootInstant) -> Option<BootInstant> {
         let at = self.confirmed? + self.timeout * 2 / 3;
         (at > now).then_some(at)
     }
 
     /// Whether the backend should keep proving now.
-    pub(super) fn wants_proof(&self, now: Instant) -> bool {
+    pub(super) fn wants_proof(&self, now: BootInstant) -> bool {
         self.interest > 0
             || self
                 .interest_ended
@@ -77,7 +87,7 @@ impl QuorumClock {
 
     /// How old the proof is at `now`, counted from when proving last started if that is
     /// later (a backend gets a fresh `2T/3` to renew an old proof); `None` without a proof.
-    pub(super) fn unproven_for(&self, now: Instant) -> Option<Duration> {
+    pub(super) fn unproven_for(&self, now: BootInstant) -> Option<Duration> {
         let since = match (self.confirmed, self.proving_since) {
             (Some(c), Some(p)) => c.max(p),
             (c, p) => c.or(p)?,
@@ -86,7 +96,7 @@ impl QuorumClock {
     }
 
     /// One more holder or waiter. Returns whether proving starts now (the backend to wake).
-    pub(super) fn begin_interest(&mut self, now: Instant) -> bool {
+    pub(super) fn begin_interest(&mut self, now: BootInstant) -> bool {
         let starts = !self.wants_proof(now);
         if starts {
             self.proving_since = Some(now);
@@ -96,7 +106,7 @@ impl QuorumClock {
     }
 
     /// One holder or waiter fewer.
-    pub(super) fn end_interest(&mut self, now: Instant) {
+    pub(super) fn end_interest(&mut self, now: BootInstant) {
         self.interest = self.interest.saturating_sub(1);
         if self.interest == 0 {
             self.interest_ended = Some(now);
@@ -112,7 +122,7 @@ mod tests {
 
     #[test]
     fn stale_from_two_thirds_safe_until_one_timeout() {
-        let now = Instant::now();
+        let now = BootInstant::now();
         let mut clock = QuorumClock::default();
         assert!(!clock.is_stale(now + T * 10), "no proof: never stale");
         assert_eq!(clock.safe_until(), None);
@@ -127,7 +137,7 @@ mod tests {
 
     #[test]
     fn proofs_go_on_for_one_timeout_after_the_last_interest() {
-        let now = Instant::now();
+        let now = BootInstant::now();
         let mut clock = QuorumClock::default();
         clock.confirm(now, T, now);
         assert!(!clock.wants_proof(now));
@@ -144,7 +154,7 @@ mod tests {
 
     #[test]
     fn an_old_proof_gets_a_fresh_span_when_proving_starts_again() {
-        let now = Instant::now();
+        let now = BootInstant::now();
         let mut clock = QuorumClock::default();
         clock.confirm(now, T, now);
         let later = now + T * 10;

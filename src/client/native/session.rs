@@ -70,6 +70,7 @@ use super::hosts;
 
 use super::watches::Watches;
 use crate::client::{ZkError, ZkResult};
+use crate::primitives::boot_clock::BootInstant;
 use crate::session::{ConnectionState, Session};
 
 /// Path text per SetWatches packet, well under the default packet limit (the Java client
@@ -471,7 +472,7 @@ impl SessionCore {
             let connect_timeout = until.map_or(connect_timeout, |u| {
                 connect_timeout.min(u.saturating_duration_since(Instant::now()))
             });
-            let asked_at = Instant::now();
+            let asked_at = BootInstant::now();
             let (stream, response) =
                 match self.handshake(&host, connect_timeout, session_id, password) {
                     Ok(done) => done,

@@ -14,6 +14,7 @@ use crate::client::native::hosts;
 use crate::client::native::records::{ConnectResponse, WireRequest};
 use crate::client::native::transport::Transport;
 use crate::client::ZkError;
+use crate::primitives::boot_clock::BootInstant;
 use crate::session::ConnectionState;
 
 impl SessionCore {
@@ -24,7 +25,7 @@ impl SessionCore {
         stream: Transport,
         response: ConnectResponse,
         asked: i64,
-        asked_at: Instant,
+        asked_at: BootInstant,
     ) -> Result<Arc<Connection>, ConnectFailure> {
         if asked != 0 && response.session_id != asked {
             self.lose("the server answered the resume with another session");
@@ -51,7 +52,7 @@ impl SessionCore {
             link.connection += 1;
             // Before the state change: a holder never sees the new connection with an old
             // proof.
-            self.accepted(link.connection, asked_at, negotiated, response.read_only);
+            self.accepted(link.connection, asked_at, response.read_only);
         }
         let state = match (resumed, response.read_only) {
             (_, true) => ConnectionState::ReadOnly,
