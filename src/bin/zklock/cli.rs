@@ -46,6 +46,10 @@ OPTIONS:
         --id ID                (--elect) the participant id stored in our node (default:
                                `<host> <pid>`); Curator's getLeader() names it
         --session-timeout DUR  ZooKeeper session timeout (default 10s)
+        --tick-time DUR        the ensemble's tickTime (zoo.cfg): the proof that keeps the lock
+                               then needs no assumption on the servers' session bounds; state
+                               it when minSessionTimeout is below two ticks (default: assumed
+                               at most half the session timeout, ZooKeeper's own bounds)
         --connect-timeout DUR  give up connecting (exit 69) after DUR (default: the session
                                timeout); servers that refuse are retried until then
         --grace DUR            after a lost lock, time between SIGTERM and SIGKILL (default 5s)
@@ -68,8 +72,8 @@ OPTIONS:
     -V, --version              the version
 
 DUR is a duration: 500ms, 10s, 1m30s, 2h (a bare number means seconds); --timeout and --grace
-up to 365days, --connect-timeout from 1ms to 365days, --session-timeout from 1ms to about
-24 days. Values attach as -t30s,
+up to 365days, --connect-timeout from 1ms to 365days, --session-timeout and --tick-time from
+1ms to about 24 days. Values attach as -t30s,
 -t=30s or --timeout=30s.
 
 The command sees ZKLOCK_PATH (the lock path), ZKLOCK_NODE (our lock node's full path) and
@@ -195,6 +199,8 @@ pub(crate) struct RunArgs {
     pub(crate) security: Security,
     pub(crate) connect: String,
     pub(crate) session_timeout: Duration,
+    /// `--tick-time`: the ensemble's `tickTime`, when stated.
+    pub(crate) tick_time: Option<Duration>,
     /// `--connect-timeout` (`None`: the session timeout).
     pub(crate) connect_timeout: Option<Duration>,
     pub(crate) timeout: Option<Duration>,
@@ -217,6 +223,8 @@ pub(crate) struct HoldersArgs {
     pub(crate) security: Security,
     pub(crate) connect: String,
     pub(crate) session_timeout: Duration,
+    /// `--tick-time`: the ensemble's `tickTime`, when stated.
+    pub(crate) tick_time: Option<Duration>,
     /// `--connect-timeout` (`None`: the session timeout).
     pub(crate) connect_timeout: Option<Duration>,
     pub(crate) semaphore: Option<usize>,
@@ -246,6 +254,7 @@ pub(crate) fn parse_cli(args: Vec<OsString>, env_connect: Option<String>) -> Res
     let mut parser = lexopt::Parser::from_args(args);
     let mut connect = None;
     let mut session_timeout = Duration::from_secs(10);
+    let mut tick_time = None;
     let mut connect_timeout = None;
     let mut timeout = None;
     let mut grace = Duration::from_secs(5);
@@ -297,6 +306,10 @@ pub(crate) fn parse_cli(args: Vec<OsString>, env_connect: Option<String>) -> Res
                 let text = value(&mut parser)?;
                 session_timeout =
                     durations::session_timeout("--session-timeout", &text).map_err(Usage)?;
+            }
+            Long("tick-time") => {
+                let text = value(&mut parser)?;
+                tick_time = Some(durations::session_timeout("--tick-time", &text).map_err(Usage)?);
             }
             Long("connect-timeout") => {
                 let text = value(&mut parser)?;
@@ -379,13 +392,14 @@ pub(crate) fn parse_cli(args: Vec<OsString>, env_connect: Option<String>) -> Res
             || id.is_some()
         {
             return Err(Usage(
-                "holders takes only --connect, --session-timeout, --connect-timeout, --auth-file, --acl, --tls-*, --semaphore, --json and -v".into(),
+                "holders takes only --connect, --session-timeout, --tick-time, --connect-timeout, --auth-file, --acl, --tls-*, --semaphore, --json and -v".into(),
             ));
         }
         return Ok(Cli::Holders(HoldersArgs {
             security,
             connect,
             session_timeout,
+            tick_time,
             connect_timeout,
             semaphore,
             path,
@@ -411,6 +425,7 @@ pub(crate) fn parse_cli(args: Vec<OsString>, env_connect: Option<String>) -> Res
         security,
         connect,
         session_timeout,
+        tick_time,
         connect_timeout,
         timeout,
         grace,

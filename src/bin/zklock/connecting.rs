@@ -9,16 +9,21 @@ use zk_locks::Error;
 use crate::cli::Security;
 
 /// Opens a session to `hosts` with the credentials, ACL provider and TLS of `security`,
-/// giving up after `connect_timeout` (`None`: the session timeout, the library's default).
+/// giving up after `connect_timeout` (`None`: the session timeout, the library's default);
+/// `tick_time` is the ensemble's `tickTime`, when the user stated it.
 pub(crate) fn connect(
     hosts: &str,
     session_timeout: Duration,
+    tick_time: Option<Duration>,
     connect_timeout: Option<Duration>,
     security: &Security,
 ) -> Result<Arc<NativeClient>, Error> {
     let mut options = NativeOptions::new(hosts)
         .session_timeout(session_timeout)
         .acl_provider(security.acl.provider());
+    if let Some(tick) = tick_time {
+        options = options.ensemble_tick_time(tick);
+    }
     if let Some(timeout) = connect_timeout {
         options = options.connect_timeout(timeout);
     }

@@ -18,6 +18,7 @@ pub(crate) fn holders(args: &HoldersArgs) -> i32 {
     let connected = connect(
         &args.connect,
         args.session_timeout,
+        args.tick_time,
         args.connect_timeout,
         &args.security,
     );

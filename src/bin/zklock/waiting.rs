@@ -72,6 +72,7 @@ pub(crate) fn acquire(
         security: args.security.clone(),
         hosts: args.connect.clone(),
         session_timeout: args.session_timeout,
+        tick_time: args.tick_time,
         connect_timeout: args.connect_timeout,
         kind: args.kind,
         path: args.path.clone(),
@@ -187,6 +188,8 @@ struct Request {
     security: Security,
     hosts: String,
     session_timeout: Duration,
+    /// `--tick-time`: the ensemble's `tickTime`, when stated.
+    tick_time: Option<Duration>,
     connect_timeout: Option<Duration>,
     kind: Kind,
     path: String,
@@ -201,6 +204,7 @@ fn hold(request: &Request, events: &Sender<Event>, release: &Receiver<()>) {
     let connected = connect(
         &request.hosts,
         request.session_timeout,
+        request.tick_time,
         request.connect_timeout,
         &request.security,
     );
