@@ -1,8 +1,9 @@
 //! Runs the holder-cost engine of `measurements/holder_cost.rs`
 //! (`zk_locks_measurements::holder_cost`) small against the shared server, so that the program
-//! cannot rot, and checks the design's count on the server's own counter: sessions that hold
-//! locks send about `24/T` more requests per second each, the same for one lock as for five,
-//! and stop once `T` has passed since the last release.
+//! cannot rot, and checks the design's count on the server's own counters: sessions that hold
+//! locks send about `30/T` more requests per second each (`6/T` of them writes, counted by the
+//! zxid), the same for one lock as for five, and stop once `T` has passed since the last
+//! release.
 
 use std::time::Duration;
 
@@ -44,6 +45,20 @@ fn holders_pay_per_session_not_per_lock_and_idle_sessions_do_not() {
             held.label
         );
     }
+    // The writes that bind the proof to a quorum: `6/T` a session while it holds, none idle.
+    let writes = report.expected_writes_per_second();
+    for held in [one_each, many] {
+        let committed = held.writes_per_second();
+        assert!(
+            committed > 0.4 * writes && committed < 1.6 * writes,
+            "{}: {committed:.1} writes/s, the design sends {writes:.1}\n{table}",
+            held.label
+        );
+    }
+    assert!(
+        idle_again.writes_per_second() < 0.25 * writes,
+        "idle sessions went on writing\n{table}"
+    );
     let after = report.extra_per_second(idle_again);
     assert!(
         after < 0.25 * expected,

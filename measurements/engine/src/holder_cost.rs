@@ -1,7 +1,9 @@
 //! What proving a session to the quorum costs: sessions that hold locks send a `sync` every
-//! `T/24` (the leader must answer it), whatever the number of locks they hold; idle sessions
-//! ping as before. Measured on the servers: the requests they received (`mntr`
-//! `zk_packets_received`, summed over the members) and the CPU time of the leader's JVM and of
+//! `T/24` (the leader must answer it) and a write every `T/6` (a `multi` of one `check`: a
+//! quorum commits it), whatever the number of locks they hold; idle sessions ping as before.
+//! Measured on the servers: the requests they received (`mntr` `zk_packets_received`, summed
+//! over the members), the transactions the leader committed (its zxid, from `srvr`), and the
+//! CPU time of the leader's JVM and of
 //! every member (`/proc/<pid>/stat`), over windows in which the same sessions are idle, hold
 //! one lock each, hold many locks, and are idle again (`T` after the last release, when the
 //! proof stops). The program is `measurements/holder_cost.rs`; `tests/holder_cost_smoke.rs`
@@ -68,6 +70,8 @@ pub struct Window {
     pub elapsed: Duration,
     /// Requests the members received (pings included), summed.
     pub packets: u64,
+    /// Transactions the leader committed (its zxid's advance within the epoch).
+    pub writes: u64,
     /// The leader's process CPU time, if it could be read.
     pub leader_cpu_ns: Option<u64>,
     /// Every member's process CPU time summed, if each could be read.
@@ -80,6 +84,11 @@ impl Window {
     /// Requests per second received by the members.
     pub fn packets_per_second(&self) -> f64 {
         self.packets as f64 / self.elapsed.as_secs_f64()
+    }
+
+    /// Transactions per second committed by the ensemble.
+    pub fn writes_per_second(&self) -> f64 {
+        self.writes as f64 / self.elapsed.as_secs_f64()
     }
 
     /// CPU time per wall time (1.0 = one core busy).
@@ -115,11 +124,27 @@ impl Report {
         held.packets_per_second() - self.windows[0].packets_per_second()
     }
 
-    /// What the design sends on top of an idle session's pings: `24/T` per session, any
-    /// number of locks (less the pings the syncs make unnecessary).
+    /// What the design sends on top of an idle session's pings: `24/T` syncs and `6/T`
+    /// writes per session, any number of locks (less the pings they make unnecessary).
     pub fn expected_syncs_per_second(&self) -> f64 {
-        24.0 / self.negotiated.as_secs_f64() * self.plan.sessions as f64
+        (24.0 + 6.0) / self.negotiated.as_secs_f64() * self.plan.sessions as f64
     }
+
+    /// The writes the design sends: `6/T` per proving session.
+    pub fn expected_writes_per_second(&self) -> f64 {
+        6.0 / self.negotiated.as_secs_f64() * self.plan.sessions as f64
+    }
+}
+
+/// The leader's last committed zxid's counter (its low 32 bits), from `srvr`.
+fn leader_zxid_counter(addr: SocketAddr) -> Result<u64, String> {
+    let reply = four_letter(addr, "srvr").map_err(|e| format!("srvr on {addr}: {e}"))?;
+    let zxid = reply
+        .lines()
+        .find_map(|l| l.strip_prefix("Zxid:")?.trim().strip_prefix("0x"))
+        .and_then(|hex| u64::from_str_radix(hex, 16).ok())
+        .ok_or_else(|| format!("no Zxid in srvr of {addr}"))?;
+    Ok(zxid & 0xffff_ffff)
 }
 
 fn packets_received(addr: SocketAddr) -> Result<u64, String> {
@@ -152,9 +177,12 @@ fn measure(
     };
     let count =
         || -> Result<u64, String> { servers.members.iter().map(|&m| packets_received(m)).sum() };
-    let (packets_before, cpu_before, start) = (count()?, cpu(), Instant::now());
+    let leader = servers.members[servers.leader];
+    let (zxid_before, packets_before) = (leader_zxid_counter(leader)?, count()?);
+    let (cpu_before, start) = (cpu(), Instant::now());
     std::thread::sleep(length); // a rate over wall time: nothing to wait for
     let (packets_after, cpu_after, elapsed) = (count()?, cpu(), start.elapsed());
+    let zxid_after = leader_zxid_counter(leader)?;
     let spent: Vec<Option<u64>> = cpu_before
         .iter()
         .zip(&cpu_after)
@@ -165,13 +193,15 @@ fn measure(
         locks,
         elapsed,
         packets: packets_after.saturating_sub(packets_before),
+        writes: zxid_after.saturating_sub(zxid_before),
         leader_cpu_ns: spent.get(servers.leader).copied().flatten(),
         members_cpu_ns: spent.iter().copied().sum(),
         load: load_average(),
     };
     eprintln!(
-        "{label}: {:.1} requests/s, leader {:?} cores, load {:.2}",
+        "{label}: {:.1} requests/s, {:.1} writes/s, leader {:?} cores, load {:.2}",
         window.packets_per_second(),
+        window.writes_per_second(),
         window.leader_cores(),
         window.load
     );
@@ -249,27 +279,30 @@ pub fn run(servers: &Servers, plan: &Plan, root: &str) -> Result<Report, String>
 /// The report as a markdown table.
 pub fn render(report: &Report) -> String {
     let mut out = format!(
-        "{} sessions, T = {} ms negotiated (a sync every T/24 = {:.0} ms per proving session: \
-         {:.1} syncs/s over all of them)\n\n",
+        "{} sessions, T = {} ms negotiated (a sync every T/24 = {:.0} ms and a write every \
+         T/6 per proving session: {:.1} requests/s, {:.1} of them writes, over all of them)\n\n",
         report.plan.sessions,
         report.negotiated.as_millis(),
         report.negotiated.as_secs_f64() * 1000.0 / 24.0,
-        report.expected_syncs_per_second()
+        report.expected_syncs_per_second(),
+        report.expected_writes_per_second()
     );
     out.push_str(
         "| window | locks held | requests/s (all members) | above idle | above idle per session \
-         | leader CPU | all members' CPU | load |\n|---|---:|---:|---:|---:|---:|---:|---:|\n",
+         | writes/s | leader CPU | all members' CPU | load |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     let cores = |c: Option<f64>| c.map_or("–".into(), |c| format!("{:.1}%", c * 100.0));
     for w in &report.windows {
         let extra = report.extra_per_second(w);
         out.push_str(&format!(
-            "| {} | {} | {:.1} | {:+.1} | {:+.2} | {} | {} | {:.2} |\n",
+            "| {} | {} | {:.1} | {:+.1} | {:+.2} | {:.1} | {} | {} | {:.2} |\n",
             w.label,
             w.locks,
             w.packets_per_second(),
             extra,
             extra / report.plan.sessions as f64,
+            w.writes_per_second(),
             cores(w.leader_cores()),
             cores(w.members_cores()),
             w.load
