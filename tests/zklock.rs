@@ -83,6 +83,9 @@ fn durations_zklock_cannot_use_are_usage_errors() {
         ("--connect-timeout", "0"),
         ("--connect-timeout", "366days"),
         ("--connect-timeout", "5 parsecs"),
+        ("--tick-time", "0"),
+        ("--tick-time", "1000h"),
+        ("--tick-time", "two ticks"),
     ];
     for (option, value) in cases {
         let out = run(zklock().args([
@@ -128,6 +131,7 @@ fn accepts_attached_values_and_compound_durations() {
         &["--timeout=1m30s"],
         &["-t", "1.5"],
         &["--grace=1m30s", "--session-timeout=8s"],
+        &["--session-timeout=8s", "--tick-time=500ms"],
         &["-c", &connect, "--timeout", "2m 5s"],
     ];
     for options in spellings {
