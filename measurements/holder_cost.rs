@@ -45,7 +45,12 @@ fn main() -> ExitCode {
         eprintln!("holder_cost: {e}");
         return ExitCode::FAILURE;
     }
-    let cluster = match TestingCluster::start(3) {
+    // The members grant the session the plan asks for, up to any length (ZooKeeper's own
+    // longest, twenty ticks of 500 ms, is 10 s; its least, 1 s, stays).
+    let cluster = match TestingCluster::builder(3)
+        .max_session_timeout(plan.session_timeout.max(Duration::from_secs(10)))
+        .start()
+    {
         Ok(cluster) => cluster,
         Err(e) => {
             eprintln!("holder_cost: cannot start a ZooKeeper cluster: {e}");

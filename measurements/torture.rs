@@ -65,7 +65,7 @@ fn parse_args() -> Result<Args, String> {
             }
             "--session-timeout-ms" => {
                 let ms = number("--session-timeout-ms", value("--session-timeout-ms")?)?;
-                // The test servers accept 1 s to 60 s (tickTime 500).
+                // The torture's servers grant 1 s (two ticks of 500 ms) to 60 s (stated).
                 if !(1000..=60000).contains(&ms) {
                     return Err("--session-timeout-ms: between 1000 and 60000".into());
                 }

@@ -94,7 +94,11 @@ fn run(waiters: usize, real: bool) -> Result<(), String> {
     let connect = match std::env::var("ZK_CONNECT") {
         Ok(hosts) => Some(hosts),
         Err(_) if real => {
-            let s = TestingServer::start().map_err(|e| e.to_string())?;
+            // The waiters' sessions are 30 s (below): past ZooKeeper's own longest, 10 s.
+            let s = TestingServer::builder()
+                .max_session_timeout(Duration::from_secs(30))
+                .start()
+                .map_err(|e| e.to_string())?;
             let hosts = s.connect_string();
             server = Some(s);
             Some(hosts)

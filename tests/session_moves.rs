@@ -128,7 +128,12 @@ fn a_write_after_the_session_moved_gets_its_own_reply() {
     if !require_server() {
         return;
     }
-    let cluster = TestingCluster::start(5).unwrap();
+    // The client under test asks for 20 s (past ZooKeeper's own twenty ticks, 10 s): it must
+    // outlive a leader that steps down and an election while its creates wait.
+    let cluster = TestingCluster::builder(5)
+        .max_session_timeout(Duration::from_secs(20))
+        .start()
+        .unwrap();
     for attempt in 1..=3 {
         match round(&cluster) {
             Ok(Some(())) => return,

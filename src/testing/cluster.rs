@@ -38,9 +38,10 @@ impl std::fmt::Debug for TestingCluster {
     }
 }
 
-/// How to start a [`TestingCluster`]: its size, its servers' clock, and whether each member
-/// gets its own network namespace. Defaults: tickTime 500 ms, initLimit 20, syncLimit 10, all
-/// members on 127.0.0.1.
+/// How to start a [`TestingCluster`]: its size, its servers' clock and session bounds, and
+/// whether each member gets its own network namespace. Defaults: tickTime 500 ms, initLimit
+/// 20, syncLimit 10, ZooKeeper's own session bounds (2 to 20 ticks: 1 s to 10 s at the default
+/// tick, whatever tick is set), all members on 127.0.0.1.
 ///
 /// ```no_run
 /// use std::time::Duration;
@@ -87,6 +88,22 @@ impl ClusterBuilder {
         self
     }
 
+    /// `minSessionTimeout` (whole milliseconds): the shortest session the members grant; a
+    /// client asking for less gets this. Unstated, ZooKeeper's own: two ticks. A test that
+    /// wants sessions shorter than two ticks says so here (ZooKeeper allows it, and a client
+    /// that counts on "a session is at least two ticks" is then wrong).
+    pub fn min_session_timeout(mut self, timeout: Duration) -> ClusterBuilder {
+        self.timing.min_session_timeout = Some(timeout);
+        self
+    }
+
+    /// `maxSessionTimeout` (whole milliseconds): the longest session the members grant; a
+    /// client asking for more gets this. Unstated, ZooKeeper's own: twenty ticks.
+    pub fn max_session_timeout(mut self, timeout: Duration) -> ClusterBuilder {
+        self.timing.max_session_timeout = Some(timeout);
+        self
+    }
+
     /// Each member in its own network namespace on its own address `10.a.b.N`, behind a
     /// bridge in the root namespace (`10.a.b.1`), so that
     /// [`TestingCluster::cut_off`] can place a partition. Needs root and `ip`: see
@@ -101,8 +118,8 @@ impl ClusterBuilder {
     /// is made again on new ports (three times at most); members in namespaces have their own
     /// addresses and the usual ports (2181, 2888, 3888), which nothing else can take.
     ///
-    /// Errors: [`Error::InvalidArgument`] for no members, a tick of no whole millisecond or a
-    /// limit of 0; [`Error::Io`] when the namespaces cannot be made; [`Error::Connect`] (with
+    /// Errors: [`Error::InvalidArgument`] for no members, a tick or session bound of no whole
+    /// millisecond, a limit of 0 or a least session above the longest; [`Error::Io`] when the namespaces cannot be made; [`Error::Connect`] (with
     /// the members' log tails) when no quorum forms within 90 s.
     pub fn start(self) -> Result<TestingCluster> {
         let invalid = |name, reason: &str| {
@@ -114,12 +131,8 @@ impl ClusterBuilder {
         if self.members == 0 {
             return invalid("n", "a cluster needs at least one member");
         }
-        let tick = self.timing.tick_time.as_millis();
-        if tick == 0 || tick > i32::MAX as u128 {
-            return invalid("tick_time", "tickTime is 1 ms to i32::MAX ms");
-        }
-        if self.timing.init_limit == 0 || self.timing.sync_limit == 0 {
-            return invalid("init_limit/sync_limit", "the limits are at least one tick");
+        if let Some((name, reason)) = self.timing.invalid() {
+            return invalid(name, reason);
         }
         if self.namespaces {
             return self.start_once(Some(Network::create(self.members)?));

@@ -6,6 +6,10 @@
 //! - [`TestingCluster`]: an n-member quorum on 127.0.0.1, or ([`TestingCluster::builder`])
 //!   with its own clock and each member in its own network namespace, where [`partition`]
 //!   cuts a member off from the others while clients still reach it;
+//! - session bounds: servers and members keep ZooKeeper's own (`minSessionTimeout` two ticks,
+//!   `maxSessionTimeout` twenty) unless a test states others with
+//!   [`ServerBuilder::min_session_timeout`] / [`ServerBuilder::max_session_timeout`] (and the
+//!   same on [`ClusterBuilder`]); the shared servers state a longest of 60 s;
 //! - [`FaultProxy`]: cut / freeze / refuse connections, expire a session for real;
 //! - [`shared_server`]: one lazily started server per test process ([`shared_tls_server`]:
 //!   the same with a TLS port);
@@ -34,8 +38,12 @@ use std::sync::OnceLock;
 pub use cluster::{ClusterBuilder, TestingCluster};
 pub use cut_off::CutOffMember;
 pub use proxy::FaultProxy;
-pub use server::TestingServer;
+pub use server::{ServerBuilder, TestingServer};
 pub use tls::{shared_tls_server, TlsFiles};
+
+/// The longest session the shared servers ([`shared_server`], [`shared_tls_server`]) grant
+/// (their `maxSessionTimeout`); their least is ZooKeeper's own, two ticks (1 s).
+pub const SHARED_MAX_SESSION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// The environment variable that turns a missing ZooKeeper into a test failure.
 pub const REQUIRE_SERVER_ENV: &str = "ZK_LOCKS_REQUIRE_SERVER";
@@ -73,6 +81,11 @@ pub fn require_java() -> bool {
 ///
 /// Tests must not stop or restart the shared server: use a [`FaultProxy`] in front of it, or
 /// an own [`TestingServer`].
+///
+/// It grants sessions from 1 s (ZooKeeper's own least, two ticks) to
+/// [`SHARED_MAX_SESSION_TIMEOUT`] (60 s, where ZooKeeper's own longest is 10 s): the tests of
+/// a whole test binary share it, some with sessions patient with bulk work on a loaded
+/// machine. A test that needs other bounds starts its own ([`TestingServer::builder`]).
 pub fn shared_server() -> Option<&'static TestingServer> {
     static SERVER: OnceLock<Option<TestingServer>> = OnceLock::new();
     SERVER
@@ -80,7 +93,10 @@ pub fn shared_server() -> Option<&'static TestingServer> {
             if !require_server() {
                 return None;
             }
-            match TestingServer::start() {
+            match TestingServer::builder()
+                .max_session_timeout(SHARED_MAX_SESSION_TIMEOUT)
+                .start()
+            {
                 Ok(server) => Some(server),
                 Err(e) => panic!("could not start the shared ZooKeeper test server: {e}"),
             }

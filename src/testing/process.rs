@@ -180,12 +180,59 @@ pub(crate) fn log_tail(path: &Path, max: u64) -> String {
 
 /// A server's clock: `tickTime` and the follower limits counted in ticks (`initLimit`: to
 /// connect to and sync with the leader; `syncLimit`: the longest silence a follower and the
-/// leader allow each other before giving up on the link).
+/// leader allow each other before giving up on the link), and the session bounds when a test
+/// states them (`None`: not written, so ZooKeeper's own, 2 and 20 ticks).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Timing {
     pub tick_time: Duration,
     pub init_limit: u32,
     pub sync_limit: u32,
+    pub min_session_timeout: Option<Duration>,
+    pub max_session_timeout: Option<Duration>,
+}
+
+impl Timing {
+    /// Why these settings cannot make a `zoo.cfg`, if they cannot: `(setting, reason)`.
+    pub(crate) fn invalid(&self) -> Option<(&'static str, &'static str)> {
+        let whole_ms = |d: Duration| d.as_millis() >= 1 && d.as_millis() <= i32::MAX as u128;
+        if !whole_ms(self.tick_time) {
+            return Some(("tick_time", "tickTime is 1 ms to i32::MAX ms"));
+        }
+        if self.init_limit == 0 || self.sync_limit == 0 {
+            return Some(("init_limit/sync_limit", "the limits are at least one tick"));
+        }
+        for (name, bound) in [
+            ("min_session_timeout", self.min_session_timeout),
+            ("max_session_timeout", self.max_session_timeout),
+        ] {
+            if bound.is_some_and(|d| !whole_ms(d)) {
+                return Some((name, "a session bound is 1 ms to i32::MAX ms"));
+            }
+        }
+        // ZooKeeper refuses to start with the least session above the longest; the defaults
+        // (2 and 20 ticks) count for a bound left unstated.
+        let min = self.min_session_timeout.unwrap_or(self.tick_time * 2);
+        let max = self.max_session_timeout.unwrap_or(self.tick_time * 20);
+        if min > max {
+            return Some((
+                "min_session_timeout/max_session_timeout",
+                "the least session is above the longest (an unstated bound is 2 or 20 ticks)",
+            ));
+        }
+        None
+    }
+
+    /// The `zoo.cfg` lines of the stated session bounds (none when unstated).
+    fn session_bounds_cfg(&self) -> String {
+        let mut cfg = String::new();
+        if let Some(min) = self.min_session_timeout {
+            cfg.push_str(&format!("minSessionTimeout={}\n", min.as_millis()));
+        }
+        if let Some(max) = self.max_session_timeout {
+            cfg.push_str(&format!("maxSessionTimeout={}\n", max.as_millis()));
+        }
+        cfg
+    }
 }
 
 impl Default for Timing {
@@ -195,6 +242,8 @@ impl Default for Timing {
             tick_time: Duration::from_millis(500),
             init_limit: 20,
             sync_limit: 10,
+            min_session_timeout: None,
+            max_session_timeout: None,
         }
     }
 }
@@ -248,6 +297,7 @@ impl Node {
             tick_time,
             init_limit,
             sync_limit,
+            ..
         } = config.timing;
         let mut cfg = format!(
             "tickTime={}\n\
@@ -257,8 +307,7 @@ impl Node {
              clientPort={}\n\
              clientPortAddress={}\n\
              maxClientCnxns=0\n\
-             minSessionTimeout=1000\n\
-             maxSessionTimeout=60000\n\
+             {}\
              4lw.commands.whitelist=*\n\
              admin.enableServer=false\n\
              forceSync=no\n\
@@ -266,7 +315,8 @@ impl Node {
             tick_time.as_millis(),
             data.display(),
             config.client_port,
-            config.host
+            config.host,
+            config.timing.session_bounds_cfg()
         );
         if let Some((myid, servers)) = &config.quorum {
             for line in servers {
@@ -544,5 +594,56 @@ impl Drop for Node {
     fn drop(&mut self) {
         self.kill();
         let _ = fs::remove_dir_all(&self.dir);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn zoo_cfg(timing: Timing) -> String {
+        let node = Node::create(NodeConfig {
+            host: Ipv4Addr::LOCALHOST,
+            netns: None,
+            timing,
+            client_port: 1,
+            quorum: None,
+            secure_port: None,
+        })
+        .unwrap();
+        fs::read_to_string(node.dir.join("zoo.cfg")).unwrap()
+    }
+
+    /// Unstated session bounds are not written (ZooKeeper's own: 2 and 20 ticks); stated
+    /// ones are, in whole milliseconds.
+    #[test]
+    fn session_bounds_are_written_only_when_stated() {
+        let cfg = zoo_cfg(Timing::default());
+        assert!(!cfg.contains("SessionTimeout"), "{cfg}");
+        assert!(cfg.contains("maxClientCnxns=0\n4lw."), "{cfg}");
+        let cfg = zoo_cfg(Timing {
+            min_session_timeout: Some(Duration::from_millis(1000)),
+            max_session_timeout: Some(Duration::from_secs(60)),
+            ..Timing::default()
+        });
+        assert!(
+            cfg.contains("minSessionTimeout=1000\nmaxSessionTimeout=60000\n4lw."),
+            "{cfg}"
+        );
+    }
+
+    #[test]
+    fn a_least_session_above_the_longest_is_refused() {
+        let timing = |min: u64, max: Option<u64>| Timing {
+            min_session_timeout: Some(Duration::from_millis(min)),
+            max_session_timeout: max.map(Duration::from_millis),
+            ..Timing::default()
+        };
+        assert_eq!(timing(1000, Some(60000)).invalid(), None);
+        assert!(timing(2000, Some(1000)).invalid().is_some());
+        // Unstated, the longest is twenty ticks (10 s at 500 ms).
+        assert!(timing(11000, None).invalid().is_some());
+        assert!(timing(0, None).invalid().is_some());
+        assert_eq!(Timing::default().invalid(), None);
     }
 }

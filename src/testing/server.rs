@@ -14,7 +14,9 @@ const STARTUP_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// A standalone ZooKeeper server for tests: Debian's ZooKeeper 3.8 run as a plain `java`
 /// process (no service, no root) on a free loopback port with a temp data dir, `tickTime=500`
-/// (sessions from 1 s to 60 s), every four-letter word enabled, no admin server, no fsync.
+/// with ZooKeeper's own session bounds (2 to 20 ticks: sessions from 1 s to 10 s) unless
+/// [`TestingServer::builder`] states others, every four-letter word enabled, no admin server,
+/// no fsync.
 ///
 /// The server logs to `zookeeper.log` in its temp dir. Dropping it kills the JVM and removes
 /// the dir; the JVM also dies with the test process.
@@ -32,13 +34,90 @@ impl std::fmt::Debug for TestingServer {
     }
 }
 
+/// How to start a [`TestingServer`]: a TLS port or not, and the session bounds. Defaults: no
+/// TLS port, ZooKeeper's own session bounds (2 to 20 ticks of 500 ms: 1 s to 10 s).
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use zk_locks::testing::TestingServer;
+/// # fn main() -> zk_locks::Result<()> {
+/// // Sessions of up to 30 s, for a test whose clients must outlive a long outage.
+/// let server = TestingServer::builder()
+///     .max_session_timeout(Duration::from_secs(30))
+///     .start()?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct ServerBuilder {
+    tls: bool,
+    timing: Timing,
+}
+
+impl ServerBuilder {
+    /// A TLS port besides the plain one, as [`TestingServer::start_tls`].
+    pub fn tls(mut self, on: bool) -> ServerBuilder {
+        self.tls = on;
+        self
+    }
+
+    /// `minSessionTimeout` (whole milliseconds): the shortest session the server grants.
+    /// Unstated, ZooKeeper's own: two ticks (1 s).
+    pub fn min_session_timeout(mut self, timeout: Duration) -> ServerBuilder {
+        self.timing.min_session_timeout = Some(timeout);
+        self
+    }
+
+    /// `maxSessionTimeout` (whole milliseconds): the longest session the server grants.
+    /// Unstated, ZooKeeper's own: twenty ticks (10 s).
+    pub fn max_session_timeout(mut self, timeout: Duration) -> ServerBuilder {
+        self.timing.max_session_timeout = Some(timeout);
+        self
+    }
+
+    /// Starts the server and waits until it serves (and its TLS port accepts connections).
+    /// A start that lost one of its ports to another socket before the server bound it is
+    /// made again on new ports (three times at most).
+    ///
+    /// Errors: [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a session bound
+    /// of no whole millisecond or a least session above the longest;
+    /// [`Error::Connect`](crate::Error::Connect) (carrying the log tail) when Java or the
+    /// jars are missing or the server does not come up in time.
+    pub fn start(self) -> Result<TestingServer> {
+        if let Some((name, reason)) = self.timing.invalid() {
+            return Err(crate::Error::InvalidArgument {
+                name,
+                reason: reason.into(),
+            });
+        }
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            let secure_port = if self.tls { Some(free_port()?) } else { None };
+            match TestingServer::start_once(secure_port, self.timing) {
+                Err(e) if tries < 3 && lost_a_port_race(&e) => continue,
+                done => return done,
+            }
+        }
+    }
+}
+
 impl TestingServer {
-    /// Starts a server and waits until it answers `ruok` with `imok` and serves requests.
+    /// Starts a server and waits until it answers `ruok` with `imok` and serves requests:
+    /// `TestingServer::builder().start()`.
     ///
     /// Fails with [`crate::Error::Connect`] (carrying the log tail) when Java or the jars are
     /// missing or the server does not come up in time.
     pub fn start() -> Result<TestingServer> {
-        Self::start_with(false)
+        Self::builder().start()
+    }
+
+    /// A server to configure before [`ServerBuilder::start`].
+    pub fn builder() -> ServerBuilder {
+        ServerBuilder {
+            tls: false,
+            timing: Timing::default(),
+        }
     }
 
     /// Starts a server that also listens with TLS on a second port ([`secure_port`]), with
@@ -48,29 +127,15 @@ impl TestingServer {
     /// [`secure_port`]: TestingServer::secure_port
     /// [`tls_files`]: TestingServer::tls_files
     pub fn start_tls() -> Result<TestingServer> {
-        Self::start_with(true)
+        Self::builder().tls(true).start()
     }
 
-    /// A start that lost one of its ports to another socket before the server bound it is
-    /// made again on new ports (three times at most).
-    fn start_with(secure: bool) -> Result<TestingServer> {
-        let mut tries = 0;
-        loop {
-            tries += 1;
-            let secure_port = if secure { Some(free_port()?) } else { None };
-            match Self::start_once(secure_port) {
-                Err(e) if tries < 3 && lost_a_port_race(&e) => continue,
-                done => return done,
-            }
-        }
-    }
-
-    fn start_once(secure_port: Option<u16>) -> Result<TestingServer> {
+    fn start_once(secure_port: Option<u16>, timing: Timing) -> Result<TestingServer> {
         let port = free_port()?;
         let node = Node::create(NodeConfig {
             host: std::net::Ipv4Addr::LOCALHOST,
             netns: None,
-            timing: Timing::default(),
+            timing,
             client_port: port,
             quorum: None,
             secure_port,

@@ -13,7 +13,9 @@ use crate::error::{Error, Result};
 
 /// One TLS server per test process ([`TestingServer::start_tls`]), started on first use and
 /// never stopped, as [`shared_server`](super::shared_server) is for plaintext (same skip-or-fail
-/// rule). Its plain port works too: tests expire sessions through it.
+/// rule), with the same session bounds (up to
+/// [`SHARED_MAX_SESSION_TIMEOUT`](super::SHARED_MAX_SESSION_TIMEOUT)). Its plain port works
+/// too: tests expire sessions through it.
 pub fn shared_tls_server() -> Option<&'static TestingServer> {
     static SERVER: OnceLock<Option<TestingServer>> = OnceLock::new();
     SERVER
@@ -21,7 +23,11 @@ pub fn shared_tls_server() -> Option<&'static TestingServer> {
             if !super::require_server() {
                 return None;
             }
-            match TestingServer::start_tls() {
+            match TestingServer::builder()
+                .tls(true)
+                .max_session_timeout(super::SHARED_MAX_SESSION_TIMEOUT)
+                .start()
+            {
                 Ok(server) => Some(server),
                 Err(e) => panic!("could not start the shared TLS ZooKeeper test server: {e}"),
             }

@@ -16,7 +16,8 @@ pub type AnyError = Box<dyn std::error::Error + Send + Sync>;
 pub type AnyResult<T> = Result<T, AnyError>;
 
 /// Session timeout the recipes ask of a real ensemble. Within the window of a default server
-/// (tickTime 2 s: 4 s to 40 s) and of `testing::TestingServer` (1 s to 60 s).
+/// (tickTime 2 s: 4 s to 40 s) and of `testing::TestingServer` (ZooKeeper's own bounds at
+/// tickTime 500 ms: 1 s to 10 s).
 pub const SESSION_TIMEOUT: Duration = Duration::from_secs(4);
 
 /// The command line every recipe understands.

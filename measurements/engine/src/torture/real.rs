@@ -40,7 +40,8 @@ impl RealEnv {
     /// [`RealEnv::start`], with each member in its own network namespace when `namespaces`
     /// (needed by [`FaultKind::MemberPartition`]; see
     /// [`partition::available`](zk_locks::testing::partition::available)). The servers'
-    /// clock is the test kit's default either way (tickTime 500 ms, syncLimit 10).
+    /// clock is the test kit's default either way (tickTime 500 ms, syncLimit 10); they grant
+    /// sessions of 1 s (two ticks) to 60 s, the range the torture's command line takes.
     pub fn start_with(
         sessions: usize,
         session_timeout: Duration,
@@ -48,6 +49,7 @@ impl RealEnv {
         namespaces: bool,
     ) -> zk_locks::Result<RealEnv> {
         let cluster = TestingCluster::builder(3)
+            .max_session_timeout(Duration::from_secs(60))
             .network_namespaces(namespaces)
             .start()?;
         let mut proxies = Vec::new();
