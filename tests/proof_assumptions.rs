@@ -7,10 +7,12 @@
 //!
 //! 1. **The tick.** The proof's spacing (`T/4` when the tick is unstated) assumes the leader
 //!    pings its followers at least every `T/4`, since "a session is at least two ticks". With
-//!    `minSessionTimeout` below two ticks (tickTime 4 s, a 2.2 s session), the leader pings
-//!    every 2 s: a holder on a follower that is cut off claims a renewal the leader never made,
-//!    and the lock is granted before its `safe_until`. The holder states the tick
-//!    (`NativeOptions::ensemble_tick_time`), as an operator with such servers must.
+//!    `minSessionTimeout` below two ticks (tickTime 2 s, a 3 s session), the leader pings
+//!    every second, more than `T/4` apart: unstated, a holder on a follower that is cut off can
+//!    claim a renewal the leader never made (seen: the lock granted 300–600 ms before
+//!    `safe_until` in some trials of a 4 s tick). The holder states the tick
+//!    (`NativeOptions::ensemble_tick_time`), as an operator with such servers must, and is
+//!    still proven (`Held`) at this tick.
 //! 2. **A deposed leader's syncs.** A leader cut off from its followers answers syncs alone
 //!    until its learner handlers time out (`syncLimit × tickTime`). Its followers, restarted,
 //!    elect a new leader within seconds, which gives every session `T` from its start and
@@ -128,10 +130,12 @@ fn overlap(grant: &Grant, left: Option<Instant>, cut: Instant) -> Option<String>
 // ---------------------------------------------------------------------------------------
 // Item 1: a tick longer than half the session.
 
-/// tickTime 4 s: the leader pings its followers every 2 s.
-const LONG_TICK: Duration = Duration::from_secs(4);
-/// Shorter than two ticks: ZooKeeper allows it once `minSessionTimeout` says so.
-const SHORT_SESSION: Duration = Duration::from_millis(2200);
+/// tickTime 2 s: the leader pings its followers every second.
+const LONG_TICK: Duration = Duration::from_secs(2);
+/// Shorter than two ticks (half a tick is a third of it, more than the `T/4` assumed
+/// unstated), yet long enough for a proof at half a tick: ZooKeeper allows it once
+/// `minSessionTimeout` says so.
+const SHORT_SESSION: Duration = Duration::from_millis(3000);
 
 fn long_tick_cluster() -> TestingCluster {
     TestingCluster::builder(3)
@@ -148,15 +152,14 @@ fn long_tick_cluster() -> TestingCluster {
 /// random point of the leader's ping cycle; a contender on the majority side is granted the
 /// lock once the leader expires the holder's session. `None` when nothing overlapped, else
 /// what did.
-fn long_tick_trial(cluster: &TestingCluster, state_the_tick: bool) -> Option<String> {
+fn long_tick_trial(cluster: &TestingCluster) -> Option<String> {
     let leader = cluster.leader().expect("a leader");
     let member = (0..3).find(|&i| i != leader).unwrap();
     let path = unique_root("proof-tick");
-    let mut options =
-        NativeOptions::new(cluster.member_connect_string(member)).session_timeout(SHORT_SESSION);
-    if state_the_tick {
-        options = options.ensemble_tick_time(LONG_TICK);
-    }
+    // The tick stated, as an operator whose servers allow sessions under two ticks must.
+    let options = NativeOptions::new(cluster.member_connect_string(member))
+        .session_timeout(SHORT_SESSION)
+        .ensemble_tick_time(LONG_TICK);
     let native = connect(options);
     assert_eq!(
         native.negotiated_timeout(),
@@ -168,6 +171,15 @@ fn long_tick_trial(cluster: &TestingCluster, state_the_tick: bool) -> Option<Str
     let guard = Arc::new(mutex.lock_owned().unwrap());
     // The proof runs a while (more than one ping cycle), then the cut comes anywhere in it.
     thread::sleep(LONG_TICK / 2 + Duration::from_millis(fastrand::u64(0..2000)));
+    // The stated tick still proves the session: the holder works until the cut.
+    let start = Instant::now();
+    while guard.state() != LockState::Held {
+        assert!(
+            start.elapsed() < PATIENCE,
+            "a stated tick of {LONG_TICK:?} left a {SHORT_SESSION:?} session unproven"
+        );
+        thread::sleep(Duration::from_millis(20));
+    }
     cluster.cut_off(member).unwrap();
     let cut = Instant::now();
     let left = watch_leaving(&guard, PATIENCE);
@@ -193,19 +205,19 @@ fn long_tick_trial(cluster: &TestingCluster, state_the_tick: bool) -> Option<Str
 }
 
 /// `trials` trials; all must be clean.
-fn long_tick_trials(state_the_tick: bool, trials: usize) {
+fn long_tick_trials(trials: usize) {
     if !partition::require_partition() {
         return;
     }
     let cluster = long_tick_cluster();
     let failures: Vec<String> = (0..trials)
-        .filter_map(|trial| long_tick_trial(&cluster, state_the_tick).map(|f| (trial, f)))
+        .filter_map(|trial| long_tick_trial(&cluster).map(|f| (trial, f)))
         .map(|(trial, f)| format!("trial {trial}: {f}"))
         .collect();
     assert!(
         failures.is_empty(),
         "the lock was given away inside the holder's proof (tickTime {LONG_TICK:?}, \
-         T = {SHORT_SESSION:?}, tick stated: {state_the_tick}):\n{}",
+         T = {SHORT_SESSION:?}, tick stated):\n{}",
         failures.join("\n")
     );
 }
@@ -214,21 +226,7 @@ fn long_tick_trials(state_the_tick: bool, trials: usize) {
 /// renewal, so it never claims a renewal the leader did not make.
 #[test]
 fn a_stated_long_tick_never_lets_the_proof_claim_a_renewal_the_leader_did_not_make() {
-    long_tick_trials(true, 3);
-}
-
-/// Item 1, with the tick unstated: the `T/4` spacing counts on a session being at least two
-/// ticks, which these members do not ensure, so the holder claims renewals up to 1.4 s older
-/// than the leader's last. Whether a trial shows it depends on where the leader's expiry grid
-/// (multiples of the tick) falls against its pings, fixed for a leader's term, and on where
-/// the cut falls in the ping cycle: runs here showed it in 2 of 5, 2 of 3 and 0 of 3 trials
-/// (the lock granted 300–600 ms before `safe_until`; the guard had left `Held`). No rule can
-/// pass it without knowing the tick, so it is not run by default: it shows what stating the
-/// tick is for.
-#[test]
-#[ignore = "shows the T/4 rule failing when sessions are shorter than two ticks and the tick is unstated"]
-fn an_unstated_long_tick_lets_the_quarter_rule_claim_a_renewal_the_leader_did_not_make() {
-    long_tick_trials(false, 5);
+    long_tick_trials(3);
 }
 
 // ---------------------------------------------------------------------------------------
