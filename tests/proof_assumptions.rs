@@ -287,3 +287,39 @@ fn a_deposed_leaders_sync_answers_never_keep_a_holder_past_its_sessions_expiry()
     drop(guard);
     holder.close();
 }
+
+// ---------------------------------------------------------------------------------------
+// A session not yet proven reads as unproven.
+
+/// A renewal counts only once a write binds it, so a new `NativeClient` session has no proof
+/// for a moment after it connects: it must read as unproven then (`safe_until` past, holders
+/// `Suspect`), never as a backend that keeps no proof (`None`, judged by the link alone), and
+/// an acquire returns only once the session is proven.
+#[test]
+fn a_session_not_yet_proven_reads_as_unproven_and_an_acquire_waits_for_its_proof() {
+    let Some(server) = zk_locks::testing::shared_server() else {
+        return;
+    };
+    let native =
+        connect(NativeOptions::new(server.connect_string()).session_timeout(SHORT_SESSION));
+    let before = native.session().safe_until();
+    assert!(
+        before.is_some_and(|until| until <= Instant::now()),
+        "an unproven session's safe_until: {before:?}"
+    );
+    let client: SharedClient = native.clone();
+    let mutex = InterProcessMutex::new(client, &unique_root("proof-first")).unwrap();
+    let guard = mutex.lock().unwrap();
+    let until = native
+        .session()
+        .safe_until()
+        .expect("proven by the acquire");
+    assert!(
+        until > Instant::now() + SHORT_SESSION / 3,
+        "acquired on a proof {:?} old",
+        SHORT_SESSION.saturating_sub(until.saturating_duration_since(Instant::now()))
+    );
+    assert_eq!(guard.state(), LockState::Held);
+    drop(guard);
+    native.close();
+}

@@ -22,6 +22,9 @@ const CLOCK: libc::clockid_t = libc::CLOCK_MONOTONIC;
 pub(crate) struct BootInstant(Duration);
 
 impl BootInstant {
+    /// The moment the host booted: earlier than any other.
+    pub(crate) const BOOT: BootInstant = BootInstant(Duration::ZERO);
+
     /// Now.
     pub(crate) fn now() -> BootInstant {
         let mut ts = libc::timespec {

@@ -155,6 +155,15 @@ impl Session {
         }
     }
 
+    /// As [`Self::new`], for a backend that proves its sessions to the quorum: until its first
+    /// proof the session reads as unproven (stale, `safe_until` past), never as a backend
+    /// without proofs.
+    pub(crate) fn proving(state: ConnectionState, session_id: Option<i64>) -> Session {
+        let session = Session::new(state, session_id);
+        session.inner.lock().quorum = QuorumClock::expecting_proofs();
+        session
+    }
+
     /// State, epoch, session id and loss count, read together.
     pub fn snapshot(&self) -> SessionSnapshot {
         self.inner.lock().snapshot

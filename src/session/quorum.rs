@@ -27,9 +27,13 @@ use crate::primitives::boot_clock::BootInstant;
 /// The quorum clock's state, kept under the session's lock.
 #[derive(Debug, Default)]
 pub(super) struct QuorumClock {
-    /// The latest instant the leader is proven to have renewed the session; `None` while the
-    /// backend has proven nothing (it keeps no proof, or has not connected yet).
+    /// The latest instant the leader is proven to have renewed the session; `None` for a
+    /// backend that keeps no proof. A backend that keeps one starts at boot
+    /// ([`QuorumClock::expecting_proofs`]): stale, with `safe_until` long past, until its first
+    /// proof, so that a session never reads as proven before it is.
     confirmed: Option<BootInstant>,
+    /// Whether a proof was recorded (the timeout below is then a negotiated one).
+    proven: bool,
     /// The session timeout `T` the proof is judged by: the shortest negotiated on any of the
     /// session's connections. A member with other session bounds negotiates another `T`, and
     /// the leader takes each touch with the timeout of the member that reported it, so a late
@@ -47,15 +51,24 @@ pub(super) struct QuorumClock {
 }
 
 impl QuorumClock {
+    /// The clock of a backend that proves its sessions: nothing proven yet.
+    pub(super) fn expecting_proofs() -> QuorumClock {
+        QuorumClock {
+            confirmed: Some(BootInstant::BOOT),
+            ..QuorumClock::default()
+        }
+    }
+
     /// Records a proof: the leader renewed the session at `at` or later, with timeout `T`.
     /// Returns whether the clock went from stale to fresh (waiters to wake).
     pub(super) fn confirm(&mut self, at: BootInstant, timeout: Duration, now: BootInstant) -> bool {
         let was_stale = self.is_stale(now);
-        self.timeout = if self.confirmed.is_some() {
+        self.timeout = if self.proven {
             self.timeout.min(timeout)
         } else {
             timeout
         };
+        self.proven = true;
         self.confirmed = Some(self.confirmed.map_or(at, |c| c.max(at)));
         was_stale && !self.is_stale(now)
     }
@@ -133,6 +146,45 @@ mod tests {
         // An older proof never moves the clock back.
         clock.confirm(now - T, T, now);
         assert_eq!(clock.safe_until(), Some(now + T));
+    }
+
+    #[test]
+    fn a_proving_backend_is_stale_until_its_first_proof() {
+        let now = BootInstant::now();
+        let mut clock = QuorumClock::expecting_proofs();
+        assert!(clock.is_stale(now), "nothing proven yet reads as stale");
+        assert!(
+            clock.safe_until().is_some_and(|u| u < now),
+            "safe_until long past"
+        );
+        clock.confirm(now, T, now);
+        assert!(!clock.is_stale(now));
+        assert_eq!(clock.safe_until(), Some(now + T));
+    }
+
+    #[test]
+    fn the_shortest_negotiated_timeout_judges_the_session() {
+        let now = BootInstant::now();
+        let mut clock = QuorumClock::expecting_proofs();
+        clock.confirm(now, T, now);
+        clock.confirm(now, T * 2, now);
+        assert_eq!(
+            clock.safe_until(),
+            Some(now + T),
+            "a longer timeout later changes nothing"
+        );
+        clock.confirm(now, T / 2, now);
+        assert_eq!(
+            clock.safe_until(),
+            Some(now + T / 2),
+            "a member with a shorter timeout shortens what every proof is worth"
+        );
+        clock.confirm(now + T, T, now + T);
+        assert_eq!(
+            clock.safe_until(),
+            Some(now + T + T / 2),
+            "and it stays shortest"
+        );
     }
 
     #[test]

@@ -165,7 +165,7 @@ impl SessionCore {
         let negotiated = config.session_timeout;
         let core = Arc::new(SessionCore {
             config,
-            session: Arc::new(Session::new(ConnectionState::Suspended, None)),
+            session: Arc::new(Session::proving(ConnectionState::Suspended, None)),
             watches: Arc::new(watches),
             last_zxid: Arc::new(AtomicI64::new(0)),
             xids: Arc::new(XidCounter::new()),
