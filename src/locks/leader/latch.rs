@@ -229,12 +229,19 @@ impl LeaderLatch {
         }
         self.shared.stop.cancel();
         let handle = self.shared.thread.lock().take();
-        if let Some(handle) = handle {
-            // Closed from a listener (on the latch's thread): it ends once the listener
-            // returns; it cannot wait for itself.
-            if handle.thread().id() != thread::current().id() && handle.join().is_err() {
-                log::error!("leader latch {}: its thread panicked", self.path());
+        match handle {
+            // Closed from a listener (or dropped there), on the latch's thread: it cannot wait
+            // for itself. The thread ends the spell once the listener returns, tells the
+            // listeners (unless silent: cleared above), and clears them as it ends; cleared
+            // here, a listener told `is_leader` would never hear `not_leader` while the next
+            // participant leads.
+            Some(handle) if handle.thread().id() == thread::current().id() => return Ok(()),
+            Some(handle) => {
+                if handle.join().is_err() {
+                    log::error!("leader latch {}: its thread panicked", self.path());
+                }
             }
+            None => {}
         }
         self.shared.listeners.clear();
         self.shared.status.lock().released.take().unwrap_or(Ok(()))
@@ -396,10 +403,17 @@ impl Shared {
         self.status.lock().released = Some(released);
     }
 
-    /// The latch's thread is over.
+    /// The latch's thread is over. Closed, its listeners go (after they were told the spell
+    /// ended: a close from a listener leaves them to this thread).
     pub(super) fn thread_ended(&self) {
-        let mut status = self.status.lock();
-        status.ended = true;
-        self.changed.notify_all();
+        let closed = {
+            let mut status = self.status.lock();
+            status.ended = true;
+            self.changed.notify_all();
+            status.phase == Phase::Closed
+        };
+        if closed {
+            self.listeners.clear();
+        }
     }
 }
