@@ -116,3 +116,25 @@ fn a_latch_closed_silently_by_its_listener_tells_nobody() {
     );
     b.close().unwrap();
 }
+
+/// A queued latch closed while its link is down cannot withdraw its node: the delete goes to
+/// the background and close says so (Curator's `close()` throws on a failed delete), instead
+/// of `Ok` while the node still stands in the queue. Once the link is back the node goes.
+#[test]
+fn closing_a_queued_latch_whose_withdrawal_goes_to_the_background_is_an_error() {
+    let e = MemoryEnsemble::new();
+    let a = started(e.connect(), "a");
+    a.await_leadership().unwrap();
+    let cb = e.connect();
+    let b = started(cb.clone(), "b");
+    wait_participants(&a, 2);
+    cb.suspend();
+    let closed = b.close();
+    assert!(
+        matches!(&closed, Err(err) if err.is_retryable()),
+        "{closed:?}"
+    );
+    cb.resume();
+    wait_participants(&a, 1);
+    a.close().unwrap();
+}

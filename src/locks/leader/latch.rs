@@ -205,8 +205,17 @@ impl LeaderLatch {
     /// [`Leadership`]'s token is cancelled, its state turns `Lost`), deletes this
     /// participant's node (the next participant leads within about one round trip) and
     /// waits for the latch's thread to end. Closing twice, or a latch never started, is
-    /// [`Error::NotParticipating`]. A failed delete is returned (it goes on in the
-    /// background).
+    /// [`Error::NotParticipating`].
+    ///
+    /// A node that may still stand in the election is an error, as Curator's `close()`
+    /// throws on a failed delete: the leader's node whose delete failed with its outcome
+    /// unknown, or a queued node whose withdrawal went to the background because the link was
+    /// down (a retryable error, [`Error::is_retryable`]). The delete goes on in the background
+    /// (until the node is gone, the client closed, or its session over). `Ok` when the node
+    /// is gone, or went with a lost session (nothing of this participant is left to block the
+    /// election). Closed from a listener (or dropped there), close cannot wait for the
+    /// latch's thread, which is the caller: it returns `Ok` at once, and the delete's outcome
+    /// is only logged.
     pub fn close(&self) -> Result<()> {
         self.close_with(self.shared.close_mode)
     }
