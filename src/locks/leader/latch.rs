@@ -238,19 +238,18 @@ impl LeaderLatch {
         }
         self.shared.stop.cancel();
         let handle = self.shared.thread.lock().take();
-        match handle {
-            // Closed from a listener (or dropped there), on the latch's thread: it cannot wait
-            // for itself. The thread ends the spell once the listener returns, tells the
-            // listeners (unless silent: cleared above), and clears them as it ends; cleared
-            // here, a listener told `is_leader` would never hear `not_leader` while the next
-            // participant leads.
-            Some(handle) if handle.thread().id() == thread::current().id() => return Ok(()),
-            Some(handle) => {
-                if handle.join().is_err() {
-                    log::error!("leader latch {}: its thread panicked", self.path());
-                }
+        // Closed from a listener (or dropped there), on the latch's thread: it cannot wait
+        // for itself. The thread ends the spell once the listener returns, tells the
+        // listeners (unless silent: cleared above), and clears them as it ends; cleared here,
+        // a listener told `is_leader` would never hear `not_leader` while the next
+        // participant leads.
+        if let Some(handle) = handle {
+            if handle.thread().id() == thread::current().id() {
+                return Ok(());
             }
-            None => {}
+            if handle.join().is_err() {
+                log::error!("leader latch {}: its thread panicked", self.path());
+            }
         }
         self.shared.listeners.clear();
         self.shared.status.lock().released.take().unwrap_or(Ok(()))
