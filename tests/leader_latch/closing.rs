@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use zk_locks::client::memory::MemoryEnsemble;
 use zk_locks::locks::{CloseMode, LeaderLatch, LeaderLatchListener, Leadership};
-use zk_locks::testing::harness::eventually;
+use zk_locks::testing::harness::{eventually, wants_proof};
 use zk_locks::SharedClient;
 
 use super::{started, wait_participants, Record, ELECTION, PATIENCE};
@@ -137,4 +137,20 @@ fn closing_a_queued_latch_whose_withdrawal_goes_to_the_background_is_an_error() 
     cb.resume();
     wait_participants(&a, 1);
     a.close().unwrap();
+}
+
+/// A leadership kept after its spell ended does not keep the session proving itself to the
+/// quorum: the interest goes when the node is given up, not when the last copy is dropped.
+/// Before, `wants_proof` stayed true for as long as `kept` lived.
+#[test]
+fn a_leadership_kept_after_close_no_longer_keeps_the_session_proving() {
+    let e = MemoryEnsemble::new();
+    let c: SharedClient = e.connect();
+    let latch = started(c.clone(), "a");
+    let kept = latch.await_leadership().unwrap();
+    assert!(wants_proof(c.as_ref()));
+    latch.close().unwrap();
+    assert!(!kept.is_leading());
+    assert!(!wants_proof(c.as_ref()), "a closed latch's kept leadership");
+    drop(kept);
 }

@@ -107,8 +107,10 @@ fn lead(shared: &Shared, node: Arc<HeldNode>) {
         shared.internals.retry_policy().as_ref(),
         Wait::Until(None),
     );
-    // Whoever still holds this leadership sees it over, watch or not.
+    // Whoever still holds this leadership sees it over, watch or not; a leadership kept by
+    // the user no longer keeps the session proving to the quorum.
     node.mark_lost();
+    node.end_interest();
     if let Err(e) = &released {
         log::warn!(
             "leader latch {}: giving back {}: {e}",
