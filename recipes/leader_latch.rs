@@ -3,7 +3,9 @@
 //! ZooKeeper with a fenced write stamped with its term — and the others wait to take over.
 //! When the leader shuts down cleanly (`close`), the next instance leads within a round trip
 //! and its term is larger; a write from a leader that lost its node is refused by ZooKeeper
-//! itself.
+//! itself. `close` is an error when our node may still stand in the election (its delete
+//! went to the background with the link down): a service that shuts down logs it, the
+//! delete goes on until the node or its session is gone.
 //!
 //! ```sh
 //! cargo run --example leader_latch

@@ -158,9 +158,9 @@ pub enum Error {
         /// The lock directory.
         path: String,
         /// The kind of lock that was asked for.
-        wanted: crate::locks::LockLayout,
+        wanted: LockKindName,
         /// The kind whose node was found.
-        found: crate::locks::LockLayout,
+        found: LockKindName,
         /// The name of that node.
         node: String,
     },
@@ -230,6 +230,30 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+}
+
+/// A kind of lock as [`Error::OtherLockKind`] names it: `mutex`, `read/write lock`,
+/// `semaphore`, `leader latch`. The error layer knows kinds by name only; the recipes' own
+/// [`LockLayout`](crate::locks::LockLayout) converts into it (`From`) and compares with it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct LockKindName(&'static str);
+
+impl LockKindName {
+    /// The kind named `name` (a short lower-case name).
+    pub const fn new(name: &'static str) -> LockKindName {
+        LockKindName(name)
+    }
+
+    /// The name.
+    pub const fn as_str(self) -> &'static str {
+        self.0
+    }
+}
+
+impl std::fmt::Display for LockKindName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.0)
+    }
 }
 
 impl Error {

@@ -212,7 +212,7 @@ pub mod session;
 pub mod testing;
 
 pub use client::{CreateMode, SharedClient, Stat, WatchedEvent, ZkClient, ZkError};
-pub use error::{Error, Result};
+pub use error::{Error, LockKindName, Result};
 // Every recipe and the types one names with it, where the mutex is.
 pub use locks::{
     Acquire, CancelToken, HeldNode, InterProcessLock, InterProcessMultiLock, InterProcessMutex,

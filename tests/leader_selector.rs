@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use zk_locks::client::memory::MemoryEnsemble;
 use zk_locks::locks::{LeaderSelector, ParticipantKind};
-use zk_locks::testing::harness::{eventually, Backend, Real};
+use zk_locks::testing::harness::{eventually, wants_proof, Backend, Real};
 use zk_locks::{Error, Leadership, LockState, SharedClient, ZkClient};
 
 const PATIENCE: Duration = Duration::from_secs(10);
@@ -211,6 +211,42 @@ fn close_withdraws_a_queued_selector_and_a_panicking_callback_is_contained() {
     assert!(matches!(b.close(), Err(Error::NotParticipating { .. })));
     assert!(matches!(b.requeue(), Err(Error::NotParticipating { .. })));
     assert!(matches!(b.start(), Err(Error::NotParticipating { .. })));
+}
+
+/// A selector without an id leads as its node's data, `<host> <pid>` (its docs, and what a
+/// latch's leadership names: its node's data). Before, `Leadership::id()` was "".
+#[test]
+fn a_selector_without_an_id_leads_as_its_node_data() {
+    let e = MemoryEnsemble::new();
+    let c: SharedClient = e.connect();
+    let (tx, rx) = mpsc::channel();
+    let selector = LeaderSelector::new(c.clone(), ELECTION, move |leadership| {
+        let _ = tx.send(leadership.clone());
+        leadership.wait_while_leading(None);
+    })
+    .unwrap();
+    selector.start().unwrap();
+    let leadership = recv(&rx);
+    let data = c.get_data(leadership.node_path(), None).unwrap().0;
+    assert!(!data.is_empty());
+    assert_eq!(leadership.id().as_bytes(), data.as_slice());
+    assert_eq!(selector.id().as_bytes(), data.as_slice());
+    assert!(leadership
+        .id()
+        .ends_with(&format!(" {}", std::process::id())));
+    // `with_id("")` is the same default.
+    let named = LeaderSelector::new(c.clone(), ELECTION, |_| {})
+        .unwrap()
+        .with_id("");
+    assert_eq!(named.id(), selector.id());
+    // Kept after its spell: the session no longer proves itself for it.
+    assert!(wants_proof(c.as_ref()));
+    selector.close().unwrap();
+    assert!(!leadership.is_leading());
+    assert!(
+        !wants_proof(c.as_ref()),
+        "a closed selector's kept leadership"
+    );
 }
 
 #[test]

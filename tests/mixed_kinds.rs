@@ -33,7 +33,9 @@ fn assert_other_kind<T: std::fmt::Debug>(
             else {
                 unreachable!()
             };
-            assert_eq!((p.as_str(), *w, *f), (path, wanted, found), "{e}");
+            assert_eq!(p.as_str(), path, "{e}");
+            assert!(*w == wanted && *f == found, "{e}");
+            assert_eq!((w.as_str(), f.as_str()), (wanted.as_str(), found.as_str()));
             let text = e.to_string();
             assert!(
                 text.contains(path) && text.contains(found.as_str()),

@@ -246,3 +246,45 @@ fn a_stop_signal_between_two_rounds_stops_the_daemon() {
         assert!(matches!(status.code(), Some(0) | Some(143)), "{status:?}");
     }
 }
+
+/// `--elect --id ""` is no id: the node holds `<host> <pid>` (zklock's pid), as the library's
+/// selector stores without one. Before, the node held nothing (`holders` named nobody).
+#[test]
+fn an_empty_id_is_no_id() {
+    let Some(server) = shared_server() else {
+        return;
+    };
+    let connect = server.connect_string();
+    let path = unique_root("zklock-elect-empty-id");
+    let dir = temp_dir("elect-empty-id");
+    let (started, stop) = (dir.join("started"), dir.join("stop"));
+    // The command says it runs, then waits for the test to tell it to end.
+    let script = format!(
+        "touch {0}; while [ ! -e {1} ]; do sleep 0.01; done",
+        started.display(),
+        stop.display()
+    );
+    let mut daemon = Daemon(
+        zklock()
+            .args(["--connect", &connect, "--elect", "--id", "", &path])
+            .args(["--", "sh", "-c", &script])
+            .spawn()
+            .unwrap(),
+    );
+    eventually(PATIENCE, "the command runs", || started.exists());
+    let observer = client(&connect);
+    let nodes = children(observer.as_ref(), &path);
+    assert_eq!(nodes.len(), 1, "{nodes:?}");
+    let data =
+        zk_locks::ZkClient::get_data(observer.as_ref(), &format!("{path}/{}", nodes[0]), None)
+            .unwrap()
+            .0;
+    let data = String::from_utf8(data).unwrap();
+    assert!(
+        data.ends_with(&format!(" {}", daemon.0.id())) && data.len() > 2,
+        "{data:?}"
+    );
+    std::fs::write(&stop, b"").unwrap();
+    sigterm(&daemon.0);
+    wait_exit(&mut daemon.0, "the daemon stops");
+}

@@ -24,6 +24,7 @@ pub mod memory;
 pub(crate) mod multi;
 pub mod native;
 pub(crate) mod server_root;
+mod watcher_id;
 #[cfg(feature = "zookeeper-crate")]
 #[cfg_attr(docsrs, doc(cfg(feature = "zookeeper-crate")))]
 pub mod zookeeper;
@@ -33,6 +34,7 @@ pub use counting::CountingClient;
 pub use counting::{Counters, Op};
 pub use multi::{MultiOp, MultiResult};
 pub use server_root::ServerRoot;
+pub use watcher_id::{registering_as, WatcherId};
 
 use std::fmt;
 use std::sync::Arc;
@@ -462,6 +464,16 @@ pub trait ZkClient: Send + Sync {
         false
     }
 
+    /// Removes, uncalled, the watcher named `id` ([`registering_as`]) that a read of `path`
+    /// registered, if it has not fired: true when it was still there. Client side only: the
+    /// server's watch stays (it fires into nothing; ZooKeeper 3.5's removeWatches is not
+    /// sent). Native and memory backends; default: false, nothing removed (the `zookeeper`
+    /// crate cannot remove a callback).
+    fn remove_watcher(&self, path: &str, id: WatcherId) -> bool {
+        let _ = (path, id);
+        false
+    }
+
     /// The ACL of the node at `path` and its `Stat` (ZooKeeper's getACL; needs `READ` or
     /// `ADMIN` on the node). Default: `Unimplemented` (a backend that cannot read ACLs).
     fn get_acl(&self, path: &str) -> ZkResult<(Vec<acl::Acl>, Stat)> {
@@ -535,6 +547,10 @@ impl<T: ZkClient + ?Sized> ZkClient for Arc<T> {
 
     fn get_children(&self, path: &str, watcher: Option<Watcher>) -> ZkResult<Vec<String>> {
         (**self).get_children(path, watcher)
+    }
+
+    fn remove_watcher(&self, path: &str, id: WatcherId) -> bool {
+        (**self).remove_watcher(path, id)
     }
 
     fn set_data(&self, path: &str, data: &[u8], version: Option<i32>) -> ZkResult<Stat> {

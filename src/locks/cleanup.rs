@@ -66,7 +66,7 @@ impl BackgroundMark {
     }
 
     /// True when this thread left something to the background since the mark.
-    fn passed(self) -> bool {
+    pub(crate) fn passed(self) -> bool {
         LEFT_TO_BACKGROUND.get() != self.0
     }
 

@@ -70,8 +70,9 @@ pub struct HeldNode {
     observe: Option<(Arc<Observe>, Instant)>,
     /// The last state reported (`HELD`, `SUSPECT`, `LOST`, or `RELEASED`).
     reported: AtomicU8,
-    /// While the node lives, its session keeps proving itself to the quorum.
-    _interest: Interest,
+    /// While the node is held, its session keeps proving itself to the quorum; ended when
+    /// the node is dropped or given up ([`HeldNode::end_interest`]), whichever comes first.
+    interest: parking_lot::Mutex<Option<Interest>>,
 }
 
 /// A holder's or waiter's claim on its session's proof to the quorum
@@ -133,7 +134,7 @@ impl HeldNode {
         let now = client.session().snapshot();
         let lost = now.losses != before.losses;
         HeldNode {
-            _interest: Interest::new(&client),
+            interest: parking_lot::Mutex::new(Some(Interest::new(&client))),
             client,
             path,
             session_id: before.session_id,
@@ -145,6 +146,13 @@ impl HeldNode {
             observe: None,
             reported: AtomicU8::new(HELD),
         }
+    }
+
+    /// The hold is given up (its node deleted or lost): its session need no longer prove
+    /// itself for it, though copies of the hold (a kept `Leadership`) live on. Once.
+    pub(crate) fn end_interest(&self) {
+        let ended = self.interest.lock().take();
+        drop(ended);
     }
 
     /// Reports this hold's events through `observe` from now on (see `locks/observe.rs`).

@@ -6,7 +6,7 @@
 //! The names are Curator 5.4's: a JVM contender and a Rust one must agree on them to the byte.
 
 use crate::client::{ZkClient, ZkError};
-use crate::error::{Error, Result};
+use crate::error::{Error, LockKindName, Result};
 
 /// A mutex's node name (Curator's `InterProcessMutex.LOCK_NAME`):
 /// `<path>/_c_<uuid>-lock-<seq>`.
@@ -122,6 +122,20 @@ impl std::fmt::Display for LockLayout {
     }
 }
 
+/// What [`Error::OtherLockKind`] names a layout by (the error layer knows no layouts).
+impl From<LockLayout> for LockKindName {
+    fn from(layout: LockLayout) -> LockKindName {
+        LockKindName::new(layout.as_str())
+    }
+}
+
+/// A reported kind is a layout when their names agree.
+impl PartialEq<LockLayout> for LockKindName {
+    fn eq(&self, layout: &LockLayout) -> bool {
+        self.as_str() == layout.as_str()
+    }
+}
+
 /// The first child of `children` that belongs to a recipe other than `own` (a lock of
 /// another kind on the same directory, which `own`'s rule would not exclude), with its kind.
 /// A semaphore's [`LOCK_PARENT`] alone does not count: its holders have leases in
@@ -148,8 +162,8 @@ pub(crate) fn other_kind_error(
 ) -> Error {
     Error::OtherLockKind {
         path: path.to_string(),
-        wanted: own,
-        found,
+        wanted: own.into(),
+        found: found.into(),
         node: node.to_string(),
     }
 }

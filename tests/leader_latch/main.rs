@@ -5,9 +5,12 @@
 //! - `faults`: the leader under the memory ensemble's faults (suspend/resume, session loss,
 //!   its node deleted, the client closed): it stops leading before another can lead, and
 //!   terms only grow;
+//! - `closing`: a latch closed or dropped from its own listener, and what closed latches
+//!   leave on their client;
 //! - `real`: a few of the same on a real ZooKeeper (`TestingServer`).
 
 mod basics;
+mod closing;
 mod faults;
 mod real;
 

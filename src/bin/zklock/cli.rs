@@ -43,8 +43,9 @@ OPTIONS:
         --semaphore N          take one lease of an InterProcessSemaphoreV2 with N leases
         --elect                run COMMAND whenever elected leader, queueing again after each
                                run (a LeaderSelector election), until stopped
-        --id ID                (--elect) the participant id stored in our node (default:
-                               `<host> <pid>`); Curator's getLeader() names it
+        --id ID                (--elect) the participant id stored in our node (default,
+                               and for an empty ID: `<host> <pid>`); Curator's getLeader()
+                               names it
         --session-timeout DUR  ZooKeeper session timeout (default 10s)
         --tick-time DUR        the ensemble's tickTime (zoo.cfg): the proof that keeps the lock
                                then needs no assumption on the servers' session bounds; state

@@ -77,7 +77,13 @@ pub(crate) fn acquire(
         kind: args.kind,
         path: args.path.clone(),
         timeout: args.timeout,
-        id: args.elect.then(|| args.id.clone()).flatten(),
+        // An empty id is no id: the node then holds `<host> <pid>`, as the library's
+        // selector stores without one (an empty node would name nobody in `holders`).
+        id: args
+            .elect
+            .then(|| args.id.clone())
+            .flatten()
+            .filter(|id| !id.is_empty()),
     };
     let spawned = std::thread::Builder::new()
         .name("zklock-holder".into())

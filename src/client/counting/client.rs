@@ -92,6 +92,10 @@ impl<C: ZkClient> ZkClient for CountingClient<C> {
         self.inner.get_children(path, self.count_watch(watcher))
     }
 
+    fn remove_watcher(&self, path: &str, id: crate::client::WatcherId) -> bool {
+        self.inner.remove_watcher(path, id)
+    }
+
     fn set_data(&self, path: &str, data: &[u8], version: Option<i32>) -> ZkResult<Stat> {
         self.counters.request(Op::SetData);
         self.inner.set_data(path, data, version)

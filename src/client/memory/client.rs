@@ -176,15 +176,23 @@ impl ZkClient for MemoryClient {
     }
 
     fn get_data(&self, path: &str, watcher: Option<Watcher>) -> ZkResult<(Vec<u8>, Stat)> {
+        let id = crate::client::watcher_id::registering();
         self.request(Op::GetData, path, move |inner, session| {
-            inner.get_data(session, path, watcher)
+            inner.get_data(session, path, watcher, id)
         })
     }
 
     fn get_children(&self, path: &str, watcher: Option<Watcher>) -> ZkResult<Vec<String>> {
+        let id = crate::client::watcher_id::registering();
         self.request(Op::GetChildren, path, move |inner, session| {
-            inner.get_children(session, path, watcher)
+            inner.get_children(session, path, watcher, id)
         })
+    }
+
+    /// No request (a client-side removal): the watch goes with its callback.
+    fn remove_watcher(&self, path: &str, id: crate::client::WatcherId) -> bool {
+        self.ensemble
+            .with_inner(|inner| inner.remove_watcher(path, id))
     }
 
     fn set_data(&self, path: &str, data: &[u8], version: Option<i32>) -> ZkResult<Stat> {

@@ -130,6 +130,13 @@ impl MemoryEnsemble {
         self.inner.lock().watch_count()
     }
 
+    /// Watch callbacks registered and not fired, every one counted: several callbacks of one
+    /// session on one path count once in [`Self::watch_count`], each here (what a client
+    /// keeps for its waiters).
+    pub fn watcher_count(&self) -> usize {
+        self.inner.lock().watcher_count()
+    }
+
     /// The server expires a session now: its ephemeral nodes are deleted (others' watches
     /// fire) and its watches are discarded. Its client, if connected, reports `Lost` then
     /// `Connected` with a new session; if its link is down, it learns at reconnect. Unknown

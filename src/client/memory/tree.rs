@@ -8,7 +8,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::watches::{ClientState, ServerSession, WatchEntry, WatchKind, FIRST_SESSION_ID};
 use crate::client::acl::{perms, Acl};
-use crate::client::{CreateMode, EventType, Stat, Watcher, ZkError, ZkResult};
+use crate::client::{CreateMode, EventType, Stat, Watcher, WatcherId, ZkError, ZkResult};
 use crate::paths;
 
 /// `ephemeralOwner` of a container node (ZooKeeper's `EphemeralType.CONTAINER_EPHEMERAL_OWNER`).
@@ -413,6 +413,7 @@ impl ServerState {
         session: i64,
         path: &str,
         watcher: Option<Watcher>,
+        id: Option<WatcherId>,
     ) -> ZkResult<(Vec<u8>, Stat)> {
         let found = valid(path)
             .and_then(|()| self.check_acl(session, path, perms::READ))
@@ -421,7 +422,7 @@ impl ServerState {
             Ok(node) => {
                 let result = (node.data.clone(), node.stat);
                 if let Some(w) = watcher {
-                    self.add_watch(WatchKind::Data, path, session, w);
+                    self.add_watch(WatchKind::Data, path, session, w, id);
                 }
                 Ok(result)
             }
@@ -447,6 +448,7 @@ impl ServerState {
         session: i64,
         path: &str,
         watcher: Option<Watcher>,
+        id: Option<WatcherId>,
     ) -> ZkResult<Vec<String>> {
         let found = valid(path)
             .and_then(|()| self.check_acl(session, path, perms::READ))
@@ -455,7 +457,7 @@ impl ServerState {
             Ok(node) => {
                 let result = node.children.iter().cloned().collect();
                 if let Some(w) = watcher {
-                    self.add_watch(WatchKind::Child, path, session, w);
+                    self.add_watch(WatchKind::Child, path, session, w, id);
                 }
                 Ok(result)
             }

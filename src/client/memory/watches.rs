@@ -13,7 +13,7 @@ use super::client::MemoryClient;
 use super::faults::Fault;
 use super::tree::ServerState;
 use crate::client::counting::AtomicCounters;
-use crate::client::{EventType, WatchedEvent, Watcher};
+use crate::client::{EventType, WatchedEvent, Watcher, WatcherId};
 
 /// First session id handed out; like a real server's (server id in the top byte), never 0.
 pub(super) const FIRST_SESSION_ID: i64 = 0x0100_0000_0000_0001;
@@ -27,6 +27,8 @@ pub(super) enum WatchKind {
 pub(super) struct WatchEntry {
     pub(super) session: i64,
     pub(super) watcher: Watcher,
+    /// Its name, when its client may remove it unfired (`ZkClient::remove_watcher`).
+    pub(super) id: Option<WatcherId>,
 }
 
 /// A fired watch on its way to the client's event thread.
@@ -187,12 +189,17 @@ impl ServerState {
         path: &str,
         session: i64,
         watcher: Watcher,
+        id: Option<WatcherId>,
     ) {
         let map = match kind {
             WatchKind::Data => &mut self.data_watches,
             WatchKind::Child => &mut self.child_watches,
         };
-        let entry = WatchEntry { session, watcher };
+        let entry = WatchEntry {
+            session,
+            watcher,
+            id,
+        };
         match map.get_mut(path) {
             Some(entries) => entries.push(entry),
             None => {
@@ -226,6 +233,35 @@ impl ServerState {
                 map.remove(path);
             }
         }
+    }
+
+    /// Removes, uncalled, the watch named `id` on `path` (either kind): true when it was
+    /// there. The model keeps no server watch apart from its callback, so the watch goes
+    /// with it (as ZooKeeper 3.5's removeWatches would remove it).
+    pub(super) fn remove_watcher(&mut self, path: &str, id: WatcherId) -> bool {
+        for map in [&mut self.data_watches, &mut self.child_watches] {
+            let Some(entries) = map.get_mut(path) else {
+                continue;
+            };
+            if let Some(at) = entries.iter().position(|e| e.id == Some(id)) {
+                let entry = entries.remove(at);
+                if entries.is_empty() {
+                    map.remove(path);
+                }
+                self.trash.push(entry.watcher);
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Callbacks registered and not fired, every one counted (unlike `watch_count`).
+    pub(super) fn watcher_count(&self) -> usize {
+        [&self.data_watches, &self.child_watches]
+            .iter()
+            .flat_map(|map| map.values())
+            .map(Vec::len)
+            .sum()
     }
 
     pub(super) fn watch_count(&self) -> usize {

@@ -53,6 +53,8 @@ pub struct WatchRegistration {
     pub decodes: fn(&[u8]) -> bool,
     /// A lock waiter's wake-up, run on the reader thread when it fires (`watches::wake_only`).
     pub inline: bool,
+    /// The watcher's name, to remove it unfired (`client::registering_as`).
+    pub id: Option<crate::client::WatcherId>,
 }
 
 /// What is done with the reply of a request nobody waits for. Runs on the reader thread (or
@@ -111,7 +113,7 @@ impl Slot {
                 Err(e) => w.kind == WatchKind::Exist && *e == ZkError::NoNode,
             };
             if set {
-                watches.add(w.kind, w.path, w.watcher, w.inline);
+                watches.add(w.kind, w.path, w.watcher, w.inline, w.id);
             }
         }
         if state.result.is_none() {

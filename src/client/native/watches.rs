@@ -21,7 +21,7 @@ use std::sync::mpsc;
 
 use parking_lot::Mutex;
 
-use crate::client::{EventType, WatchedEvent, Watcher};
+use crate::client::{EventType, WatchedEvent, Watcher, WatcherId};
 
 /// What a watch is on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -61,10 +61,12 @@ pub(super) fn wake_only_requested() -> bool {
     WAKE_ONLY.with(|w| w.get())
 }
 
-/// A registered callback; `inline`: a wake-up that runs on the reader thread.
+/// A registered callback; `inline`: a wake-up that runs on the reader thread; `id`: its
+/// name, when it may be removed unfired.
 struct Entry {
     watcher: Watcher,
     inline: bool,
+    id: Option<WatcherId>,
 }
 
 #[derive(Default)]
@@ -162,14 +164,46 @@ impl Watches {
     }
 
     /// Registers a one-shot callback; `inline`: a wake-up run on the reader thread (see
-    /// [`wake_only`]).
-    pub fn add(&self, kind: WatchKind, server_path: String, watcher: Watcher, inline: bool) {
+    /// [`wake_only`]); `id`: its name, to [`Self::remove`] it unfired.
+    pub fn add(
+        &self,
+        kind: WatchKind,
+        server_path: String,
+        watcher: Watcher,
+        inline: bool,
+        id: Option<WatcherId>,
+    ) {
         self.registry
             .lock()
             .map(kind)
             .entry(server_path)
             .or_default()
-            .push(Entry { watcher, inline });
+            .push(Entry {
+                watcher,
+                inline,
+                id,
+            });
+    }
+
+    /// Removes, uncalled, the callback named `id` on `server_path` (any kind): true when it
+    /// was there. The server's watch stays; its notification then finds nothing to run. The
+    /// callback is dropped outside the registry's lock (dropping it may drop a waiter).
+    pub fn remove(&self, server_path: &str, id: WatcherId) -> bool {
+        let removed = {
+            let mut registry = self.registry.lock();
+            let kinds = [WatchKind::Data, WatchKind::Exist, WatchKind::Child];
+            kinds.iter().find_map(|kind| {
+                let map = registry.map(*kind);
+                let entries = map.get_mut(server_path)?;
+                let at = entries.iter().position(|e| e.id == Some(id))?;
+                let entry = entries.remove(at);
+                if entries.is_empty() {
+                    map.remove(server_path);
+                }
+                Some(entry)
+            })
+        };
+        removed.is_some()
     }
 
     /// Fires (and removes) the callbacks a notification concerns.

@@ -53,12 +53,17 @@ impl ZkClient for NativeClient {
             watcher,
             decodes: |body| decode_all(body, read_data).is_ok(),
             inline: watches::wake_only_requested(),
+            id: crate::client::watcher_id::registering(),
         });
         let request = WireRequest::GetData {
             path: server_path,
             watch: watch.is_some(),
         };
         self.call(request, watch, read_data)
+    }
+
+    fn remove_watcher(&self, path: &str, id: crate::client::WatcherId) -> bool {
+        self.core.watches.remove(&self.server_path(path), id)
     }
 
     fn get_acl(&self, path: &str) -> ZkResult<(Vec<Acl>, Stat)> {
@@ -90,6 +95,7 @@ impl ZkClient for NativeClient {
             watcher,
             decodes: |body| decode_all(body, |r| r.strings()).is_ok(),
             inline: watches::wake_only_requested(),
+            id: crate::client::watcher_id::registering(),
         });
         let request = WireRequest::GetChildren {
             path: server_path,

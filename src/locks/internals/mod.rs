@@ -30,6 +30,10 @@
 //!   of its own) refuses a directory holding another recipe's nodes (`layout::other_kind`):
 //!   of two locks of different kinds, the later one's listing shows the earlier one's node,
 //!   so the later one withdraws ([`Error::OtherLockKind`]) instead of holding beside it.
+//! - **A wait leaves no callback behind.** The watcher a round registers is named, and
+//!   removed from the client when the next round arms another or the wait ends without it
+//!   firing (timed out, cancelled, closed), as Curator's waiters remove theirs: a process
+//!   whose waits time out, or whose latches close while they wait, keeps nothing per wait.
 //! - **One round trip to queue.** The create and the listing of the lock directory go out
 //!   back to back (`ZkClient::pipeline`); the server applies one session's requests in order,
 //!   so the listing includes our node. Only a listing whose create was answered is used; a
@@ -38,17 +42,19 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::client::{SharedClient, ZkError};
+use crate::client::{registering_as, SharedClient, WatcherId, ZkError};
 use crate::error::{Error, Result};
 use crate::paths;
 use crate::retry::{Retries, RetryPolicy, RetryStep};
 use crate::session::{ConnectionState, ListenerId, SessionSnapshot};
 
+mod armed;
 mod create;
 mod observing;
 mod protection;
 mod waiter;
 
+pub(crate) use armed::ArmedWatcher;
 pub(crate) use create::Created;
 pub use create::{is_protected, NodeKind, PROTECTED_PREFIX_LEN};
 pub(crate) use waiter::Waiter;
@@ -265,6 +271,9 @@ impl LockInternals {
         // Checked on the first listing behind our create only: of two locks of different
         // kinds on one directory, the later one's first listing shows the earlier one's node.
         let mut kind_to_check = LockLayout::of_child(self.driver.lock_name());
+        // The watcher this wait registered last: removed when the wait ends (timed out,
+        // cancelled, closed, granted by a listing), so a wait leaves no callback behind.
+        let mut armed = ArmedWatcher::new(&self.client);
         let result = loop {
             // Past the deadline, no new round: it would start a request. (The first round's
             // listing belongs to the create: a call with no time left still looks once.)
@@ -345,11 +354,15 @@ impl LockInternals {
                 }
             });
             let pred_path = paths::join(&self.base_path, &predecessor);
+            // The last round's watcher, if it has not fired, is of no use now.
+            armed.remove();
+            let id = WatcherId::new();
             // The wake-up runs where the notification is read (our own client's reader
             // thread), not behind the session's other callbacks.
             let watched = crate::client::native::watches::wake_only(|| {
-                self.client.get_data(&pred_path, Some(watcher))
+                registering_as(id, || self.client.get_data(&pred_path, Some(watcher)))
             });
+            armed.set(&pred_path, id);
             match watched {
                 Ok(_) => {}
                 // Already gone. If it was the last node ahead of us (and nothing changed in
@@ -386,6 +399,7 @@ impl LockInternals {
         if let Some(id) = listener {
             self.client.session().unsubscribe(id);
         }
+        armed.remove();
         result
     }
 

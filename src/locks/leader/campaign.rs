@@ -15,6 +15,10 @@
 //!   (`cancel::within`): closing is a deadline that passed for this thread. The node's
 //!   delete runs outside it, so a clean close deletes in the foreground (the next leader is
 //!   told within a round trip).
+//! - **Close reports what it leaves behind.** A node whose delete failed with the session
+//!   alive (a leader's, or a queued node's withdrawal sent to the background because the
+//!   link was down) is recorded for close to return; a node that went with its session is
+//!   nothing left of ours.
 //! - **A lost node is replaced.** A node lost with its session (or deleted by someone) is
 //!   given back and a new one queues, as Curator's `reset()` does.
 
@@ -22,10 +26,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::client::ZkError;
 use crate::error::Error;
 use crate::session::ConnectionState;
 
 use super::super::cancel;
+use super::super::cleanup::BackgroundMark;
 use super::super::held::{HeldNode, LockState};
 use super::super::internals::{NodeKind, Wait};
 use super::super::watching::wait_on;
@@ -40,9 +46,20 @@ pub(super) fn run(shared: Arc<Shared>) {
     let client = shared.internals.client().clone();
     let data = shared.id.as_bytes().to_vec();
     while !shared.stop.is_cancelled() {
+        let mark = BackgroundMark::now();
         let attempt = cancel::within(&shared.stop, &client, || {
             shared.internals.attempt(None, &data, NodeKind::Sequential)
         });
+        // Closed while queued, with the link in trouble: the node's withdrawal went to the
+        // background and the node may still stand in the queue. Close says so, as it does
+        // for a leader's node whose delete failed (Curator's `close()` throws).
+        if shared.stop.is_cancelled() && !matches!(attempt, Ok(Some(_))) && mark.passed() {
+            shared.record_release(Err(Error::zk(
+                "delete",
+                shared.path.to_string(),
+                ZkError::ConnectionLoss,
+            )));
+        }
         match attempt {
             Ok(Some(node)) => lead(&shared, Arc::new(node)),
             Ok(None) if shared.stop.is_cancelled() => break,
@@ -90,8 +107,10 @@ fn lead(shared: &Shared, node: Arc<HeldNode>) {
         shared.internals.retry_policy().as_ref(),
         Wait::Until(None),
     );
-    // Whoever still holds this leadership sees it over, watch or not.
+    // Whoever still holds this leadership sees it over, watch or not; a leadership kept by
+    // the user no longer keeps the session proving to the quorum.
     node.mark_lost();
+    node.end_interest();
     if let Err(e) = &released {
         log::warn!(
             "leader latch {}: giving back {}: {e}",

@@ -205,8 +205,17 @@ impl LeaderLatch {
     /// [`Leadership`]'s token is cancelled, its state turns `Lost`), deletes this
     /// participant's node (the next participant leads within about one round trip) and
     /// waits for the latch's thread to end. Closing twice, or a latch never started, is
-    /// [`Error::NotParticipating`]. A failed delete is returned (it goes on in the
-    /// background).
+    /// [`Error::NotParticipating`].
+    ///
+    /// A node that may still stand in the election is an error, as Curator's `close()`
+    /// throws on a failed delete: the leader's node whose delete failed with its outcome
+    /// unknown, or a queued node whose withdrawal went to the background because the link was
+    /// down (a retryable error, [`Error::is_retryable`]). The delete goes on in the background
+    /// (until the node is gone, the client closed, or its session over). `Ok` when the node
+    /// is gone, or went with a lost session (nothing of this participant is left to block the
+    /// election). Closed from a listener (or dropped there), close cannot wait for the
+    /// latch's thread, which is the caller: it returns `Ok` at once, and the delete's outcome
+    /// is only logged.
     pub fn close(&self) -> Result<()> {
         self.close_with(self.shared.close_mode)
     }
@@ -229,10 +238,16 @@ impl LeaderLatch {
         }
         self.shared.stop.cancel();
         let handle = self.shared.thread.lock().take();
+        // Closed from a listener (or dropped there), on the latch's thread: it cannot wait
+        // for itself. The thread ends the spell once the listener returns, tells the
+        // listeners (unless silent: cleared above), and clears them as it ends; cleared here,
+        // a listener told `is_leader` would never hear `not_leader` while the next
+        // participant leads.
         if let Some(handle) = handle {
-            // Closed from a listener (on the latch's thread): it ends once the listener
-            // returns; it cannot wait for itself.
-            if handle.thread().id() != thread::current().id() && handle.join().is_err() {
+            if handle.thread().id() == thread::current().id() {
+                return Ok(());
+            }
+            if handle.join().is_err() {
                 log::error!("leader latch {}: its thread panicked", self.path());
             }
         }
@@ -396,10 +411,17 @@ impl Shared {
         self.status.lock().released = Some(released);
     }
 
-    /// The latch's thread is over.
+    /// The latch's thread is over. Closed, its listeners go (after they were told the spell
+    /// ended: a close from a listener leaves them to this thread).
     pub(super) fn thread_ended(&self) {
-        let mut status = self.status.lock();
-        status.ended = true;
-        self.changed.notify_all();
+        let closed = {
+            let mut status = self.status.lock();
+            status.ended = true;
+            self.changed.notify_all();
+            status.phase == Phase::Closed
+        };
+        if closed {
+            self.listeners.clear();
+        }
     }
 }

@@ -19,7 +19,11 @@ use super::leadership::Leadership;
 /// The methods run on the latch's own thread, one at a time, in the order the leadership
 /// changes: keep them short (hand long work to a thread of your own, with the
 /// [`Leadership`]). A panic in a listener is caught and logged. Closing the latch from a
-/// listener is allowed (it then does not wait for the latch's thread, which is the caller).
+/// listener, or dropping it there, is allowed: close then does not wait for the latch's
+/// thread (the caller) and returns at once; with
+/// [`CloseMode::NotifyLeader`](super::CloseMode::NotifyLeader) every listener told
+/// `is_leader` is still told `not_leader` (once the listener returns, before the node is
+/// deleted), as Curator's `close(NOTIFY_LEADER)` from `isLeader` does.
 ///
 /// ```
 /// use std::sync::atomic::{AtomicBool, Ordering};

@@ -108,9 +108,9 @@ struct Status {
 }
 
 impl LeaderSelector {
-    /// A participant in the election at `path` that runs `callback` while it leads. Its id
-    /// is empty (its node then holds `<host> <pid>`, where Curator stores the IP address)
-    /// until [`Self::with_id`].
+    /// A participant in the election at `path` that runs `callback` while it leads. Until
+    /// [`Self::with_id`] its id is `<host> <pid>` (where Curator's default is the IP
+    /// address): what its node holds, [`Self::id`] and [`Leadership::id`] say.
     pub fn new(
         client: SharedClient,
         path: &str,
@@ -120,7 +120,7 @@ impl LeaderSelector {
         Ok(LeaderSelector {
             shared: Arc::new(Shared {
                 mutex,
-                id: "".into(),
+                id: node_id(&default_node_data()),
                 path: path.into(),
                 auto_requeue: AtomicBool::new(false),
                 callback: Mutex::new(Box::new(callback)),
@@ -136,17 +136,19 @@ impl LeaderSelector {
         })
     }
 
-    /// The participant id, stored in its node (Curator's `setId`).
+    /// The participant id, stored in its node (Curator's `setId`); an empty id is the
+    /// default, `<host> <pid>`.
     pub fn with_id(mut self, id: impl Into<String>) -> Self {
         let id: String = id.into();
         match Arc::get_mut(&mut self.shared) {
             Some(shared) => {
                 let data = match id.is_empty() {
                     true => default_node_data(),
-                    false => id.as_bytes().to_vec(),
+                    false => id.into_bytes(),
                 };
+                // The id the leadership names is the node's data, byte for byte.
+                shared.id = node_id(&data);
                 shared.mutex.set_data(data);
-                shared.id = id.into();
             }
             None => log::warn!(
                 "leader selector {}: id set after start; ignored",
@@ -167,7 +169,7 @@ impl LeaderSelector {
         &self.shared.path
     }
 
-    /// The participant id.
+    /// The participant id: its node's data (`<host> <pid>` unless [`Self::with_id`]).
     pub fn id(&self) -> &str {
         &self.shared.id
     }
@@ -289,6 +291,12 @@ impl std::fmt::Debug for LeaderSelector {
             .field("leading", &status.leading.is_some())
             .finish()
     }
+}
+
+/// The id a node's data names (`<host> <pid>` is UTF-8 on every host we run on; lossy
+/// otherwise).
+fn node_id(data: &[u8]) -> Arc<str> {
+    String::from_utf8_lossy(data).into()
 }
 
 /// The selector's thread: wait to be queued, acquire, lead (run the callback), give back;
@@ -416,4 +424,6 @@ fn give_back(shared: &Shared, nodes: &[Arc<HeldNode>], node: &HeldNode) {
         );
     }
     node.mark_lost();
+    // The spell is over: a leadership kept by the user no longer keeps the session proving.
+    node.end_interest();
 }

@@ -32,4 +32,6 @@ pub mod watches;
 pub use admin::{first_server, four_letter};
 pub use backend::{unique_root, Backend, Faults, Memory, TestClient};
 pub use real::{ClientKind, Real, REAL_SESSION_TIMEOUT};
-pub use wait::{children, eventually, owned_nodes, reach_state, wait_connected, wait_for_session};
+pub use wait::{
+    children, eventually, owned_nodes, reach_state, wait_connected, wait_for_session, wants_proof,
+};

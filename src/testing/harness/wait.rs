@@ -78,3 +78,11 @@ pub fn owned_nodes(client: &dyn ZkClient, dirs: &[String]) -> Vec<(String, i64)>
     }
     all
 }
+
+/// Whether `client`'s session is asked to prove itself to the quorum now: some lock or
+/// election node of it is held or waited for (`session/quorum.rs`'s interests). On the
+/// memory backend, which keeps no proof (so no grace after the last interest), exactly
+/// while one is.
+pub fn wants_proof(client: &dyn ZkClient) -> bool {
+    client.session().quorum_demand().0
+}
