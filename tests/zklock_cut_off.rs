@@ -21,11 +21,12 @@ use zklock_support::processes::{alive, read_pid, stderr_of, KillOnDrop};
 use zklock_support::{client, temp_dir, wait_exit, zklock, PATIENCE};
 
 /// zklock holds `root` through `connect` with session timeout `timeout`, running a command
-/// that ignores SIGTERM, with a worker in its group that does too (only SIGKILL stops them:
-/// by `--grace 1s` after a loss, or earlier when zklock must stop them before the session can
-/// expire); `cut` (given zklock's pid) then cuts it off; a contender straight on the server
-/// waits for the lock. When the contender gets it, the command and its worker must already be
-/// dead. zklock is sent SIGCONT afterwards (for `cut`s that stop it) and must exit 76.
+/// that notes SIGTERM and runs on, with a worker in its group that ignores it (only SIGKILL
+/// stops them: by `--grace 1s` after a loss, or earlier when zklock must stop them before the
+/// session can expire); `cut` (given zklock's pid) then cuts it off; a contender straight on
+/// the server waits for the lock. When the contender gets it, the command and its worker must
+/// already be dead, and the command must have had SIGTERM first. zklock is sent SIGCONT
+/// afterwards (for `cut`s that stop it) and must exit 76.
 fn contender_never_runs_beside_the_command(
     connect: &str,
     timeout: &str,
@@ -36,8 +37,8 @@ fn contender_never_runs_beside_the_command(
     let root = unique_root(tag);
     let dir = temp_dir(tag);
     let script = format!(
-        "trap '' TERM; (while :; do sleep 0.05; done) & echo $! > {d}/worker; \
-         echo $$ > {d}/pid; while :; do sleep 0.05; done",
+        "(trap '' TERM; while :; do sleep 0.05; done) & echo $! > {d}/worker; \
+         trap ': > {d}/termed' TERM; echo $$ > {d}/pid; while :; do sleep 0.05; done",
         d = dir.display()
     );
     let mut holder = zklock()
@@ -60,6 +61,8 @@ fn contender_never_runs_beside_the_command(
     );
     let command_alive = alive(command);
     let worker_alive = alive(worker);
+    // Written by the shell itself (no process to start) when the SIGTERM came.
+    let termed = dir.join("termed").exists();
     contender.release().unwrap();
     // SAFETY: kill(2) on our own child process (a no-op unless `cut` stopped it).
     unsafe { libc::kill(zklock_pid, libc::SIGCONT) };
@@ -72,6 +75,10 @@ fn contender_never_runs_beside_the_command(
     assert!(
         !worker_alive,
         "two holders: the command's worker still ran when another process got the lock\n{stderr}"
+    );
+    assert!(
+        termed,
+        "the command got SIGKILL without SIGTERM first\n{stderr}"
     );
     assert_eq!(status.code(), Some(76), "{status:?}: {stderr}");
     let _ = std::fs::remove_dir_all(&dir);
