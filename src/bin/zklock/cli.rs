@@ -99,7 +99,8 @@ group gets SIGTERM a sixth of the session timeout before that moment and SIGKILL
 whatever --grace says, and zklock exits 76.
 SIGINT/SIGTERM/SIGHUP while waiting for the lock withdraw from the queue; while the command
 runs they are forwarded to its group. On Linux the group is killed if zklock dies (kill -9
-included). Out of reach: a process that leaves the group (setsid, daemons). Without
+included), and by the moment its session could expire even while zklock itself is stopped
+(SIGSTOP, a debugger, a frozen cgroup). Out of reach: a process that leaves the group (setsid, daemons). Without
 --foreground the command is not the terminal's foreground job: reading from the terminal
 stops it (SIGTTIN).
 

@@ -13,7 +13,8 @@
 //! - [`connecting`]: the ZooKeeper session (credentials, ACL, TLS);
 //! - [`waiting`]: acquiring on a worker thread, with `--timeout` and signals;
 //! - [`supervising`]: running the command, a lost lock, the exit status;
-//! - [`group`]: the command's process group, signalled as one, dying with zklock;
+//! - [`group`]: the command's process group, signalled as one, dying with zklock, gone by
+//!   the lock's deadline even while zklock is frozen;
 //! - [`holders`]: the `holders` subcommand.
 
 mod cli;

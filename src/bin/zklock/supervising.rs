@@ -15,7 +15,7 @@ use crate::cli::RunArgs;
 use crate::connecting::close;
 use crate::durations::{deadline_after, remaining};
 use crate::exit;
-use crate::group::Running;
+use crate::group::{Expiry, Running};
 use crate::signals;
 use crate::waiting::{acquire, Event, Held};
 
@@ -96,9 +96,21 @@ fn round(args: &RunArgs, events_tx: &Sender<Event>, events: &Receiver<Event>) ->
         .env("ZKLOCK_PATH", &args.path)
         .env("ZKLOCK_NODE", node.path())
         .env("ZKLOCK_FENCING_TOKEN", token.to_string());
+    // The guardian kills the group by `safe_until` if zklock cannot (frozen): the same
+    // deadline, and the same SIGTERM ahead of it, as `watch_for_loss` keeps.
+    let expiry = Expiry {
+        safe_until: {
+            let node = node.clone();
+            Box::new(move || node.client().session().safe_until())
+        },
+        timeout: client
+            .as_ref()
+            .map_or(args.session_timeout, |c| c.negotiated_timeout()),
+        stop_ahead: args.session_timeout / STOP_AHEAD,
+    };
     // On the main thread, which lives as long as zklock: the command's parent-death signal
     // and the guardian follow the thread that created them.
-    let running = match Running::spawn(&mut cmd, args.foreground) {
+    let running = match Running::spawn(&mut cmd, args.foreground, Some(expiry)) {
         Ok(running) => running,
         Err(e) => {
             eprintln!("zklock: cannot run {:?}: {e}", args.command[0]);
@@ -174,7 +186,7 @@ fn supervise(
         // Looked at before each wait: one SIGCHLD may stand for several exits, and the exit
         // may have come before this loop started.
         if running.has_exited() {
-            return (Outcome::Exited(running.reap()), stopped);
+            return (ended(running), stopped);
         }
         match events.recv() {
             Ok(Event::Signal(signo)) if signals::is_stop(signo) => {
@@ -197,9 +209,24 @@ fn supervise(
             }
             Ok(_) => {}
             // Nobody left to report anything (cannot happen while the signal thread runs).
-            Err(_) => return (Outcome::Exited(running.reap()), stopped),
+            Err(_) => return (ended(running), stopped),
         }
     }
+}
+
+/// Reaps the command, which has ended: by itself, or stopped by the guardian because the
+/// lock's deadline passed without zklock extending it (the lock may be someone else's: a
+/// lost lock).
+fn ended(running: Running) -> Outcome {
+    let (status, ran_out) = running.reap();
+    if !ran_out {
+        return Outcome::Exited(status);
+    }
+    log::warn!(
+        "the guardian stopped the command: the lock's session could expire before zklock \
+         confirmed it (was zklock stopped or starved?)"
+    );
+    Outcome::LockLost(status)
 }
 
 /// SIGTERM to the group; once the leader exits, or `grace` passes, or `by` comes (the moment
@@ -234,7 +261,7 @@ fn terminate(
         }
     }
     running.signal(libc::SIGKILL);
-    (running.reap(), stopped)
+    (running.reap().0, stopped)
 }
 
 /// The next event, waiting at most until `deadline` (`None`: without limit).

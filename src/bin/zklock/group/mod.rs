@@ -7,9 +7,12 @@
 //! - the leader is not reaped while zklock may still signal the group: an unreaped leader keeps
 //!   the group id from being reused (exits are seen with `waitid(WNOWAIT)`);
 //! - on Linux the command dies with zklock, `kill -9` included: the leader has a parent-death
-//!   signal (SIGKILL), and a guardian process forked by zklock kills the whole group when zklock
-//!   dies. Both follow the *thread* that created them, so both are created on the main thread,
-//!   which lives as long as zklock.
+//!   signal (SIGKILL), and a guardian process forked by zklock ([`guardian`]) kills the whole
+//!   group when zklock dies. Both follow the *thread* that created them, so both are created
+//!   on the main thread, which lives as long as zklock;
+//! - on Linux the group is gone by `Session::safe_until` even while zklock is frozen: the
+//!   guardian holds that deadline, which a thread of zklock's extends ([`deadline`]), and
+//!   kills the group once it passes unextended (issue 39).
 //!
 //! Outside zklock's reach: a process that leaves the group on purpose (`setsid`, `setpgid`, a
 //! double-forking daemon), and on other Unixes the death of zklock itself (no parent-death
@@ -17,25 +20,52 @@
 //! job, so it may read from the terminal) and only the command itself is signalled, as
 //! `timeout --foreground` does.
 
+#[cfg(target_os = "linux")]
+mod deadline;
+#[cfg(target_os = "linux")]
+mod guardian;
+
 use std::io;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, Command, ExitStatus};
+use std::time::{Duration, Instant};
+
+#[cfg(target_os = "linux")]
+use guardian::Guardian;
+
+/// Where the guardian's deadline comes from: the lock's session.
+pub(crate) struct Expiry {
+    /// `Session::safe_until` of the lock's session.
+    pub(crate) safe_until: Box<dyn Fn() -> Option<Instant> + Send>,
+    /// The negotiated session timeout `T`: the proof behind `safe_until` was made at
+    /// `safe_until − T`.
+    pub(crate) timeout: Duration,
+    /// How long before the deadline the group gets SIGTERM (zklock's own `T/6`).
+    pub(crate) stop_ahead: Duration,
+}
 
 /// The running command: its leader, and whether it leads a group of its own (not with
 /// `--foreground`).
 pub(crate) struct Running {
     child: Child,
     own_group: bool,
-    /// Kills the group if zklock dies; dismissed once the leader is reaped.
+    /// Kills the group if zklock dies or its deadline passes; dismissed before the leader is
+    /// reaped.
+    #[cfg(target_os = "linux")]
     guardian: Option<Guardian>,
 }
 
 impl Running {
     /// Spawns `cmd` as the leader of a new process group (in zklock's own group with
     /// `foreground`, as `timeout --foreground`: the terminal's job, but only the command itself
-    /// is signalled); on Linux it gets SIGKILL if zklock dies. Call on the main thread (the
+    /// is signalled); on Linux it gets SIGKILL if zklock dies, and (not with `foreground`)
+    /// by the deadline `expiry` gives whatever zklock does. Call on the main thread (the
     /// parent-death signals follow the spawning thread).
-    pub(crate) fn spawn(cmd: &mut Command, foreground: bool) -> io::Result<Running> {
+    pub(crate) fn spawn(
+        cmd: &mut Command,
+        foreground: bool,
+        expiry: Option<Expiry>,
+    ) -> io::Result<Running> {
         if !foreground {
             cmd.process_group(0);
         }
@@ -58,14 +88,17 @@ impl Running {
             }
         }
         let child = cmd.spawn()?;
-        let guardian = if foreground {
-            None
-        } else {
-            Guardian::start(child.id() as libc::pid_t)
+        #[cfg(target_os = "linux")]
+        let guardian = match foreground {
+            true => None,
+            false => Guardian::start(child.id() as libc::pid_t, expiry),
         };
+        #[cfg(not(target_os = "linux"))]
+        let _ = expiry;
         Ok(Running {
             child,
             own_group: !foreground,
+            #[cfg(target_os = "linux")]
             guardian,
         })
     }
@@ -107,100 +140,22 @@ impl Running {
         }
     }
 
-    /// Reaps the exited (or killed) leader and returns its status; from then on the group
-    /// id may be reused, so nothing is signalled any more (the guardian is dismissed first).
-    pub(crate) fn reap(mut self) -> ExitStatus {
-        drop(self.guardian.take());
-        match self.child.wait() {
+    /// Reaps the exited (or killed) leader and returns its status, and true when the guardian
+    /// signalled the group because the deadline passed unextended (the lock may be gone).
+    /// From then on the group id may be reused, so nothing is signalled any more (the
+    /// guardian is dismissed first).
+    pub(crate) fn reap(mut self) -> (ExitStatus, bool) {
+        #[cfg(target_os = "linux")]
+        let ran_out = self.guardian.take().is_some_and(Guardian::dismiss);
+        #[cfg(not(target_os = "linux"))]
+        let ran_out = false;
+        let status = match self.child.wait() {
             Ok(status) => status,
             Err(e) => {
                 log::error!("waiting for the command: {e}");
                 ExitStatus::from_raw(libc::SIGKILL)
             }
-        }
-    }
-}
-
-/// A process that kills the command's group when zklock dies (Linux); dismissed when dropped.
-struct Guardian {
-    #[cfg(target_os = "linux")]
-    pid: libc::pid_t,
-}
-
-impl Guardian {
-    /// Forks the guardian of the group `pgid`. Call on the main thread, after spawning the
-    /// command and before reaping it. `None` (logged) if it cannot be forked, or off Linux.
-    fn start(pgid: libc::pid_t) -> Option<Guardian> {
-        #[cfg(target_os = "linux")]
-        {
-            // Everything the child needs is prepared here: after a fork in a threaded process
-            // it may only make async-signal-safe calls.
-            // SAFETY: getpid/sysconf/sigfillset on a zeroed set are plain libc calls.
-            let (parent, all, open_max) = unsafe {
-                let mut all: libc::sigset_t = std::mem::zeroed();
-                libc::sigfillset(&mut all);
-                let open_max = libc::sysconf(libc::_SC_OPEN_MAX).clamp(256, 65536);
-                (libc::getpid(), all, open_max as libc::c_int)
-            };
-            // SAFETY: the child runs `guard`, which makes only async-signal-safe calls and
-            // never returns.
-            match unsafe { libc::fork() } {
-                -1 => {
-                    log::warn!(
-                        "cannot start the guardian that stops the command if zklock dies: {}",
-                        io::Error::last_os_error()
-                    );
-                    None
-                }
-                0 => unsafe { guard(parent, pgid, &all, open_max) },
-                pid => Some(Guardian { pid }),
-            }
-        }
-        #[cfg(not(target_os = "linux"))]
-        {
-            let _ = pgid;
-            None
-        }
-    }
-}
-
-/// The guardian's body: signals blocked (it only waits), zklock's descriptors closed (a reader
-/// of zklock's output must see EOF when zklock ends; the session's socket is not ours), a
-/// parent-death signal, then sleep until zklock is gone and SIGKILL the group.
-///
-/// # Safety
-/// Only in the child of a fork: async-signal-safe calls only.
-#[cfg(target_os = "linux")]
-unsafe fn guard(
-    parent: libc::pid_t,
-    pgid: libc::pid_t,
-    all: &libc::sigset_t,
-    open_max: libc::c_int,
-) -> ! {
-    libc::pthread_sigmask(libc::SIG_SETMASK, all, std::ptr::null_mut());
-    if libc::syscall(libc::SYS_close_range, 0u32, u32::MAX, 0u32) != 0 {
-        for fd in 0..open_max {
-            libc::close(fd);
-        }
-    }
-    libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM, 0, 0, 0);
-    // Any signal wakes it (the death signal, a Ctrl-C meant for zklock's group); only
-    // zklock's death, seen as a new parent, ends the wait. Checked before the first wait too:
-    // zklock may have died before the prctl.
-    while libc::getppid() == parent {
-        libc::sigwaitinfo(all, std::ptr::null_mut());
-    }
-    libc::kill(-pgid, libc::SIGKILL);
-    libc::_exit(0)
-}
-
-#[cfg(target_os = "linux")]
-impl Drop for Guardian {
-    fn drop(&mut self) {
-        // SAFETY: kill(2) and waitpid(2) on our own, unreaped child.
-        unsafe {
-            libc::kill(self.pid, libc::SIGKILL);
-            libc::waitpid(self.pid, std::ptr::null_mut(), 0);
-        }
+        };
+        (status, ran_out)
     }
 }
