@@ -226,7 +226,7 @@ fn long_tick_trials(trials: usize) {
 /// renewal, so it never claims a renewal the leader did not make.
 #[test]
 fn a_stated_long_tick_never_lets_the_proof_claim_a_renewal_the_leader_did_not_make() {
-    long_tick_trials(3);
+    long_tick_trials(2);
 }
 
 // ---------------------------------------------------------------------------------------
