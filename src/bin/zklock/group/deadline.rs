@@ -139,7 +139,7 @@ pub(super) fn write_record(pipe: &OwnedFd, value: i64) -> io::Result<()> {
     }
 }
 
-/// The thread that writes the deadline every [`Expiry::period`]; stopped (and joined) by
+/// The thread that writes the deadline every [`period`]; stopped (and joined) by
 /// [`Feeder::stop`] before the guardian is dismissed.
 pub(super) struct Feeder {
     stop: Option<Sender<()>>,
