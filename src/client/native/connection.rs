@@ -29,6 +29,7 @@ use parking_lot::{Condvar, Mutex, MutexGuard};
 
 use super::jute::{frame_length, DecodeError, Reader};
 use super::records::{self, ReplyHeader, WireRequest};
+use super::silence::AnswerTimes;
 use super::transport::Transport;
 use super::watches::{WatchKind, Watches};
 use crate::client::{Watcher, ZkError, ZkResult};
@@ -143,7 +144,8 @@ impl Slot {
 }
 
 struct Pending {
-    queue: VecDeque<(i32, Arc<Slot>)>,
+    /// xid, slot, and when the request was queued to be sent (ns since `base`).
+    queue: VecDeque<(i32, Arc<Slot>, u64)>,
     broken: bool,
 }
 
@@ -208,6 +210,8 @@ pub struct Connection {
     last_recv: AtomicU64,
     last_send: AtomicU64,
     packet_limit: usize,
+    /// How long this connection's latest requests took to be answered (`silence.rs`).
+    answers: Mutex<AnswerTimes>,
 }
 
 impl Connection {
@@ -234,6 +238,7 @@ impl Connection {
             last_recv: AtomicU64::new(0),
             last_send: AtomicU64::new(0),
             packet_limit,
+            answers: Mutex::new(AnswerTimes::default()),
         }))
     }
 
@@ -247,6 +252,18 @@ impl Connection {
             self.now()
                 .saturating_sub(self.last_recv.load(Ordering::SeqCst)),
         )
+    }
+
+    /// How long the oldest request still unanswered has waited (`None` when every request was
+    /// answered).
+    pub fn oldest_unanswered(&self) -> Option<Duration> {
+        let sent = self.pending.lock().queue.front().map(|p| p.2)?;
+        Some(Duration::from_nanos(self.now().saturating_sub(sent)))
+    }
+
+    /// The slowest of this connection's latest answers (`None` before the first).
+    pub fn slowest_answer(&self) -> Option<Duration> {
+        self.answers.lock().slowest()
     }
 
     /// Time since the last frame was sent.
@@ -368,7 +385,7 @@ impl Connection {
                     slots.push(slot);
                     continue;
                 }
-                pending.queue.push_back((xid, slot.clone()));
+                pending.queue.push_back((xid, slot.clone(), self.now()));
                 bytes.extend_from_slice(&frame);
                 slots.push(slot);
             }
@@ -416,7 +433,7 @@ impl Connection {
             pending.broken = true;
             std::mem::take(&mut pending.queue)
         };
-        for (_, slot) in drained {
+        for (_, slot, _) in drained {
             slot.fill(Err(ZkError::ConnectionLoss));
         }
         self.control.shutdown();
@@ -424,7 +441,11 @@ impl Connection {
 
     fn read_loop(&self, mut stream: Transport, watches: &Watches, last_zxid: &AtomicI64) -> String {
         loop {
-            let frame = match read_frame(&mut stream, self.packet_limit) {
+            let mut noting = Noting {
+                conn: self,
+                stream: &mut stream,
+            };
+            let frame = match read_frame(&mut noting, self.packet_limit) {
                 Ok(frame) => frame,
                 Err(e) => return e,
             };
@@ -446,7 +467,7 @@ impl Connection {
             let slot = {
                 let mut pending = self.pending.lock();
                 match pending.queue.front() {
-                    Some((xid, _)) if *xid == header.xid => pending.queue.pop_front().map(|p| p.1),
+                    Some((xid, _, _)) if *xid == header.xid => pending.queue.pop_front(),
                     other => {
                         return format!(
                             "reply xid {} does not match the oldest request ({:?})",
@@ -456,9 +477,11 @@ impl Connection {
                     }
                 }
             };
-            let Some(slot) = slot else {
+            let Some((_, slot, sent)) = slot else {
                 return "no pending request".into();
             };
+            let took = Duration::from_nanos(self.now().saturating_sub(sent));
+            self.answers.lock().record(took);
             if header.zxid > 0 {
                 last_zxid.fetch_max(header.zxid, Ordering::SeqCst);
             }
@@ -469,6 +492,23 @@ impl Connection {
             };
             slot.answer(result, Some(watches));
         }
+    }
+}
+
+/// The socket as the reader reads it, noting the arrival of every byte: a large reply that
+/// arrives slowly comes from a member that speaks, not a silent one (`silence.rs`).
+struct Noting<'a> {
+    conn: &'a Connection,
+    stream: &'a mut Transport,
+}
+
+impl Read for Noting<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.stream.read(buf)?;
+        if n > 0 {
+            self.conn.last_recv.store(self.conn.now(), Ordering::SeqCst);
+        }
+        Ok(n)
     }
 }
 

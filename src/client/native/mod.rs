@@ -14,7 +14,8 @@
 //!   error codes);
 //! - `connection`: one socket, one reader thread, callers' slots matched by xid;
 //! - `session`: connect, ping, dead-link and expiry clocks, reconnect, auth and SetWatches;
-//!   `session/closing`: a close that leaves no connection behind;
+//!   `session/closing`: a close that leaves no connection behind; `silence`: when a member
+//!   that stopped answering is left for another;
 //! - `watches`: the one-shot callback registry and the thread callbacks run on;
 //! - `options`: [`NativeOptions`] and the connect string; `hosts`: one host reached
 //!   (resolved at every attempt, every address tried, a refusal explained); `failure`: why
@@ -54,6 +55,7 @@ pub mod records;
 #[cfg(not(feature = "testing"))]
 mod records;
 mod session;
+mod silence;
 #[cfg(feature = "tls")]
 mod tls;
 mod transport;

@@ -67,6 +67,7 @@ use parking_lot::{Condvar, Mutex};
 use super::connection::{Connection, LinkObserver, XidCounter};
 use super::failure::ConnectFailure;
 use super::hosts;
+use super::silence::{self, Silence};
 
 use super::watches::Watches;
 use crate::client::{ZkError, ZkResult};
@@ -123,9 +124,11 @@ struct Link {
     supervisor: Option<ThreadId>,
     /// The number of the connection installed last (`quorum.rs`: a proof never spans two).
     connection: u64,
-    /// A member left because it proved nothing to the quorum (`proving.rs`): the next
-    /// outage passes it over first.
+    /// A member left because it proved nothing to the quorum (`proving.rs`) or fell silent
+    /// (`silence.rs`): the next outage passes it over first.
     left: Option<usize>,
+    /// Silent members left, and how soon the next one is judged silent.
+    silence: Silence,
 }
 
 /// The session shared by the client handle, the supervisor thread and the reader threads.
@@ -163,6 +166,7 @@ impl SessionCore {
     pub fn new(config: SessionConfig, watches: Watches) -> Arc<SessionCore> {
         let ensemble_tick = config.ensemble_tick;
         let negotiated = config.session_timeout;
+        let hosts = config.hosts.len();
         let core = Arc::new(SessionCore {
             config,
             session: Arc::new(Session::proving(ConnectionState::Suspended, None)),
@@ -184,6 +188,7 @@ impl SessionCore {
                 supervisor: None,
                 connection: 0,
                 left: None,
+                silence: Silence::new(hosts),
             }),
             changed: Condvar::new(),
             journal: Mutex::new(std::collections::VecDeque::new()),
@@ -356,9 +361,22 @@ impl SessionCore {
                     );
                     self.note(format!("left a member: nothing proven for {unproven:?}"));
                     let mut link = self.link.lock();
-                    let n = self.config.hosts.len().max(1);
-                    link.left = Some((link.next_host + n - 1) % n);
+                    link.left = Some(self.current_host(&link));
                     drop(link);
+                    conn.close();
+                    return;
+                }
+            };
+            let next_judged = match self.silent_member(conn, negotiated) {
+                Ok(next) => next,
+                Err(unanswered) => {
+                    log::warn!(
+                        "no answer from this member for {unanswered:?} and nothing received \
+                         (frozen, or stalled?); moving the session"
+                    );
+                    self.note(format!(
+                        "left a silent member: a request unanswered for {unanswered:?}"
+                    ));
                     conn.close();
                     return;
                 }
@@ -366,6 +384,7 @@ impl SessionCore {
             let wait = (read_timeout - silent)
                 .min(next_ping)
                 .min(next_proof)
+                .min(next_judged)
                 .max(Duration::from_millis(1));
             let mut link = self.link.lock();
             if link.closed || conn.is_broken() {
@@ -373,6 +392,31 @@ impl SessionCore {
             }
             self.changed.wait_for(&mut link, wait);
         }
+    }
+
+    /// The index of the member the current connection is on.
+    fn current_host(&self, link: &Link) -> usize {
+        let n = self.config.hosts.len().max(1);
+        (link.next_host + n - 1) % n
+    }
+
+    /// Judges the member silent or not (`silence.rs`): `Ok` with how long until it could be,
+    /// or `Err` with how long its oldest request has gone unanswered once it is (it is then
+    /// marked left and avoided; the caller closes the connection).
+    fn silent_member(&self, conn: &Connection, negotiated: Duration) -> Result<Duration, Duration> {
+        let mut link = self.link.lock();
+        let threshold =
+            link.silence
+                .threshold(conn.slowest_answer(), negotiated, self.config.hosts.len());
+        let (unanswered, since_recv) = (conn.oldest_unanswered(), conn.since_recv());
+        if !silence::is_silent(unanswered, since_recv, threshold) {
+            let waited = unanswered.map_or(Duration::ZERO, |u| u.min(since_recv));
+            return Ok(threshold.map_or(Duration::MAX, |t| t.saturating_sub(waited)));
+        }
+        let host = self.current_host(&link);
+        link.left = Some(host);
+        link.silence.left(host, Instant::now());
+        Err(unanswered.unwrap_or_default())
     }
 
     /// Reports the session lost: watches dropped without firing, next connect is a new session.
@@ -422,6 +466,9 @@ impl SessionCore {
             let mut pacer = Pacer::new(self.config.hosts.len(), link.negotiated);
             if let Some(left) = link.left.take() {
                 pacer.pass_over(left);
+            }
+            for avoided in link.silence.avoided(Instant::now()) {
+                pacer.pass_over(avoided);
             }
             pacer
         };
