@@ -1,24 +1,27 @@
 //! Failover: zk-locks against Curator 5.4 on a 3-member `TestingCluster` (a holder and two
 //! waiters looping on one mutex, one client per member, session 10 s) while a fault strikes:
-//! kill -9 the leader, kill -9 the holder's member, SIGSTOP the holder's member for 2 s. Prints
-//! markdown tables: longest gap with no acquisition and the holder's next acquisition (p50 /
-//! p90 over the trials, times from the fault, ratios zk-locks / Curator), then errors, lost
-//! sessions, overlapping holds and connect attempts per reconnecting session. The engine is
-//! `zk_locks_measurements::failover`.
+//! kill -9 the leader, kill -9 the holder's member, SIGSTOP the holder's member or a waiter's
+//! for 0.5, 2 or 5 s. Prints markdown tables: longest gap with no acquisition and the struck
+//! client's next acquisition (p50 / p90 over the trials, times from the fault, ratios
+//! zk-locks / Curator), then errors, lost sessions, overlapping holds and connect attempts per
+//! reconnecting session. The engine is `zk_locks_measurements::failover`.
 //!
 //! With `--elections`, leader election instead: three `LeaderLatch` participants per library,
 //! each an OS process of its own (ours: this program again, in participant mode; Curator's: a
 //! JVM each), while the leader's process is killed, the leader closes, or its member is
 //! killed: how long until a participant leads again, two leaders at once, requests per
-//! election (`zk_locks_measurements::failover::election`).
+//! election, and while the leader's member is frozen: how long until the leader is served
+//! again (`zk_locks_measurements::failover::election`).
+//!
+//! With `--freezes`, only the freezes (in either mode).
 //!
 //! ```text
-//! cargo run --release --features testing --example failover [-- --trials N] [--no-curator] [--elections] [--svg DIR]
+//! cargo run --release --features testing --example failover [-- --trials N] [--no-curator] [--elections] [--freezes] [--svg DIR]
 //! ```
 //!
 //! `--trials N` per fault per library (default 3: a few minutes; docs/performance.md's table uses
 //! 20-30). `--svg DIR` also draws the medians and 90th percentiles as an SVG bar chart in DIR
-//! (`failover-gaps.svg`; with `--elections`, `election-failover.svg` and `election-kill.svg`). Needs Java 17, Debian's ZooKeeper 3.8 and Curator jars (`scripts/test.sh`).
+//! (`failover-gaps.svg`, `failover-freezes.svg`; with `--elections`, `election-failover.svg` and `election-kill.svg`). Needs Java 17, Debian's ZooKeeper 3.8 and Curator jars (`scripts/test.sh`).
 
 use std::process::ExitCode;
 
@@ -33,6 +36,7 @@ fn main() -> ExitCode {
     }
     let mut plan = failover::Plan::default();
     let mut elections = false;
+    let mut freezes = false;
     let mut svg: Option<std::path::PathBuf> = None;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -45,6 +49,7 @@ fn main() -> ExitCode {
                 }
             },
             "--no-curator" => plan.curator = false,
+            "--freezes" => freezes = true,
             "--elections" => elections = true,
             "--svg" => match args.next() {
                 Some(dir) => svg = Some(dir.into()),
@@ -59,6 +64,9 @@ fn main() -> ExitCode {
             }
         }
     }
+    if freezes {
+        plan.faults = failover::Fault::freezes();
+    }
     let draw = |charts: Vec<(&str, chart::Bars)>| match &svg {
         None => Ok(()),
         Some(dir) => charts
@@ -66,7 +74,8 @@ fn main() -> ExitCode {
             .try_for_each(|(name, c)| chart::write(dir, name, c)),
     };
     let done = if elections {
-        run_elections(&plan).and_then(|results| draw(failover::charts::election_charts(&results)))
+        run_elections(&plan, freezes)
+            .and_then(|results| draw(failover::charts::election_charts(&results)))
     } else {
         failover::run(&plan).and_then(|results| {
             failover::print_report(&results);
@@ -87,7 +96,7 @@ fn main() -> ExitCode {
 }
 
 /// The `--elections` mode, on a cluster of its own.
-fn run_elections(plan: &failover::Plan) -> Result<Vec<election::Series>, String> {
+fn run_elections(plan: &failover::Plan, freezes: bool) -> Result<Vec<election::Series>, String> {
     let cluster = TestingCluster::start(3).map_err(|e| e.to_string())?;
     let ours = std::env::current_exe().map_err(|e| e.to_string())?;
     let class_dir = std::env::temp_dir().join(format!("zk-locks-election-{}", std::process::id()));
@@ -95,6 +104,9 @@ fn run_elections(plan: &failover::Plan) -> Result<Vec<election::Series>, String>
         trials: plan.trials,
         ..election::Plan::default()
     };
+    if freezes {
+        election_plan.faults = election::Fault::freezes();
+    }
     let curator_classes = if plan.curator {
         election::Launcher::compile_curator(&class_dir)?;
         Some(class_dir.clone())

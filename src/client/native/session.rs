@@ -22,6 +22,11 @@
 //! ConnectResponse proves it by itself; holders are `Suspect` once the proof is `2T/3` old,
 //! and the member is left for another at `3T/4`, before the leader could expire the session.
 //!
+//! A silent member (`../silence.rs`): when a request has waited far longer than this
+//! connection's answers take, with nothing received meanwhile, and another member is known,
+//! the member is left at once rather than after `2T/3` of silence; a member left so is passed
+//! over in outages for a while.
+//!
 //! Order on every new connection, which the lock layer's epoch guard relies on: the state
 //! change (`Connected`, `Reconnected`, or `Lost` then `Connected`) is reported *before* the
 //! reader thread reads anything from the new connection; then auth packets, then SetWatches
@@ -53,6 +58,7 @@ mod handshake;
 mod pacing;
 mod proving;
 mod quorum;
+mod silent;
 
 use pacing::Pacer;
 use proving::Proving;
@@ -67,7 +73,7 @@ use parking_lot::{Condvar, Mutex};
 use super::connection::{Connection, LinkObserver, XidCounter};
 use super::failure::ConnectFailure;
 use super::hosts;
-use super::silence::{self, Silence};
+use super::silence::Silence;
 
 use super::watches::Watches;
 use crate::client::{ZkError, ZkResult};
@@ -398,25 +404,6 @@ impl SessionCore {
     fn current_host(&self, link: &Link) -> usize {
         let n = self.config.hosts.len().max(1);
         (link.next_host + n - 1) % n
-    }
-
-    /// Judges the member silent or not (`silence.rs`): `Ok` with how long until it could be,
-    /// or `Err` with how long its oldest request has gone unanswered once it is (it is then
-    /// marked left and avoided; the caller closes the connection).
-    fn silent_member(&self, conn: &Connection, negotiated: Duration) -> Result<Duration, Duration> {
-        let mut link = self.link.lock();
-        let threshold =
-            link.silence
-                .threshold(conn.slowest_answer(), negotiated, self.config.hosts.len());
-        let (unanswered, since_recv) = (conn.oldest_unanswered(), conn.since_recv());
-        if !silence::is_silent(unanswered, since_recv, threshold) {
-            let waited = unanswered.map_or(Duration::ZERO, |u| u.min(since_recv));
-            return Ok(threshold.map_or(Duration::MAX, |t| t.saturating_sub(waited)));
-        }
-        let host = self.current_host(&link);
-        link.left = Some(host);
-        link.silence.left(host, Instant::now());
-        Err(unanswered.unwrap_or_default())
     }
 
     /// Reports the session lost: watches dropped without firing, next connect is a new session.

@@ -25,39 +25,70 @@ fn note(trials: usize, what: &str) -> String {
     )
 }
 
-/// The lock failover chart: the longest time with no acquisition, per fault.
+/// The lock failover charts: the longest time with no acquisition, per fault; and for the
+/// freezes, the frozen client's next acquisition.
 pub fn charts(results: &[Series]) -> Vec<(&'static str, Bars)> {
-    let samples = |fault: Fault, name: &str| -> Vec<f64> {
+    let samples = |fault: Fault, name: &str, f: fn(&super::Sample) -> Option<u64>| -> Vec<f64> {
         results
             .iter()
-            .filter(|(f, n, _)| *f == fault && *n == name)
-            .flat_map(|(_, _, s)| s.iter().filter_map(|x| x.gap_ms).map(|g| g as f64))
+            .filter(|(fa, n, _)| *fa == fault && *n == name)
+            .flat_map(|(_, _, s)| s.iter().filter_map(f).map(|g| g as f64))
+            .collect()
+    };
+    let mut faults: Vec<Fault> = Vec::new();
+    for (fault, _, _) in results {
+        if !faults.contains(fault) {
+            faults.push(*fault);
+        }
+    }
+    let groups = |faults: &[Fault], f: fn(&super::Sample) -> Option<u64>| -> Vec<Group> {
+        faults
+            .iter()
+            .map(|&fault| Group {
+                label: fault.label(),
+                bars: vec![
+                    bar("zk-locks", &samples(fault, "zk-locks", f)),
+                    bar(CURATOR, &samples(fault, "Curator", f)),
+                ],
+            })
             .collect()
     };
     let trials = results.iter().map(|r| r.2.len()).max().unwrap_or(0);
-    let groups = Fault::ALL
-        .iter()
-        .map(|&fault| Group {
-            label: fault.label().into(),
-            bars: vec![
-                bar("zk-locks", &samples(fault, "zk-locks")),
-                bar(CURATOR, &samples(fault, "Curator")),
-            ],
-        })
-        .collect();
-    vec![(
+    let command = "cargo run --release --features testing --example failover -- --svg DIR";
+    let kills: Vec<Fault> = faults.iter().copied().filter(|f| !f.is_freeze()).collect();
+    let mut charts = vec![(
         "failover-gaps.svg",
         Bars {
             title: "Mutex failover: the longest time with no holder (shorter is better)".into(),
             unit: "ms, from the last acquisition before the fault".into(),
             note: note(
                 trials,
-                "a holder and two waiters on one mutex, one client per member; \
-                 cargo run --release --features testing --example failover -- --svg DIR",
+                &format!("a holder and two waiters on one mutex, one client per member; {command}"),
             ),
-            groups,
+            groups: groups(&kills, |s| s.gap_ms),
         },
-    )]
+    )];
+    // A run of the freezes alone leaves the kills' chart as it was.
+    charts.retain(|_| !kills.is_empty());
+    let freezes: Vec<Fault> = faults.iter().copied().filter(|f| f.is_freeze()).collect();
+    if !freezes.is_empty() {
+        charts.push((
+            "failover-freezes.svg",
+            Bars {
+                title: "A member frozen: the frozen client's next acquisition (shorter is better)"
+                    .into(),
+                unit: "ms from the freeze".into(),
+                note: note(
+                    trials,
+                    &format!(
+                        "SIGSTOP of the holder's or a waiter's member, then SIGCONT; {command} --freezes"
+                    ),
+                ),
+                groups: groups(&freezes, |s| s.holder_ms),
+            },
+        ));
+    }
+    charts
 }
 
 /// The election charts: a new leader after a clean close and after the leader's member is
@@ -86,7 +117,15 @@ pub fn election_charts(results: &[election::Series]) -> Vec<(&'static str, Bars)
     let fast = [election::Fault::Close, election::Fault::KillMember]
         .into_iter()
         .map(|fault| Group {
-            label: fault.label().into(),
+            label: fault.label(),
+            bars: pair(fault, &|s| s.next_ms),
+        })
+        .collect();
+    let freezes: Vec<Group> = election::Fault::freezes()
+        .into_iter()
+        .filter(|f| results.iter().any(|r| r.0 == *f))
+        .map(|fault| Group {
+            label: fault.label(),
             bars: pair(fault, &|s| s.next_ms),
         })
         .collect();
@@ -103,7 +142,8 @@ pub fn election_charts(results: &[election::Series]) -> Vec<(&'static str, Bars)
             }),
         },
     ];
-    vec![
+    let ran = |fault: election::Fault| results.iter().any(|r| r.0 == fault);
+    let mut charts = vec![
         (
             "election-failover.svg",
             Bars {
@@ -127,5 +167,21 @@ pub fn election_charts(results: &[election::Series]) -> Vec<(&'static str, Bars)
                 groups: kill,
             },
         ),
-    ]
+    ];
+    // A run of the freezes alone leaves the other charts as they were.
+    if !ran(election::Fault::KillProcess) {
+        charts.clear();
+    }
+    if !freezes.is_empty() {
+        charts.push((
+            "election-freeze.svg",
+            Bars {
+                title: "LeaderLatch: the leader's member frozen, the leader served again (shorter is better)".into(),
+                unit: "ms from the freeze".into(),
+                note: note(trials, &format!("a read through the leader's session sent at the freeze; {command} --freezes")),
+                groups: freezes,
+            },
+        ));
+    }
+    charts
 }

@@ -1,12 +1,12 @@
 //! Failover: zk-locks against Curator 5.4 on a 3-member `TestingCluster`, a holder and two
 //! waiters looping on one mutex, each client on a different member (session 10 s), while a
 //! fault strikes: kill -9 the leader; kill -9 the holder's member (a follower); SIGSTOP the
-//! holder's member (a follower) for 2 s. Per fault and library, over N trials (sides
-//! alternating, fresh clients placed on distinct members by the servers' `cons` each time):
-//! the longest gap with no acquisition (from the last acquisition before the fault), the
-//! holder's next acquisition (from the fault), errors, lost sessions, overlapping holds (must
-//! be 0) and connect attempts per reconnecting session. The program is
-//! `measurements/failover.rs`.
+//! holder's member, or a waiter's (a follower), for 0.5, 2 or 5 s. Per fault and library,
+//! over N trials (sides alternating, fresh clients placed on distinct members by the servers'
+//! `cons` each time): the longest gap with no acquisition (from the last acquisition before
+//! the fault), the struck client's next acquisition (the holder's, or the frozen waiter's;
+//! from the fault), errors, lost sessions, overlapping holds (must be 0) and connect attempts
+//! per reconnecting session. The program is `measurements/failover.rs`.
 //!
 //! [`election`]: the same program's `--elections` mode, leader latches in processes of their
 //! own while the leader's process, session or member goes.
@@ -36,24 +36,58 @@ pub enum Fault {
     KillLeader,
     /// kill -9 the member the holder is connected to (a follower).
     KillHolderMember,
-    /// SIGSTOP the member the holder is connected to (a follower), SIGCONT 2 s later.
-    FreezeHolderMember,
+    /// SIGSTOP the member the holder is connected to (a follower), SIGCONT this many ms later.
+    FreezeHolderMember(u64),
+    /// SIGSTOP the member a waiter is connected to (a follower), SIGCONT this many ms later.
+    FreezeWaiterMember(u64),
 }
 
+/// How long the freezes last (ms): a long GC pause, a short and a long VM stall.
+pub const FREEZES: [u64; 3] = [500, 2000, 5000];
+
 impl Fault {
+    /// The kills, in report order.
+    pub const KILLS: [Fault; 2] = [Fault::KillLeader, Fault::KillHolderMember];
+
+    /// The freezes, in report order: the holder's member, then a waiter's, each for every
+    /// length of [`FREEZES`].
+    pub fn freezes() -> Vec<Fault> {
+        let holder = FREEZES.map(Fault::FreezeHolderMember);
+        let waiter = FREEZES.map(Fault::FreezeWaiterMember);
+        holder.into_iter().chain(waiter).collect()
+    }
+
     /// Every fault, in report order.
-    pub const ALL: [Fault; 3] = [
-        Fault::KillLeader,
-        Fault::KillHolderMember,
-        Fault::FreezeHolderMember,
-    ];
+    pub fn all() -> Vec<Fault> {
+        let mut all = Fault::KILLS.to_vec();
+        all.extend(Fault::freezes());
+        all
+    }
 
     /// How the report names it.
-    pub fn label(self) -> &'static str {
+    pub fn label(self) -> String {
+        let secs = |ms: u64| ms as f64 / 1000.0;
         match self {
-            Fault::KillLeader => "kill -9 the leader",
-            Fault::KillHolderMember => "kill -9 the holder's member",
-            Fault::FreezeHolderMember => "SIGSTOP the holder's member 2 s",
+            Fault::KillLeader => "kill -9 the leader".into(),
+            Fault::KillHolderMember => "kill -9 the holder's member".into(),
+            Fault::FreezeHolderMember(ms) => format!("SIGSTOP the holder's member {} s", secs(ms)),
+            Fault::FreezeWaiterMember(ms) => format!("SIGSTOP a waiter's member {} s", secs(ms)),
+        }
+    }
+
+    /// Whether the fault is a freeze.
+    pub fn is_freeze(self) -> bool {
+        matches!(
+            self,
+            Fault::FreezeHolderMember(_) | Fault::FreezeWaiterMember(_)
+        )
+    }
+
+    /// What the report calls the struck client's next acquisition.
+    pub fn struck_client(self) -> &'static str {
+        match self {
+            Fault::FreezeWaiterMember(_) => "frozen waiter's next acquisition",
+            _ => "holder's next acquisition",
         }
     }
 }
@@ -71,6 +105,8 @@ pub struct Plan {
     pub settle: Duration,
     /// Run Curator beside us.
     pub curator: bool,
+    /// The faults, in order.
+    pub faults: Vec<Fault>,
 }
 
 impl Default for Plan {
@@ -81,6 +117,7 @@ impl Default for Plan {
             warmup: Duration::from_millis(1500),
             settle: Duration::from_secs(5),
             curator: true,
+            faults: Fault::all(),
         }
     }
 }
@@ -147,12 +184,21 @@ pub fn trial(
     let leader = cluster.leader().ok_or("no leader")?;
     side.start(path, plan.hold)?;
     std::thread::sleep(plan.warmup);
-    // Strike while a client holds the lock (for the member faults: one on a follower).
+    // Strike while a client holds the lock (for the member faults: one on a follower; for a
+    // waiter's member, a waiter on a follower).
     let give_up = Instant::now() + Duration::from_secs(30);
-    let holder = loop {
+    let on_follower = |c: usize| members[c] != leader;
+    let (holder, subject) = loop {
         if let Some(h) = side.holder()? {
-            if fault == Fault::KillLeader || members[h] != leader {
-                break h;
+            let struck = match fault {
+                Fault::KillLeader => Some(h),
+                Fault::KillHolderMember | Fault::FreezeHolderMember(_) => {
+                    on_follower(h).then_some(h)
+                }
+                Fault::FreezeWaiterMember(_) => (0..CLIENTS).find(|&w| w != h && on_follower(w)),
+            };
+            if let Some(subject) = struck {
+                break (h, subject);
             }
         }
         std::thread::yield_now();
@@ -164,7 +210,9 @@ pub fn trial(
     let mut down = Vec::new();
     let struck = mono_ns();
     if std::env::var_os("FAILOVER_JOURNAL").is_some() {
-        eprintln!("struck {struck} holder {holder} members {members:?} leader {leader}");
+        eprintln!(
+            "struck {struck} holder {holder} subject {subject} members {members:?} leader {leader}"
+        );
     }
     match fault {
         Fault::KillLeader => {
@@ -175,17 +223,18 @@ pub fn trial(
             cluster.kill(members[holder]);
             down.push(members[holder]);
         }
-        Fault::FreezeHolderMember => {
-            cluster.freeze(members[holder]);
-            std::thread::sleep(Duration::from_secs(2));
-            cluster.thaw(members[holder]);
+        Fault::FreezeHolderMember(ms) | Fault::FreezeWaiterMember(ms) => {
+            cluster.freeze(members[subject]);
+            // The fault's length.
+            std::thread::sleep(Duration::from_millis(ms));
+            cluster.thaw(members[subject]);
         }
     }
     std::thread::sleep(plan.settle);
     let outcome = side.stop();
     side.close()?;
     heal(cluster, &down)?;
-    Ok(Sample::from_outcome(&outcome?, holder, struck))
+    Ok(Sample::from_outcome(&outcome?, subject, struck))
 }
 
 /// One fault's samples on one library.
@@ -203,14 +252,14 @@ pub fn run(plan: &Plan) -> Result<Vec<Series>, String> {
         None
     };
     let mut results: Vec<Series> = Vec::new();
-    for fault in Fault::ALL {
+    for &fault in &plan.faults {
         results.push((fault, "zk-locks", Vec::new()));
         if curator.is_some() {
             results.push((fault, "Curator", Vec::new()));
         }
     }
     for t in 0..plan.trials {
-        for fault in Fault::ALL {
+        for &fault in &plan.faults {
             let mut sides: Vec<&mut dyn Side> = vec![&mut ours];
             if let Some(c) = curator.as_mut() {
                 sides.push(c);

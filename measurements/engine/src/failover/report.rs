@@ -8,7 +8,8 @@ pub struct Sample {
     /// The longest time with no acquisition, from the last acquisition before the fault
     /// until the end of the trial (`None`: no acquisition after the fault at all).
     pub gap_ms: Option<u64>,
-    /// From the fault to the next acquisition by the client that held the lock at the fault.
+    /// From the fault to the next acquisition by the client it struck (the one that held the
+    /// lock, or the waiter whose member froze).
     pub holder_ms: Option<u64>,
     /// Acquire or release calls that failed.
     pub errors: u64,
@@ -21,7 +22,7 @@ pub struct Sample {
 }
 
 impl Sample {
-    /// The numbers of `outcome`, for a fault at `struck` (ns) while `holder` held the lock.
+    /// The numbers of `outcome`, for a fault at `struck` (ns) that struck client `holder`.
     pub fn from_outcome(outcome: &Outcome, holder: usize, struck: u64) -> Sample {
         let mut holds = outcome.holds.clone();
         holds.sort_by_key(|h| h.1);
@@ -98,13 +99,19 @@ pub fn print_report(results: &[Series]) {
     println!("session 10 s, {trials} trials per fault per library; times from the fault.\n");
     println!("| fault | metric | zk-locks p50 / p90 | Curator p50 / p90 | ratio p50 / p90 |");
     println!("|---|---|---|---|---|");
-    for fault in Fault::ALL {
+    let mut faults: Vec<Fault> = Vec::new();
+    for (fault, _, _) in results {
+        if !faults.contains(fault) {
+            faults.push(*fault);
+        }
+    }
+    for fault in faults {
         let (ours, theirs) = (get(fault, "zk-locks"), get(fault, "Curator"));
         let gaps = |s: &[Sample]| s.iter().filter_map(|x| x.gap_ms).collect::<Vec<_>>();
         let backs = |s: &[Sample]| s.iter().filter_map(|x| x.holder_ms).collect::<Vec<_>>();
         for (metric, o, t) in [
             ("longest gap with no acquisition", gaps(ours), gaps(theirs)),
-            ("holder's next acquisition", backs(ours), backs(theirs)),
+            (fault.struck_client(), backs(ours), backs(theirs)),
         ] {
             println!(
                 "| {} | {metric} | {} | {} | {} |",

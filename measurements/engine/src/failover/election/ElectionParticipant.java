@@ -9,6 +9,7 @@
 //   start   starts the latch; from then on "LEADING <ns> <term>" when it becomes leader and
 //           "NOT-LEADING <ns>" when it stops (term: the sequence number of its latch node)
 //   has     "HAS <true|false> <ns>" (hasLeadership)
+//   act     a read through the session (checkExists), then "ACTED <ns>"
 //   close   prints "CLOSING <ns>", closes the latch (silently, Curator's default) and the
 //           client, prints "CLOSED <ns>" and exits
 // End of input exits. Times are System.nanoTime() (CLOCK_MONOTONIC on Linux, the clock the
@@ -81,6 +82,10 @@ public class ElectionParticipant {
                         latch = l;
                         break;
                     }
+                    case "act":
+                        client.checkExists().forPath(path);
+                        say("ACTED " + System.nanoTime());
+                        break;
                     case "has":
                         say("HAS " + (latch != null && latch.hasLeadership()) + " " + System.nanoTime());
                         break;

@@ -54,19 +54,35 @@ pub enum Fault {
     Close,
     /// kill -9 the ZooKeeper member the leader is connected to (a follower).
     KillMember,
+    /// SIGSTOP the member the leader is connected to (a follower), SIGCONT this many ms later;
+    /// the leader is asked to read through its session at once.
+    FreezeMember(u64),
 }
 
 impl Fault {
-    /// Every fault, in report order.
+    /// The kills and the close, in report order.
     pub const ALL: [Fault; 3] = [Fault::KillProcess, Fault::Close, Fault::KillMember];
 
+    /// The freezes of the leader's member, in report order ([`super::FREEZES`]).
+    pub fn freezes() -> Vec<Fault> {
+        super::FREEZES.map(Fault::FreezeMember).to_vec()
+    }
+
     /// How the report names it.
-    pub fn label(self) -> &'static str {
+    pub fn label(self) -> String {
         match self {
-            Fault::KillProcess => "kill -9 the leader's process",
-            Fault::Close => "the leader closes",
-            Fault::KillMember => "kill -9 the leader's member",
+            Fault::KillProcess => "kill -9 the leader's process".into(),
+            Fault::Close => "the leader closes".into(),
+            Fault::KillMember => "kill -9 the leader's member".into(),
+            Fault::FreezeMember(ms) => {
+                format!("SIGSTOP the leader's member {} s", ms as f64 / 1000.0)
+            }
         }
+    }
+
+    /// A fault of the leader's member (the leader's process and session live on).
+    pub fn of_member(self) -> bool {
+        matches!(self, Fault::KillMember | Fault::FreezeMember(_))
     }
 }
 
@@ -210,8 +226,8 @@ fn trial(
     fault: Fault,
     path: &str,
 ) -> Result<Sample, String> {
-    if fault == Fault::KillMember && (target.cluster.is_none() || target.members.len() < 3) {
-        return Err("the member kill needs a cluster of 3 or more".into());
+    if fault.of_member() && (target.cluster.is_none() || target.members.len() < 3) {
+        return Err("the member faults need a cluster of 3 or more".into());
     }
     let mut group = Group::spawn(launcher, library, &target.connect, path, PARTICIPANTS)?;
     let mut servers = Servers::new(&target.members);
@@ -267,6 +283,22 @@ fn trial(
             down = Some(member);
             at
         }
+        Fault::FreezeMember(ms) => {
+            let member = members[0].1.ok_or("participant 0 on no member")?;
+            let cluster = target.cluster.ok_or("no cluster")?;
+            let at = mono_ns();
+            cluster.freeze(member);
+            group.send(0, "act")?;
+            let acted = served_again(&mut group, Duration::from_millis(ms));
+            cluster.thaw(member);
+            let acted = match acted {
+                Ok(Some(acted)) => Ok(acted),
+                Ok(None) => served_again(&mut group, STEP_BOUND)
+                    .and_then(|a| a.ok_or_else(|| "the leader was not served again".into())),
+                Err(e) => Err(e),
+            };
+            return freeze_sample(group, servers, before, at, acted?, rtt_ms);
+        }
     };
     let next = next_leader(&mut group, &mut servers, fault, struck, members[0].0);
     let after = servers.read();
@@ -276,9 +308,9 @@ fn trial(
     let gone = gone_rx.try_recv().ok();
     let sample = Sample {
         next_ms: Some(ms_between(struck, next.1)),
-        after_node_ms: match fault {
-            Fault::KillMember => None,
-            _ => gone.map(|at| ms_between(at, next.1)),
+        after_node_ms: match fault.of_member() {
+            true => None,
+            false => gone.map(|at| ms_between(at, next.1)),
         },
         same_leader: next.0 == 0,
         kept: next.2,
@@ -343,6 +375,47 @@ fn next_leader(
         "no leader again within {STEP_BOUND:?}: {:?}",
         group.log
     ))
+}
+
+/// Waits up to `within` for the leader (participant 0, asked to `act`) to be answered through
+/// its session: the moment it was (ns), `None` if not within that.
+fn served_again(group: &mut Group, within: Duration) -> Result<Option<u64>, String> {
+    group.poll_for(within, |i, line| match line {
+        Line::Acted(at) if i == 0 => Some(*at),
+        _ => None,
+    })
+}
+
+/// The sample of a freeze of the leader's member struck at `struck`: the leader served again
+/// at `acted`; whether it kept leading throughout, two leaders at once.
+fn freeze_sample(
+    mut group: Group,
+    mut servers: Servers,
+    before: servers::Reading,
+    struck: u64,
+    acted: u64,
+    rtt_ms: f64,
+) -> Result<Sample, String> {
+    let after = servers.read();
+    group.drain(Duration::from_millis(300));
+    let end = mono_ns();
+    let lapsed = group.log.iter().any(|(i, line)| {
+        matches!(line, Line::NotLeading(at) if *i == 0 && *at > struck)
+            || matches!(line, Line::Leading(at, _) if *i != 0 && *at > struck)
+    });
+    let sample = Sample {
+        next_ms: Some(ms_between(struck, acted)),
+        after_node_ms: None,
+        same_leader: !lapsed,
+        kept: !lapsed,
+        heard_ms: None,
+        overlap_ms: report::overlap_ms(&group.log, Fault::FreezeMember(0), struck, end),
+        requests: received(&before, &after),
+        window_ms: ms_between(struck, end),
+        rtt_ms,
+    };
+    group.finish(Duration::from_secs(15));
+    Ok(sample)
 }
 
 /// Milliseconds from `from` to `to` (ns), 0 when `to` is earlier.

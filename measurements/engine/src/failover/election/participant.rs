@@ -1,7 +1,7 @@
 //! One zk-locks `LeaderLatch` participant in a process of its own (so that kill -9 is real),
 //! speaking `ElectionParticipant.java`'s lines: "SESSION <hex>" once connected; on stdin
 //! `reopen` (another session: placement on a member), `start` (then "LEADING <ns> <term>" and
-//! "NOT-LEADING <ns>" as leadership comes and goes), `has` ("HAS <true|false> <ns>"), `close` ("CLOSING <ns>", the latch and the
+//! "NOT-LEADING <ns>" as leadership comes and goes), `has` ("HAS <true|false> <ns>"), `act` (a read through the session, then "ACTED <ns>"), `close` ("CLOSING <ns>", the latch and the
 //! client closed, "CLOSED <ns>", exit). End of input exits. Times are [`mono_ns`].
 
 use std::io::{BufRead, Write};
@@ -79,6 +79,10 @@ fn run(connect: &str, path: &str, id: &str) -> Result<(), String> {
                 l.start().map_err(|e| e.to_string())?;
                 latch = Some(l);
             }
+            "act" => match client.exists(path) {
+                Ok(_) => say(&format!("ACTED {}", mono_ns())),
+                Err(e) => say(&format!("ERROR act: {e}")),
+            },
             "has" => {
                 let has = latch.as_ref().is_some_and(|l| l.has_leadership());
                 say(&format!("HAS {has} {}", mono_ns()));

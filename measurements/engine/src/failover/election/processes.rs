@@ -77,6 +77,8 @@ pub enum Line {
     NotLeading(u64),
     /// Whether it leads, asked at this moment.
     Has(bool, u64),
+    /// Was answered, at this moment, a read through its session (`act`).
+    Acted(u64),
     /// Began to close.
     Closing(u64),
     /// Closed its latch and client.
@@ -106,6 +108,7 @@ impl Line {
                 let has = words.next().map(|w| w == "true");
                 has.zip(ns(words.next())).map(|(h, at)| Line::Has(h, at))
             }
+            "ACTED" => ns(words.next()).map(Line::Acted),
             "CLOSING" => ns(words.next()).map(Line::Closing),
             "CLOSED" => ns(words.next()).map(Line::Closed),
             _ => None,

@@ -53,7 +53,7 @@ pub fn overlap_ms(log: &[(usize, Line)], fault: Fault, struck: u64, end: u64) ->
     }
     for (i, from) in open.iter().enumerate() {
         if let Some(from) = *from {
-            let stop = if i == 0 && fault != Fault::KillMember {
+            let stop = if i == 0 && !fault.of_member() {
                 struck.max(from)
             } else {
                 end
@@ -111,10 +111,12 @@ pub fn render(results: &[Series]) -> String {
             .map(|(_, _, s)| s.as_slice())
             .unwrap_or(&[])
     };
-    let faults: Vec<Fault> = Fault::ALL
-        .into_iter()
-        .filter(|f| results.iter().any(|r| r.0 == *f))
-        .collect();
+    let mut faults: Vec<Fault> = Vec::new();
+    for (fault, _, _) in results {
+        if !faults.contains(fault) {
+            faults.push(*fault);
+        }
+    }
     let trials = results.iter().map(|r| r.2.len()).max().unwrap_or(0);
     let mut out = format!(
         "Leader election failover: 3 LeaderLatch participants, one OS process each (on members \
@@ -132,16 +134,16 @@ pub fn render(results: &[Series]) -> String {
     };
     for &fault in &faults {
         let (ours, theirs) = (get(fault, Library::Ours), get(fault, Library::Curator));
-        let mut rows = vec![(
-            "a participant leads again, from the fault",
-            next(ours),
-            next(theirs),
-        )];
+        let first = match fault {
+            Fault::FreezeMember(_) => "the leader is served again, from the fault",
+            _ => "a participant leads again, from the fault",
+        };
+        let mut rows = vec![(first, next(ours), next(theirs))];
         if fault == Fault::KillProcess {
             let what = "… from the server last hearing the leader";
             rows.push((what, heard(ours), heard(theirs)));
         }
-        if fault != Fault::KillMember {
+        if !fault.of_member() {
             rows.push(("… from the leader's node going", after(ours), after(theirs)));
         }
         for (metric, o, t) in rows {
