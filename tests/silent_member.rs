@@ -5,16 +5,21 @@
 //! Must hold: the holder's session moves to another member long before the dead-link rule
 //! (`2T/3`) would move it, and keeps its lock (the contender never gets it, the guard is
 //! `Held` again, the node is the same); a write the session had sent to the frozen member is
-//! not applied when that member wakes (the server refuses it: the session moved); a member
-//! that pauses briefly (100 ms, a routine GC pause) is not left.
+//! not applied when that member wakes (the server refuses it: the session moved); an
+//! election's leader on the frozen member goes on leading with the same term, and nobody else
+//! leads; a member that pauses briefly (100 ms, a routine GC pause) is not left.
 
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use parking_lot::Mutex;
 use zk_locks::client::native::NativeClient;
+use zk_locks::locks::{LeaderLatch, LeaderLatchListener, Leadership};
 use zk_locks::testing::{require_server, TestingCluster};
-use zk_locks::{CreateMode, InterProcessLock, InterProcessMutex, LockState, ZkClient, ZkError};
+use zk_locks::{
+    CreateMode, InterProcessLock, InterProcessMutex, LockState, SharedClient, ZkClient, ZkError,
+};
 
 /// Long enough that the dead-link rule (`2T/3` = 13.3 s) cannot be what moves the session
 /// within [`MOVED_WITHIN`].
@@ -179,4 +184,75 @@ fn a_member_that_pauses_briefly_is_not_left() {
         holder.link_journal()
     );
     assert_eq!(guard.state(), LockState::Held);
+}
+
+/// Every term a latch's listener was told it leads with, and how often it was told it does not.
+#[derive(Default)]
+struct Spells {
+    terms: Mutex<Vec<i64>>,
+    not_leader: Mutex<u32>,
+}
+
+impl LeaderLatchListener for Spells {
+    fn is_leader(&self, leadership: &Leadership) {
+        self.terms.lock().push(leadership.term());
+    }
+
+    fn not_leader(&self) {
+        *self.not_leader.lock() += 1;
+    }
+}
+
+#[test]
+fn a_leader_whose_member_freezes_keeps_leading_and_nobody_else_leads() {
+    if !require_server() {
+        return;
+    }
+    let cluster = TestingCluster::builder(3)
+        .max_session_timeout(Duration::from_secs(60))
+        .start()
+        .unwrap();
+    let (leader_client, frozen) = client_on_a_follower(&cluster);
+    let id = leader_client.session().session_id().unwrap();
+    let other = (0..3).find(|&m| m != frozen).unwrap();
+    let other_client = NativeClient::connect(&cluster.member_connect_string(other), T).unwrap();
+    let path = format!("/silent-election-{}", uuid::Uuid::new_v4());
+    let leading = Arc::new(Spells::default());
+    let latch = LeaderLatch::new(leader_client.clone() as SharedClient, &path, "a").unwrap();
+    latch.add_listener(leading.clone());
+    latch.start().unwrap();
+    assert!(eventually(MOVED_WITHIN, || latch.has_leadership()));
+    let waiting = Arc::new(Spells::default());
+    let second = LeaderLatch::new(other_client as SharedClient, &path, "b").unwrap();
+    second.add_listener(waiting.clone());
+    second.start().unwrap();
+    assert!(eventually(MOVED_WITHIN, || {
+        leader_client
+            .get_children(&path, None)
+            .is_ok_and(|c| c.len() == 2)
+    }));
+
+    cluster.freeze(frozen);
+    let frozen_at = Instant::now();
+    let moved = eventually(MOVED_WITHIN, || {
+        member_of(&cluster, id, Some(frozen)).is_some()
+    });
+    let leads_again = moved && eventually(MOVED_WITHIN, || latch.has_leadership());
+    let still_frozen = frozen_at.elapsed() < T * 2 / 3;
+    cluster.thaw(frozen);
+    assert!(moved, "the leader's session stayed on the frozen member");
+    assert!(still_frozen, "the checks ran past 2T/3: inconclusive");
+    assert!(leads_again, "the leader does not lead after the move");
+    assert!(!second.has_leadership());
+    assert!(
+        waiting.terms.lock().is_empty(),
+        "the second participant led"
+    );
+    let terms = leading.terms.lock().clone();
+    assert!(
+        !terms.is_empty() && terms.iter().all(|&t| t == terms[0]),
+        "the leader's terms changed: {terms:?}"
+    );
+    latch.close().unwrap();
+    assert!(eventually(MOVED_WITHIN, || second.has_leadership()));
 }
