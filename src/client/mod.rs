@@ -209,6 +209,12 @@ pub enum ZkError {
     /// The client was closed by its owner; nothing more will succeed.
     #[error("client closed")]
     Closed,
+    /// The reply was at or over the client's packet limit (`NativeOptions::packet_limit`,
+    /// ZooKeeper's `jute.maxbuffer`, 1 MiB by default): it was read and discarded, and the
+    /// connection kept. Typically the listing of a directory with too many children (about
+    /// 17,000 lock nodes); the request itself was applied if it changes anything.
+    #[error("reply over the client's packet limit")]
+    ReplyTooLarge,
 }
 
 impl ZkError {
@@ -229,7 +235,7 @@ impl ZkError {
     }
 
     /// ZooKeeper's number for this code (`KeeperException.Code`), `None` for conditions only
-    /// the client knows ([`ZkError::Closed`]).
+    /// the client knows ([`ZkError::Closed`], [`ZkError::ReplyTooLarge`]).
     pub fn code(self) -> Option<i32> {
         Some(match self {
             ZkError::SystemError => -1,
@@ -254,7 +260,7 @@ impl ZkError {
             ZkError::QuotaExceeded => -125,
             ZkError::Throttled => -127,
             ZkError::Other(code) => code,
-            ZkError::Closed => return None,
+            ZkError::Closed | ZkError::ReplyTooLarge => return None,
         })
     }
 

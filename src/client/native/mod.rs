@@ -12,7 +12,8 @@
 //!   and never allocates past the bytes it was given;
 //! - `records`: the protocol records (connect, headers, requests, responses, notifications,
 //!   error codes);
-//! - `connection`: one socket, one reader thread, callers' slots matched by xid;
+//! - `connection`: one socket, one reader thread, callers' slots matched by xid; `frames`:
+//!   reading a frame off it (an oversized reply fails its request, not the connection);
 //! - `session`: connect, ping, dead-link and expiry clocks, reconnect, auth and SetWatches;
 //!   `session/closing`: a close that leaves no connection behind; `silence`: when a member
 //!   that stopped answering is left for another;
@@ -39,6 +40,7 @@
 
 mod connection;
 mod failure;
+mod frames;
 mod hosts;
 // The wire codec is the client's own; the `testing` feature lets the decoder's property tests
 // and scripted servers reach it, hidden from the docs (not part of the API).

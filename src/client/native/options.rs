@@ -162,8 +162,12 @@ impl NativeOptions {
         self
     }
 
-    /// Breaks the connection on any frame of `bytes` or more (default [`DEFAULT_PACKET_LIMIT`],
-    /// the server's own `jute.maxbuffer`); set it to the servers' value when they raise theirs.
+    /// The largest frame taken (default [`DEFAULT_PACKET_LIMIT`], the server's own
+    /// `jute.maxbuffer`); set it to the servers' value when they raise theirs. A reply of
+    /// `bytes` or more (the listing of a directory with too many children) is read through
+    /// and discarded, and its request fails with
+    /// [`ZkError::ReplyTooLarge`](crate::ZkError::ReplyTooLarge); the connection
+    /// stays. Any other frame that large breaks the connection.
     pub fn packet_limit(mut self, bytes: usize) -> NativeOptions {
         self.packet_limit = bytes;
         self

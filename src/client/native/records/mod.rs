@@ -137,6 +137,9 @@ pub struct ReplyHeader {
 }
 
 impl ReplyHeader {
+    /// Its length on the wire: xid, zxid, err.
+    pub const LEN: usize = 16;
+
     /// Reads the header at the start of a reply.
     pub fn decode(r: &mut Reader<'_>) -> DecodeResult<ReplyHeader> {
         Ok(ReplyHeader {
