@@ -25,11 +25,13 @@ const MOVED_WITHIN: Duration = Duration::from_secs(10);
 /// The member listing `session` in its `cons`, if one does, asking all but `except` (a frozen
 /// member does not answer).
 fn member_of(cluster: &TestingCluster, session: i64, except: Option<usize>) -> Option<usize> {
-    (0..cluster.len()).filter(|&m| Some(m) != except).find(|&m| {
-        cluster
-            .four_letter(m, "cons")
-            .is_ok_and(|cons| cons.contains(&format!("sid=0x{:x},", session as u64)))
-    })
+    (0..cluster.len())
+        .filter(|&m| Some(m) != except)
+        .find(|&m| {
+            cluster
+                .four_letter(m, "cons")
+                .is_ok_and(|cons| cons.contains(&format!("sid=0x{:x},", session as u64)))
+        })
 }
 
 /// Polls `done` every 10 ms until it holds or `within` passes; whether it held.
@@ -105,12 +107,18 @@ fn a_frozen_member_is_left_its_locks_kept_and_its_late_writes_refused() {
         .is_some();
     let still_frozen = frozen_at.elapsed() < T * 2 / 3;
     cluster.thaw(frozen);
-    assert!(moved, "the session stayed on the frozen member for {MOVED_WITHIN:?}");
+    assert!(
+        moved,
+        "the session stayed on the frozen member for {MOVED_WITHIN:?}"
+    );
     assert!(
         still_frozen,
         "the checks ran past 2T/3 ({moved_after:?} to move): inconclusive on this machine"
     );
-    assert!(served, "the node {node} was not found through the new member");
+    assert!(
+        served,
+        "the node {node} was not found through the new member"
+    );
     assert!(held_again, "the guard is {:?}", guard.state());
     assert!(!contender_got, "the contender got a lock that was kept");
     let written = writer.join().unwrap();

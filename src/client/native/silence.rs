@@ -181,7 +181,11 @@ mod tests {
         // 4.8 s: still under 2T/3 = 6.67 s.
         assert_eq!(s.threshold(None, T, 3), Some(FLOOR * 8));
         s.left(1, t0 + MS(20_000));
-        assert_eq!(s.threshold(None, T, 3), None, "9.6 s: the dead-link rule's turn");
+        assert_eq!(
+            s.threshold(None, T, 3),
+            None,
+            "9.6 s: the dead-link rule's turn"
+        );
         for i in 0..100 {
             s.left(0, t0 + MS(20_000 + i));
         }
@@ -205,9 +209,15 @@ mod tests {
     fn silence_needs_an_unanswered_request_and_nothing_received() {
         let limit = Some(FLOOR);
         assert!(is_silent(Some(MS(700)), MS(700), limit));
-        assert!(!is_silent(Some(MS(700)), MS(10), limit), "answers stream in");
+        assert!(
+            !is_silent(Some(MS(700)), MS(10), limit),
+            "answers stream in"
+        );
         assert!(!is_silent(None, MS(5_000), limit), "nothing owed");
-        assert!(!is_silent(Some(MS(100)), MS(5_000), limit), "asked just now");
+        assert!(
+            !is_silent(Some(MS(100)), MS(5_000), limit),
+            "asked just now"
+        );
         assert!(!is_silent(Some(MS(5_000)), MS(5_000), None));
     }
 
@@ -223,6 +233,9 @@ mod tests {
         a.record(MS(2));
         assert_eq!(a.slowest(), Some(MS(2)), "the slow one aged out");
         a.record(Duration::MAX);
-        assert_eq!(a.slowest(), Some(Duration::from_micros(u64::from(u32::MAX))));
+        assert_eq!(
+            a.slowest(),
+            Some(Duration::from_micros(u64::from(u32::MAX)))
+        );
     }
 }
