@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex, MutexGuard};
 
-use super::jute::{frame_length, DecodeError, Reader};
+use super::jute::{read_frame, Reader};
 use super::records::{self, ReplyHeader, WireRequest};
 use super::silence::AnswerTimes;
 use super::transport::Transport;
@@ -512,69 +512,9 @@ impl Read for Noting<'_> {
     }
 }
 
-/// Reads one frame body, checked against the limit before allocating. The end of the stream
-/// between two frames is how every connection ends (closeSession answered, or either side
-/// shut it down) and is said as such; inside a frame it is a broken link.
-pub fn read_frame(stream: &mut impl Read, limit: usize) -> Result<Vec<u8>, String> {
-    let mut prefix = [0u8; 4];
-    match fill(stream, &mut prefix) {
-        Ok(0) => return Err("end of stream".into()),
-        Ok(4) => {}
-        Ok(n) => {
-            return Err(format!(
-                "the connection closed inside a frame ({n} of 4 length bytes)"
-            ))
-        }
-        Err(e) => return Err(format!("read: {e}")),
-    }
-    let len = frame_length(prefix, limit).map_err(|e: DecodeError| e.to_string())?;
-    let mut body = vec![0u8; len];
-    match fill(stream, &mut body) {
-        Ok(n) if n == len => Ok(body),
-        Ok(n) => Err(format!(
-            "the connection closed inside a frame ({n} of {len} bytes)"
-        )),
-        Err(e) => Err(format!("read: {e}")),
-    }
-}
-
-/// Reads until `buf` is full or the stream ends; returns how many bytes it got. A TLS peer
-/// that closes without close_notify ends the stream too (the frames delimit the messages).
-fn fill(stream: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
-    let mut got = 0;
-    while got < buf.len() {
-        match stream.read(&mut buf[got..]) {
-            Ok(0) => break,
-            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => break,
-            Ok(n) => got += n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(got)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// The end of the stream between frames is how every connection ends (after closeSession,
-    /// or when either side shuts it): said as such, not as a failed read ("failed to fill
-    /// whole buffer" once was logged on every normal close); inside a frame it is a break.
-    #[test]
-    fn the_end_of_the_stream_is_named_between_frames_and_inside_one() {
-        let between = read_frame(&mut &[][..], 1024).unwrap_err();
-        assert_eq!(between, "end of stream");
-        let mut truncated: &[u8] = &[0, 0, 0, 8, 1, 2];
-        let inside = read_frame(&mut truncated, 1024).unwrap_err();
-        assert!(inside.contains("inside a frame"), "{inside}");
-        assert!(!inside.contains("fill whole buffer"), "{inside}");
-        let mut short_prefix: &[u8] = &[0, 0];
-        let inside = read_frame(&mut short_prefix, 1024).unwrap_err();
-        assert!(inside.contains("inside a frame"), "{inside}");
-        let mut whole: &[u8] = &[0, 0, 0, 2, 7, 9];
-        assert_eq!(read_frame(&mut whole, 1024), Ok(vec![7, 9]));
-    }
 
     #[test]
     fn xids_wrap_to_1_and_are_never_0_or_negative() {
