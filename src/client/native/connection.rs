@@ -17,7 +17,9 @@
 //!   room now (the session's dead-link clock must keep running whatever callers' writes do);
 //!   closeSession waits for the write lock only until the close's deadline;
 //! - once broken, a connection stays broken: every pending and later slot gets ConnectionLoss;
-//! - xids come from one counter per client, shared by all its connections (see [`XidCounter`]).
+//! - xids come from one counter per client, shared by all its connections (see [`XidCounter`]);
+//! - locks are taken in one order: the write lock, the pending queue, a slot, the watch
+//!   registry; code holding a later one never waits for an earlier one.
 
 use std::collections::VecDeque;
 use std::io::{Read, Write};
@@ -31,7 +33,7 @@ use super::jute::{read_frame, Reader};
 use super::records::{self, ReplyHeader, WireRequest};
 use super::silence::AnswerTimes;
 use super::transport::Transport;
-use super::watches::{WatchKind, Watches};
+use super::watches::{InFlight, WatchKind, Watches};
 use crate::client::{Watcher, ZkError, ZkResult};
 
 /// A successful reply: the body bytes after the header (error replies are returned as `Err`).
@@ -56,6 +58,9 @@ pub struct WatchRegistration {
     pub inline: bool,
     /// The watcher's name, to remove it unfired (`client::registering_as`).
     pub id: Option<crate::client::WatcherId>,
+    /// Counts the request in flight for its watch's table and path until the watch is
+    /// registered or given up: no removeWatches may overtake it (`watches.rs`).
+    pub in_flight: InFlight,
 }
 
 /// What is done with the reply of a request nobody waits for. Runs on the reader thread (or
@@ -113,9 +118,13 @@ impl Slot {
                 Ok(reply) => (w.decodes)(&reply.body),
                 Err(e) => w.kind == WatchKind::Exist && *e == ZkError::NoNode,
             };
+            let in_flight = w.in_flight;
             if set {
                 watches.add(w.kind, w.path, w.watcher, w.inline, w.id);
             }
+            // Uncounted only once its callback is registered: a removal between the two
+            // sees the one or the other, never neither.
+            drop(in_flight);
         }
         if state.result.is_none() {
             state.result = Some(result);
@@ -363,7 +372,7 @@ impl Connection {
 
     fn send_locked(
         &self,
-        mut out: MutexGuard<'_, Outgoing>,
+        out: MutexGuard<'_, Outgoing>,
         requests: Vec<(WireRequest, Arc<Slot>)>,
     ) -> Vec<Arc<Slot>> {
         let mut bytes = Vec::new();
@@ -390,6 +399,55 @@ impl Connection {
                 slots.push(slot);
             }
         }
+        self.write_frames(out, bytes);
+        for (slot, code) in refused {
+            slot.fill(Err(code));
+        }
+        slots
+    }
+
+    /// Sends the requests `build` returns, unawaited (their replies, errors included, are
+    /// dropped), if that cannot block past `deadline`: the write lock is free and the socket
+    /// has room by then. `build` runs under the write lock and the pending queue's lock, and
+    /// only while the connection is unbroken, so every request written before its requests
+    /// is pending already and none is written between its call and theirs (watch removals:
+    /// `Watches::take_owed`). Returns whether `build` ran.
+    pub fn send_built_unawaited(
+        &self,
+        deadline: Instant,
+        build: impl FnOnce() -> Vec<WireRequest>,
+    ) -> bool {
+        let Some(out) = self.out.try_lock_until(deadline) else {
+            return false;
+        };
+        if !out.stream.writable_by(deadline) {
+            return false;
+        }
+        let mut bytes = Vec::new();
+        {
+            let mut pending = self.pending.lock();
+            if pending.broken {
+                return false;
+            }
+            for request in build() {
+                let xid = request.reserved_xid().unwrap_or_else(|| self.xids.next());
+                let frame = request.encode(xid);
+                if frame.len() - 4 >= self.packet_limit {
+                    continue;
+                }
+                let slot = Slot::new(None);
+                *slot.completion.lock() = Some(Box::new(|_: ZkResult<Reply>| {}));
+                pending.queue.push_back((xid, slot, self.now()));
+                bytes.extend_from_slice(&frame);
+            }
+        }
+        self.write_frames(out, bytes);
+        true
+    }
+
+    /// Writes `bytes` (frames queued as pending under `out`) and releases the write lock; a
+    /// failed write breaks the connection.
+    fn write_frames(&self, mut out: MutexGuard<'_, Outgoing>, bytes: Vec<u8>) {
         let written = match bytes.is_empty() {
             true => Ok(false),
             false => out.stream.write_all(&bytes).map(|()| true),
@@ -403,10 +461,6 @@ impl Connection {
                 self.close();
             }
         }
-        for (slot, code) in refused {
-            slot.fill(Err(code));
-        }
-        slots
     }
 
     /// Waits (at most `timeout`) until the reader thread has handled its last frame, so that
