@@ -385,10 +385,14 @@ pub trait ZkClient: Send + Sync {
     }
 
     /// Removes, uncalled, the watcher named `id` ([`registering_as`]) that a read of `path`
-    /// registered, if it has not fired: true when it was still there. Client side only: the
-    /// server's watch stays (it fires into nothing; ZooKeeper 3.5's removeWatches is not
-    /// sent). Native and memory backends; default: false, nothing removed (the `zookeeper`
-    /// crate cannot remove a callback).
+    /// registered, if it has not fired: true when it was still there. Never waits for the
+    /// server: when no other watcher of this client needs the server's watch on `path` (the
+    /// server keeps one per session, path and table: data, set by `get_data` and `exists`,
+    /// or children), the native backend sends ZooKeeper 3.5's `removeWatches` without
+    /// waiting for its answer; with the link down, nothing is sent and the watch is not
+    /// restored on reconnect. The memory backend drops the watch with its callback. Default:
+    /// false, nothing removed (the `zookeeper` crate cannot remove a callback; the server's
+    /// watch then stays until its node changes).
     fn remove_watcher(&self, path: &str, id: WatcherId) -> bool {
         let _ = (path, id);
         false

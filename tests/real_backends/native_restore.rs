@@ -1,15 +1,17 @@
 //! Our own client only: what a reconnect of the same session restores. Watches come back
 //! with SetWatches (a deletion missed while disconnected fires at once; a later change fires
 //! as usual; more path text than one packet goes in batches), and credentials are sent again
-//! on every connection. The watch restores run over TLS too.
+//! on every connection; a watcher removed while disconnected is not restored. The watch
+//! restores run over TLS too.
 
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use zk_locks::client::native::{NativeClient, NativeOptions};
-use zk_locks::client::{EventType, Request};
+use zk_locks::client::{registering_as, EventType, Request, WatcherId};
 use zk_locks::session::ConnectionState;
+use zk_locks::testing::harness::watches::watches_in;
 use zk_locks::testing::{shared_server, FaultProxy};
 use zk_locks::{CreateMode, InterProcessLock, InterProcessMutex, ZkClient, ZkError};
 
@@ -260,7 +262,57 @@ fn a_waiter_with_a_restored_watch_takes_the_lock_without_listing_again(link: Lin
     waiter.join().unwrap();
 }
 
+/// A watcher removed while the link is down is left out of SetWatches: after the reconnect
+/// the server watches only the path whose watcher stayed (`wchp`, by session).
+fn a_watcher_removed_while_disconnected_is_not_restored(link: Link) {
+    let Some(server) = link.server() else {
+        return;
+    };
+    let proxy = FaultProxy::start(link.addr(server)).unwrap();
+    let waiter = over(link, &proxy.connect_string());
+    let other = native(&server.connect_string());
+    let root = unique_root("setwatches-removed");
+    other.create(&root, b"", CreateMode::Persistent).unwrap();
+    let (kept, removed) = (format!("{root}/kept"), format!("{root}/removed"));
+    for path in [&kept, &removed] {
+        other.create(path, b"", CreateMode::Persistent).unwrap();
+    }
+    waiter.get_data(&kept, Some(Box::new(|_| {}))).unwrap();
+    let id = WatcherId::new();
+    registering_as(id, || waiter.get_data(&removed, Some(Box::new(|_| {})))).unwrap();
+    let session = waiter.session().session_id().expect("a session");
+    let watched = || {
+        let me = format!("{session:#x}");
+        let wchp = server.four_letter("wchp").unwrap_or_default();
+        let mut paths: Vec<String> = watches_in(&wchp)
+            .filter(|(p, s)| *s == me && p.starts_with(&root))
+            .map(|(p, _)| p.to_string())
+            .collect();
+        paths.sort();
+        paths
+    };
+    assert_eq!(watched(), vec![kept.clone(), removed.clone()]);
+    proxy.refuse(true);
+    proxy.cut();
+    reach(waiter.as_ref(), ConnectionState::Suspended, SESSION * 2);
+    let began = Instant::now();
+    assert!(waiter.remove_watcher(&removed, id), "removed unfired");
+    // No connection: nothing to send, nothing waited for.
+    assert!(
+        began.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        began.elapsed()
+    );
+    proxy.refuse(false);
+    reach(waiter.as_ref(), ConnectionState::Reconnected, SESSION * 2);
+    // A call flows once SetWatches is answered, and is answered after it.
+    waiter.exists("/").unwrap();
+    assert_eq!(watched(), vec![kept]);
+    assert_eq!(waiter.watch_count(), 1);
+}
+
 on_both_links!([
+    a_watcher_removed_while_disconnected_is_not_restored,
     a_deletion_while_disconnected_fires_the_restored_watch,
     a_watch_restored_after_a_cut_fires_on_a_later_change,
     many_watches_are_restored_in_batches,

@@ -189,7 +189,8 @@ impl ZkClient for MemoryClient {
         })
     }
 
-    /// No request (a client-side removal): the watch goes with its callback.
+    /// No request: the model's watch goes with its callback (as the native client's
+    /// removeWatches takes the server's).
     fn remove_watcher(&self, path: &str, id: crate::client::WatcherId) -> bool {
         self.ensemble
             .with_inner(|inner| inner.remove_watcher(path, id))

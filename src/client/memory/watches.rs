@@ -236,8 +236,9 @@ impl ServerState {
     }
 
     /// Removes, uncalled, the watch named `id` on `path` (either kind): true when it was
-    /// there. The model keeps no server watch apart from its callback, so the watch goes
-    /// with it (as ZooKeeper 3.5's removeWatches would remove it).
+    /// there. The model keeps no server watch apart from its callbacks, so the watch goes
+    /// with it, and a session still watches the path while another of its callbacks is
+    /// there: as the native client's removeWatches, sent only for a path's last callback.
     pub(super) fn remove_watcher(&mut self, path: &str, id: WatcherId) -> bool {
         for map in [&mut self.data_watches, &mut self.child_watches] {
             let Some(entries) = map.get_mut(path) else {

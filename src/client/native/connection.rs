@@ -17,11 +17,13 @@
 //!   room now (the session's dead-link clock must keep running whatever callers' writes do);
 //!   closeSession waits for the write lock only until the close's deadline;
 //! - once broken, a connection stays broken: every pending and later slot gets ConnectionLoss;
-//! - xids come from one counter per client, shared by all its connections (see [`XidCounter`]).
+//! - xids come from one counter per client, shared by all its connections (see [`XidCounter`]);
+//! - locks are taken in one order: the write lock, the pending queue, a slot, the watch
+//!   registry; code holding a later one never waits for an earlier one.
 
 use std::collections::VecDeque;
 use std::io::{Read, Write};
-use std::sync::atomic::{AtomicI32, AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -32,7 +34,8 @@ use super::jute::Reader;
 use super::records::{self, ReplyHeader, WireRequest};
 use super::silence::AnswerTimes;
 use super::transport::Transport;
-use super::watches::{WatchKind, Watches};
+use super::watches::{InFlight, WatchKind, Watches};
+pub use super::xids::XidCounter;
 use crate::client::{Watcher, ZkError, ZkResult};
 
 /// A successful reply: the body bytes after the header (error replies are returned as `Err`).
@@ -57,6 +60,9 @@ pub struct WatchRegistration {
     pub inline: bool,
     /// The watcher's name, to remove it unfired (`client::registering_as`).
     pub id: Option<crate::client::WatcherId>,
+    /// Counts the request in flight for its watch's table and path until the watch is
+    /// registered or given up: no removeWatches may overtake it (`watches.rs`).
+    pub in_flight: InFlight,
 }
 
 /// What is done with the reply of a request nobody waits for. Runs on the reader thread (or
@@ -114,9 +120,13 @@ impl Slot {
                 Ok(reply) => (w.decodes)(&reply.body),
                 Err(e) => w.kind == WatchKind::Exist && *e == ZkError::NoNode,
             };
+            let in_flight = w.in_flight;
             if set {
                 watches.add(w.kind, w.path, w.watcher, w.inline, w.id);
             }
+            // Uncounted only once its callback is registered: a removal between the two
+            // sees the one or the other, never neither.
+            drop(in_flight);
         }
         if state.result.is_none() {
             state.result = Some(result);
@@ -152,45 +162,6 @@ struct Pending {
 
 struct Outgoing {
     stream: Transport,
-}
-
-/// The client's request ids, one counter for every connection of every session it opens (as
-/// the Java client's): a server the session moves to matches a write committed late to its
-/// pending request by (session id, xid), so an xid reused on a new connection could be
-/// answered with an older write's result. Counts 1, 2, … `i32::MAX`, then 1 again: never 0
-/// and never a reserved negative xid.
-#[derive(Debug)]
-pub struct XidCounter(AtomicI32);
-
-impl XidCounter {
-    /// A counter whose first xid is 1.
-    pub fn new() -> XidCounter {
-        XidCounter(AtomicI32::new(1))
-    }
-
-    /// The next xid.
-    pub fn next(&self) -> i32 {
-        let valid = |x: i32| x.max(1);
-        let step = |x: i32| {
-            Some(if valid(x) == i32::MAX {
-                1
-            } else {
-                valid(x) + 1
-            })
-        };
-        // The closure always returns `Some`, so this is always `Ok`.
-        let previous = self
-            .0
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, step)
-            .unwrap_or_else(|x| x);
-        valid(previous)
-    }
-}
-
-impl Default for XidCounter {
-    fn default() -> XidCounter {
-        XidCounter::new()
-    }
 }
 
 /// What the reader thread reports to the session.
@@ -364,7 +335,7 @@ impl Connection {
 
     fn send_locked(
         &self,
-        mut out: MutexGuard<'_, Outgoing>,
+        out: MutexGuard<'_, Outgoing>,
         requests: Vec<(WireRequest, Arc<Slot>)>,
     ) -> Vec<Arc<Slot>> {
         let mut bytes = Vec::new();
@@ -391,6 +362,55 @@ impl Connection {
                 slots.push(slot);
             }
         }
+        self.write_frames(out, bytes);
+        for (slot, code) in refused {
+            slot.fill(Err(code));
+        }
+        slots
+    }
+
+    /// Sends the requests `build` returns, unawaited (their replies, errors included, are
+    /// dropped), if that cannot block past `deadline`: the write lock is free and the socket
+    /// has room by then. `build` runs under the write lock and the pending queue's lock, and
+    /// only while the connection is unbroken, so every request written before its requests
+    /// is pending already and none is written between its call and theirs (watch removals:
+    /// `Watches::take_owed`). Returns whether `build` ran.
+    pub fn send_built_unawaited(
+        &self,
+        deadline: Instant,
+        build: impl FnOnce() -> Vec<WireRequest>,
+    ) -> bool {
+        let Some(out) = self.out.try_lock_until(deadline) else {
+            return false;
+        };
+        if !out.stream.writable_by(deadline) {
+            return false;
+        }
+        let mut bytes = Vec::new();
+        {
+            let mut pending = self.pending.lock();
+            if pending.broken {
+                return false;
+            }
+            for request in build() {
+                let xid = request.reserved_xid().unwrap_or_else(|| self.xids.next());
+                let frame = request.encode(xid);
+                if frame.len() - 4 >= self.packet_limit {
+                    continue;
+                }
+                let slot = Slot::new(None);
+                *slot.completion.lock() = Some(Box::new(|_: ZkResult<Reply>| {}));
+                pending.queue.push_back((xid, slot, self.now()));
+                bytes.extend_from_slice(&frame);
+            }
+        }
+        self.write_frames(out, bytes);
+        true
+    }
+
+    /// Writes `bytes` (frames queued as pending under `out`) and releases the write lock; a
+    /// failed write breaks the connection.
+    fn write_frames(&self, mut out: MutexGuard<'_, Outgoing>, bytes: Vec<u8>) {
         let written = match bytes.is_empty() {
             true => Ok(false),
             false => out.stream.write_all(&bytes).map(|()| true),
@@ -404,10 +424,6 @@ impl Connection {
                 self.close();
             }
         }
-        for (slot, code) in refused {
-            slot.fill(Err(code));
-        }
-        slots
     }
 
     /// Waits (at most `timeout`) until the reader thread has handled its last frame, so that
@@ -544,23 +560,5 @@ impl Read for Noting<'_> {
             self.conn.last_recv.store(self.conn.now(), Ordering::SeqCst);
         }
         Ok(n)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn xids_wrap_to_1_and_are_never_0_or_negative() {
-        let xids = XidCounter::new();
-        assert_eq!((xids.next(), xids.next()), (1, 2));
-        let xids = XidCounter(AtomicI32::new(i32::MAX - 1));
-        let got: Vec<i32> = (0..4).map(|_| xids.next()).collect();
-        assert_eq!(got, vec![i32::MAX - 1, i32::MAX, 1, 2]);
-        for start in [0, -1, -8, i32::MIN] {
-            let xids = XidCounter(AtomicI32::new(start));
-            assert_eq!((xids.next(), xids.next()), (1, 2), "from {start}");
-        }
     }
 }

@@ -12,7 +12,8 @@
 //!   and never allocates past the bytes it was given;
 //! - `records`: the protocol records (connect, headers, requests, responses, notifications,
 //!   error codes);
-//! - `connection`: one socket, one reader thread, callers' slots matched by xid; `frames`:
+//! - `connection`: one socket, one reader thread, callers' slots matched by xid (`xids`: the
+//!   client's one counter of them); `frames`:
 //!   reading a frame off it (an oversized reply fails its request, not the connection);
 //! - `session`: connect, ping, dead-link and expiry clocks, reconnect, auth and SetWatches;
 //!   `session/closing`: a close that leaves no connection behind; `silence`: when a member
@@ -62,6 +63,7 @@ mod silence;
 mod tls;
 mod transport;
 pub(crate) mod watches;
+mod xids;
 mod zk_client;
 
 use std::sync::Arc;

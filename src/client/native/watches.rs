@@ -14,10 +14,19 @@
 //! a hand-off does not wait for the event thread to be scheduled, nor behind a user's slow
 //! callback on the same session (which used to stall every waiter of that session). Every
 //! watch a recipe sets is registered so: no recipe's waiter depends on the event thread.
+//!
+//! Removing a callback unfired ([`Watches::remove`]) also owes the server a `removeWatches`
+//! when nothing of this client needs that server watch any more. The server keeps one watch
+//! per connection, path and table — data (set by getData *and* exists) or children — so the
+//! rule kept is: **a removeWatches for a table and path goes on the wire only when no callback
+//! of that table is registered on the path and no request that may set one is in flight**
+//! ([`InFlight`]); the server answers in order, so otherwise it would drop a watch a
+//! callback waits on, and that callback would never fire. [`Watches::take_owed`] checks it
+//! under the connection's write lock, so no such request can be written in between.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc};
 
 use parking_lot::Mutex;
 
@@ -32,6 +41,48 @@ pub enum WatchKind {
     Exist,
     /// Set by getChildren.
     Child,
+}
+
+/// The server's watch table a removeWatches names: data (getData's and exists' watches share
+/// it on the server) or children.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ServerTable {
+    /// Data and exist watches.
+    Data,
+    /// Child watches.
+    Children,
+}
+
+impl ServerTable {
+    /// The table a kind of watch lives in on the server.
+    pub fn of(kind: WatchKind) -> ServerTable {
+        match kind {
+            WatchKind::Data | WatchKind::Exist => ServerTable::Data,
+            WatchKind::Child => ServerTable::Children,
+        }
+    }
+
+    /// Its `Watcher.WatcherType` number in a removeWatches: Children 1, Data 2.
+    pub fn watcher_type(self) -> i32 {
+        match self {
+            ServerTable::Children => 1,
+            ServerTable::Data => 2,
+        }
+    }
+
+    fn kinds(self) -> &'static [WatchKind] {
+        match self {
+            ServerTable::Data => &[WatchKind::Data, WatchKind::Exist],
+            ServerTable::Children => &[WatchKind::Child],
+        }
+    }
+
+    fn index(self) -> usize {
+        match self {
+            ServerTable::Data => 0,
+            ServerTable::Children => 1,
+        }
+    }
 }
 
 type Delivery = Box<dyn FnOnce() + Send>;
@@ -70,18 +121,60 @@ struct Entry {
 }
 
 #[derive(Default)]
-struct Registry {
+struct Callbacks {
     data: HashMap<String, Vec<Entry>>,
     exist: HashMap<String, Vec<Entry>>,
     child: HashMap<String, Vec<Entry>>,
 }
 
+#[derive(Default)]
+struct Registry {
+    callbacks: Callbacks,
+    /// Requests that may set a watch, by table (see [`ServerTable::index`]) and path: counted
+    /// from before they are written until their watch is registered or given up.
+    in_flight: [HashMap<String, usize>; 2],
+    /// Server watches whose last callback was removed, not yet covered by a removeWatches.
+    owed: HashSet<(ServerTable, String)>,
+}
+
 impl Registry {
     fn map(&mut self, kind: WatchKind) -> &mut HashMap<String, Vec<Entry>> {
         match kind {
-            WatchKind::Data => &mut self.data,
-            WatchKind::Exist => &mut self.exist,
-            WatchKind::Child => &mut self.child,
+            WatchKind::Data => &mut self.callbacks.data,
+            WatchKind::Exist => &mut self.callbacks.exist,
+            WatchKind::Child => &mut self.callbacks.child,
+        }
+    }
+
+    /// True while this client may need the server's watch of `table` on `path`.
+    fn needs(&mut self, table: ServerTable, path: &str) -> bool {
+        self.in_flight[table.index()].contains_key(path)
+            || table
+                .kinds()
+                .iter()
+                .any(|k| self.map(*k).contains_key(path))
+    }
+}
+
+/// A request in flight that may set a watch of its table on its path: while one lives, no
+/// removeWatches is sent for them (see the module docs). Made before the request is written
+/// and dropped once its watch is registered or given up; never dropped under the registry's
+/// lock (its drop takes it).
+pub struct InFlight {
+    watches: Arc<Watches>,
+    table: ServerTable,
+    path: String,
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        let mut registry = self.watches.registry.lock();
+        let counts = &mut registry.in_flight[self.table.index()];
+        if let Some(n) = counts.get_mut(&self.path) {
+            *n -= 1;
+            if *n == 0 {
+                counts.remove(&self.path);
+            }
         }
     }
 }
@@ -185,14 +278,30 @@ impl Watches {
             });
     }
 
+    /// Counts a request that may set a watch of `kind` on `server_path` as in flight until
+    /// the returned token is dropped (see [`InFlight`]).
+    pub fn in_flight(self: &Arc<Self>, kind: WatchKind, server_path: &str) -> InFlight {
+        let table = ServerTable::of(kind);
+        *self.registry.lock().in_flight[table.index()]
+            .entry(server_path.to_string())
+            .or_default() += 1;
+        InFlight {
+            watches: self.clone(),
+            table,
+            path: server_path.to_string(),
+        }
+    }
+
     /// Removes, uncalled, the callback named `id` on `server_path` (any kind): true when it
-    /// was there. The server's watch stays; its notification then finds nothing to run. The
-    /// callback is dropped outside the registry's lock (dropping it may drop a waiter).
+    /// was there. When nothing else of this client needs the server's watch of its table on
+    /// that path, a removeWatches is owed ([`Self::take_owed`]); until one is sent, the
+    /// server's notification finds nothing to run. The callback is dropped outside the
+    /// registry's lock (dropping it may drop a waiter).
     pub fn remove(&self, server_path: &str, id: WatcherId) -> bool {
         let removed = {
             let mut registry = self.registry.lock();
             let kinds = [WatchKind::Data, WatchKind::Exist, WatchKind::Child];
-            kinds.iter().find_map(|kind| {
+            let removed = kinds.iter().find_map(|kind| {
                 let map = registry.map(*kind);
                 let entries = map.get_mut(server_path)?;
                 let at = entries.iter().position(|e| e.id == Some(id))?;
@@ -200,10 +309,29 @@ impl Watches {
                 if entries.is_empty() {
                     map.remove(server_path);
                 }
-                Some(entry)
-            })
+                Some((*kind, entry))
+            });
+            if let Some((kind, _)) = &removed {
+                let table = ServerTable::of(*kind);
+                if !registry.needs(table, server_path) {
+                    registry.owed.insert((table, server_path.to_string()));
+                }
+            }
+            removed
         };
         removed.is_some()
+    }
+
+    /// The removeWatches owed whose watch nothing of this client needs now, taken out of the
+    /// owed list. To be called under the connection's write lock, and their requests written
+    /// before it is released: a request that may set one of these watches and was written
+    /// before is still counted in flight, so it is left owed, not sent.
+    pub fn take_owed(&self) -> Vec<(ServerTable, String)> {
+        let mut registry = self.registry.lock();
+        let owed = std::mem::take(&mut registry.owed);
+        owed.into_iter()
+            .filter(|(table, path)| !registry.needs(*table, path))
+            .collect()
     }
 
     /// Fires (and removes) the callbacks a notification concerns.
@@ -251,28 +379,38 @@ impl Watches {
         }
     }
 
-    /// The outstanding watches, for SetWatches.
+    /// The outstanding watches, for SetWatches on a new connection: the paths that have a
+    /// callback now, so a removed one is never restored. The removeWatches owed are dropped:
+    /// their watches went with the old connection, and SetWatches leaves them out.
     pub fn paths(&self) -> WatchedPaths {
-        let registry = self.registry.lock();
+        let mut registry = self.registry.lock();
+        registry.owed.clear();
+        let callbacks = &registry.callbacks;
         WatchedPaths {
-            data: registry.data.keys().cloned().collect(),
-            exist: registry.exist.keys().cloned().collect(),
-            child: registry.child.keys().cloned().collect(),
+            data: callbacks.data.keys().cloned().collect(),
+            exist: callbacks.exist.keys().cloned().collect(),
+            child: callbacks.child.keys().cloned().collect(),
         }
     }
 
     /// Number of outstanding callbacks.
     pub fn len(&self) -> usize {
         let registry = self.registry.lock();
-        [&registry.data, &registry.exist, &registry.child]
+        let callbacks = &registry.callbacks;
+        [&callbacks.data, &callbacks.exist, &callbacks.child]
             .iter()
             .map(|m| m.values().map(Vec::len).sum::<usize>())
             .sum()
     }
 
-    /// Drops every callback without firing it (the session is gone).
+    /// Drops every callback without firing it, and every removeWatches owed (the session is
+    /// gone). Requests in flight stay counted: their tokens uncount them.
     pub fn clear(&self) {
-        let dropped = std::mem::take(&mut *self.registry.lock());
+        let dropped = {
+            let mut registry = self.registry.lock();
+            registry.owed.clear();
+            std::mem::take(&mut registry.callbacks)
+        };
         drop(dropped);
     }
 
@@ -320,6 +458,75 @@ mod tests {
         assert_eq!(batches[0].data, vec!["/aaaa", "/bbbb"]);
         assert_eq!(batches[1].child, vec!["/cccc"]);
         assert_eq!(paths.batches(1).len(), 3);
+    }
+
+    fn registry() -> Arc<Watches> {
+        Arc::new(Watches::new(None).unwrap())
+    }
+
+    fn add(watches: &Watches, kind: WatchKind, path: &str) -> WatcherId {
+        let id = WatcherId::new();
+        watches.add(kind, path.into(), Box::new(|_| {}), false, Some(id));
+        id
+    }
+
+    /// Data and exist watches are one table on the server: removing the one leaves the
+    /// other's watch needed; the last callback of a table owes its removal, once.
+    #[test]
+    fn a_removal_is_owed_when_the_table_has_no_callback_left_on_the_path() {
+        let watches = registry();
+        let data = add(&watches, WatchKind::Data, "/a");
+        let exist = add(&watches, WatchKind::Exist, "/a");
+        let child = add(&watches, WatchKind::Child, "/a");
+        assert!(watches.remove("/a", data));
+        assert_eq!(watches.take_owed(), vec![]);
+        assert!(watches.remove("/a", exist));
+        assert_eq!(watches.take_owed(), vec![(ServerTable::Data, "/a".into())]);
+        assert_eq!(watches.take_owed(), vec![]);
+        assert!(!watches.remove("/a", exist));
+        assert!(watches.remove("/a", child));
+        assert_eq!(
+            watches.take_owed(),
+            vec![(ServerTable::Children, "/a".into())]
+        );
+    }
+
+    /// A request that may set the watch, in flight, keeps the removal from being sent: the
+    /// server would apply it after that request and drop the watch its callback waits on.
+    #[test]
+    fn nothing_is_sent_while_a_request_that_may_set_the_watch_is_in_flight() {
+        let watches = registry();
+        let id = add(&watches, WatchKind::Data, "/a");
+        let in_flight = watches.in_flight(WatchKind::Exist, "/a");
+        assert!(watches.remove("/a", id));
+        assert_eq!(watches.take_owed(), vec![]);
+        drop(in_flight);
+        let id = add(&watches, WatchKind::Child, "/a");
+        let other_table = watches.in_flight(WatchKind::Data, "/a");
+        assert!(watches.remove("/a", id));
+        assert_eq!(
+            watches.take_owed(),
+            vec![(ServerTable::Children, "/a".into())]
+        );
+        drop(other_table);
+    }
+
+    /// SetWatches' list is what has a callback now, and reading it (a new connection) drops
+    /// the removals owed on the old one, as does a lost session.
+    #[test]
+    fn set_watches_leaves_out_a_removed_watch_and_drops_the_owed() {
+        let watches = registry();
+        let gone = add(&watches, WatchKind::Data, "/gone");
+        add(&watches, WatchKind::Child, "/kept");
+        assert!(watches.remove("/gone", gone));
+        let paths = watches.paths();
+        assert!(paths.data.is_empty() && paths.exist.is_empty());
+        assert_eq!(paths.child, vec!["/kept"]);
+        assert_eq!(watches.take_owed(), vec![]);
+        let id = add(&watches, WatchKind::Data, "/b");
+        assert!(watches.remove("/b", id));
+        watches.clear();
+        assert_eq!(watches.take_owed(), vec![]);
     }
 
     #[test]

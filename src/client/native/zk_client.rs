@@ -54,6 +54,7 @@ impl ZkClient for NativeClient {
             decodes: |body| decode_all(body, read_data).is_ok(),
             inline: watches::wake_only_requested(),
             id: crate::client::watcher_id::registering(),
+            in_flight: self.core.watches.in_flight(WatchKind::Data, &server_path),
         });
         let request = WireRequest::GetData {
             path: server_path,
@@ -62,8 +63,15 @@ impl ZkClient for NativeClient {
         self.call(request, watch, read_data)
     }
 
+    /// Removes the callback; when nothing else of this client needs the server's watch, sends
+    /// removeWatches unawaited on the connection of now (none now: a new connection's
+    /// SetWatches leaves the watch out). See `watches.rs` for when it may be sent.
     fn remove_watcher(&self, path: &str, id: crate::client::WatcherId) -> bool {
-        self.core.watches.remove(&self.server_path(path), id)
+        let removed = self.core.watches.remove(&self.server_path(path), id);
+        if removed {
+            self.core.send_owed_removals();
+        }
+        removed
     }
 
     fn get_acl(&self, path: &str) -> ZkResult<(Vec<Acl>, Stat)> {
@@ -96,6 +104,7 @@ impl ZkClient for NativeClient {
             decodes: |body| decode_all(body, |r| r.strings()).is_ok(),
             inline: watches::wake_only_requested(),
             id: crate::client::watcher_id::registering(),
+            in_flight: self.core.watches.in_flight(WatchKind::Child, &server_path),
         });
         let request = WireRequest::GetChildren {
             path: server_path,

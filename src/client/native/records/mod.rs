@@ -44,6 +44,9 @@ pub mod opcode {
     pub const MULTI: i32 = 14;
     /// create2 (reply: path and stat).
     pub const CREATE2: i32 = 15;
+    /// removeWatches (reply: an empty body, or `NoWatcher` when the server holds no such
+    /// watch for this connection).
+    pub const REMOVE_WATCHES: i32 = 18;
     /// createContainer (reply: path and stat).
     pub const CREATE_CONTAINER: i32 = 19;
     /// closeSession.

@@ -67,6 +67,15 @@ pub enum WireRequest {
         /// Server path.
         path: String,
     },
+    /// removeWatches (`RemoveWatchesRequest`): the server drops this connection's watch of one
+    /// table on a path.
+    RemoveWatches {
+        /// Server path.
+        path: String,
+        /// `Watcher.WatcherType`: 1 the children table, 2 the data table (getData's and
+        /// exists' watches), 3 both.
+        watcher_type: i32,
+    },
     /// multi.
     Multi {
         /// The operations (server paths).
@@ -143,6 +152,7 @@ impl WireRequest {
             WireRequest::GetChildren { .. } => opcode::GET_CHILDREN,
             WireRequest::GetAcl { .. } => opcode::GET_ACL,
             WireRequest::Sync { .. } => opcode::SYNC,
+            WireRequest::RemoveWatches { .. } => opcode::REMOVE_WATCHES,
             WireRequest::Multi { .. } => opcode::MULTI,
             WireRequest::Ping => opcode::PING,
             WireRequest::CloseSession => opcode::CLOSE_SESSION,
@@ -189,6 +199,9 @@ impl WireRequest {
             }
             WireRequest::Sync { path } | WireRequest::GetAcl { path } => {
                 w.string(path);
+            }
+            WireRequest::RemoveWatches { path, watcher_type } => {
+                w.string(path).i32(*watcher_type);
             }
             WireRequest::Multi { ops, create_acls } => write_multi(&mut w, ops, create_acls),
             WireRequest::Ping | WireRequest::CloseSession => {}
@@ -268,6 +281,20 @@ mod tests {
         assert!(create(vec![]).ends_with(&tail(&[(31, "world", "anyone")])));
         let creator_read = vec![Acl::creator(perms::ALL), Acl::world(perms::READ)];
         assert!(create(creator_read).ends_with(&tail(&[(31, "auth", ""), (1, "world", "anyone")])));
+    }
+
+    /// `RemoveWatchesRequest { ustring path; int type }` under opcode 18 (zookeeper.jute,
+    /// `ZooDefs.OpCode.removeWatches`).
+    #[test]
+    fn remove_watches_layout() {
+        let frame = WireRequest::RemoveWatches {
+            path: "/a".into(),
+            watcher_type: 2,
+        }
+        .encode(7);
+        let mut w = Writer::new();
+        w.i32(7).i32(18).string("/a").i32(2);
+        assert_eq!(frame, w.finish());
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! Installing a connection the server accepted, in the order the lock layer relies on: the
 //! proof of the session to the quorum and the state change first, then the reader thread,
 //! then auth packets and SetWatches (in batches under the packet limit); only then do
-//! callers' requests flow.
+//! callers' requests flow, and the removeWatches owed for callbacks removed since SetWatches'
+//! list was read go out.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -13,9 +14,16 @@ use crate::client::native::failure::ConnectFailure;
 use crate::client::native::hosts;
 use crate::client::native::records::{ConnectResponse, WireRequest};
 use crate::client::native::transport::Transport;
+use crate::client::native::watches::ServerTable;
 use crate::client::ZkError;
 use crate::primitives::boot_clock::BootInstant;
 use crate::session::ConnectionState;
+
+/// How long a removal waits for the connection's write lock and for room in its socket: the
+/// end of a lock wait must not wait for a caller's write blocked on a full socket. A removal
+/// not sent then stays owed and goes with the next one sent on the connection (a new
+/// connection's SetWatches leaves its watch out; until either, the watch fires into nothing).
+const REMOVAL_WAIT: Duration = Duration::from_millis(10);
 
 impl SessionCore {
     /// Takes a connection the server accepted: reports the state change, starts the reader,
@@ -64,10 +72,41 @@ impl SessionCore {
         conn.start_reader(self.watches.clone(), self.last_zxid.clone(), observer)
             .map_err(|e| ConnectFailure::io(hosts::Reach::Failed, "spawning the reader", e))?;
         self.restore(&conn, negotiated)?;
-        let mut link = self.link.lock();
-        link.ready = true;
-        self.changed.notify_all();
+        {
+            let mut link = self.link.lock();
+            link.ready = true;
+            self.changed.notify_all();
+        }
+        // A callback removed after SetWatches' list was read had its watch restored: its
+        // removal is owed. One removed from now on finds this connection ready and sends its
+        // own (`send_owed_removals`), so none is left behind.
+        self.send_owed_on(&conn);
         Ok(conn)
+    }
+
+    /// Sends the removeWatches owed (`Watches::take_owed`) on the connection of now, if there
+    /// is one; none now: they wait for the next connection, whose SetWatches leaves their
+    /// watches out.
+    pub(crate) fn send_owed_removals(&self) {
+        if let Ok(conn) = self.connection(Instant::now()) {
+            self.send_owed_on(&conn);
+        }
+    }
+
+    /// The owed removals on `conn`, taken under its write lock (see `watches.rs`), waiting at
+    /// most [`REMOVAL_WAIT`] for it and for room in the socket; those not sent then stay owed.
+    fn send_owed_on(&self, conn: &Connection) {
+        conn.send_built_unawaited(Instant::now() + REMOVAL_WAIT, || {
+            let removals = self.watches.take_owed().into_iter();
+            removals
+                .map(
+                    |(table, path): (ServerTable, String)| WireRequest::RemoveWatches {
+                        path,
+                        watcher_type: table.watcher_type(),
+                    },
+                )
+                .collect()
+        });
     }
 
     /// Auth packets, then SetWatches batches; waits for every reply.
