@@ -113,7 +113,8 @@
 //! guard; use `lock_owned`. `recipes/async_service.rs` uses them from tokio through
 //! `spawn_blocking`, its shutdown signal cancelling a waiting acquire; a [`CancelToken`] and a
 //! runtime's own token (tokio-util's `CancellationToken`) drive each other through
-//! [`CancelToken::on_cancel`]. The library itself has no async runtime.
+//! [`CancelToken::on_cancel`], and [`CancelToken::cancelled`] is a future for `select!`. The
+//! library itself has no async runtime.
 //!
 //! ## Fencing
 //!

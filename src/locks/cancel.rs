@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use crate::client::{SharedClient, ZkClient};
 use crate::error::{Error, Result};
-pub use crate::primitives::cancel::CancelToken;
 use crate::primitives::cancel::{current, enter, Registration};
+pub use crate::primitives::cancel::{CancelToken, Cancelled};
 // The old paths of the primitives, kept for the code that still names them here.
 #[allow(unused_imports)]
 pub(crate) use crate::primitives::cancel::{requested, sleep};

@@ -50,7 +50,7 @@ mod watching;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-pub use cancel::{Acquire, CancelToken};
+pub use cancel::{Acquire, CancelToken, Cancelled};
 pub use driver::standard_sort_key;
 pub use guard::LockGuard;
 pub use held::{HeldNode, LockState};

@@ -10,8 +10,12 @@
 //! [`CancelToken::wake_on`], and the pause between retries ([`sleep`]).
 
 use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
+use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
@@ -26,10 +30,12 @@ struct Inner {
     cond: Condvar,
 }
 
+/// Keyed by registration: a registration leaves in `O(log n)`, so thousands of waits on one
+/// token (each future of a service's shutdown token) cost nothing per wait that ends.
 #[derive(Default)]
 struct Wakers {
     next: u64,
-    list: Vec<(u64, Wake)>,
+    list: BTreeMap<u64, Wake>,
 }
 
 /// A handle that cancels waiting acquires: clone it, give it to an acquire through
@@ -90,7 +96,7 @@ impl CancelToken {
         let wakers: Vec<Wake> = {
             let w = self.inner.wakers.lock();
             self.inner.cond.notify_all();
-            w.list.iter().map(|(_, f)| f.clone()).collect()
+            w.list.values().cloned().collect()
         };
         for wake in wakers {
             wake();
@@ -160,16 +166,92 @@ impl CancelToken {
         }
     }
 
+    /// A future that completes once the token is cancelled (at once when it is already):
+    /// for `select!` beside other work, with any executor (it needs only the `std::task`
+    /// waker it is polled with). `Send + 'static`; dropping it unregisters it.
+    ///
+    /// ```
+    /// use zk_locks::CancelToken;
+    ///
+    /// # let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    /// # runtime.block_on(async {
+    /// let shutdown = CancelToken::new();
+    /// let stop = shutdown.clone();
+    /// tokio::spawn(async move { stop.cancel() });
+    /// tokio::select! {
+    ///     () = shutdown.cancelled() => println!("shutting down"),
+    ///     () = std::future::pending::<()>() => unreachable!(),
+    /// }
+    /// # });
+    /// ```
+    pub fn cancelled(&self) -> Cancelled {
+        Cancelled {
+            token: self.clone(),
+            waiting: None,
+        }
+    }
+
     /// Calls `wake` when cancelled, until the registration drops. Registered before the flag
     /// is read, so a cancel is either seen by that read or wakes.
     pub(crate) fn wake_on(&self, wake: impl Fn() + Send + Sync + 'static) -> Registration {
         let mut w = self.inner.wakers.lock();
         let id = w.next;
         w.next += 1;
-        w.list.push((id, Arc::new(wake)));
+        w.list.insert(id, Arc::new(wake));
         Registration {
             inner: Arc::downgrade(&self.inner),
             id,
+        }
+    }
+}
+
+/// The future of [`CancelToken::cancelled`]: ready once the token is cancelled.
+#[must_use = "a future does nothing unless polled"]
+pub struct Cancelled {
+    token: CancelToken,
+    /// Once polled while not cancelled: where the latest waker is kept, and the registration
+    /// that wakes it.
+    waiting: Option<(Arc<Mutex<Option<Waker>>>, Registration)>,
+}
+
+impl std::fmt::Debug for Cancelled {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cancelled")
+            .field("token", &self.token)
+            .finish()
+    }
+}
+
+impl Future for Cancelled {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.token.is_cancelled() {
+            return Poll::Ready(());
+        }
+        match &self.waiting {
+            Some((slot, _)) => {
+                let mut slot = slot.lock();
+                if !slot.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+                    *slot = Some(cx.waker().clone());
+                }
+            }
+            None => {
+                let slot = Arc::new(Mutex::new(Some(cx.waker().clone())));
+                let wakes = slot.clone();
+                let registration = self.token.wake_on(move || {
+                    if let Some(waker) = wakes.lock().take() {
+                        waker.wake();
+                    }
+                });
+                self.waiting = Some((slot, registration));
+            }
+        }
+        // Read again after the waker is in place: a cancel in between either is seen here or
+        // wakes it.
+        match self.token.is_cancelled() {
+            true => Poll::Ready(()),
+            false => Poll::Pending,
         }
     }
 }
@@ -183,7 +265,7 @@ pub(crate) struct Registration {
 impl Drop for Registration {
     fn drop(&mut self) {
         if let Some(inner) = self.inner.upgrade() {
-            inner.wakers.lock().list.retain(|(i, _)| *i != self.id);
+            inner.wakers.lock().list.remove(&self.id);
         }
     }
 }

@@ -8,6 +8,7 @@
 #[macro_use]
 #[path = "../common/mod.rs"]
 mod common;
+mod awaited;
 mod memory_faults;
 
 use std::sync::mpsc;
