@@ -172,7 +172,7 @@ fn a_background_look_up_answered_session_expired_goes_on_in_the_session_of_now()
     let c = e.connect();
     let m = ready_mutex(&c, "/locks/a").with_retry_policy(Arc::new(zk_locks::retry::NoRetry));
     silent_create_then_report(&c, "/locks/a", || {
-        thread::current().name() == Some("zk-locks-find-delete")
+        thread::current().name() == Some("zk-locks-delete")
     });
     let given_up = m.acquire_timeout(Duration::from_secs(2));
     assert!(

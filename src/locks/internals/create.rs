@@ -356,7 +356,7 @@ impl LockInternals {
             self.driver.clone(),
             self.retry.clone(),
         );
-        retry_in_background("zk-locks-find-delete", &self.client, move |client| {
+        retry_in_background(&self.client, move |client| {
             let this = LockInternals::new(
                 client.clone(),
                 base_path.clone(),

@@ -7,19 +7,24 @@
 //! ends when the node is gone, the client is closed or dropped, or two more sessions were
 //! lost. Releasing a hold that is `Lost` never waits for the link: its session is over, and
 //! the background delete covers a node the server still has.
+//!
+//! - this file: deletes now or within a deadline, what a thread left to the background
+//!   ([`BackgroundMark`]), the drop guard [`NodeCleanup`];
+//! - `background`: what is left to the background, on one worker thread per client.
 
 use std::cell::Cell;
-use std::sync::{Arc, Weak};
-use std::thread;
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Instant;
 
-use crate::client::{SharedClient, ZkClient, ZkError};
+use crate::client::{SharedClient, ZkError};
 use crate::error::{Error, Result};
 use crate::retry::{Retries, RetryPolicy, RetryStep};
 use crate::session::ConnectionState;
 
 use super::held::{HeldNode, LockState};
 use super::internals::{past, LockInternals};
+
+mod background;
 
 /// How long a delete may keep its caller.
 ///
@@ -105,7 +110,7 @@ pub(crate) fn give_back<T>(
 }
 
 /// Deletes `path`, retrying while the outcome is unknown as long as `wait` allows; then hands
-/// the delete to a background thread and returns the error. Past its deadline, with the
+/// the delete to the background and returns the error. Past its deadline, with the
 /// client not connected, it makes no request: the delete goes to the background at once. The
 /// delete is by exact path, whatever happened to the session since the node was created: lock
 /// node names carry a fresh UUID, so a node of that name can only be ours, and a session
@@ -225,17 +230,14 @@ fn wait_for_link(client: &SharedClient, until: Option<Instant>, lost: &dyn Fn() 
     }
 }
 
-/// Deletes `path` on a background thread (see [`retry_in_background`]).
+/// Deletes `path` in the background (see [`background`]).
 fn delete_in_background(client: &SharedClient, path: &str) {
     left_to_background();
-    let losses = client.session().snapshot().losses;
-    delete_in_background_from(Arc::downgrade(client), losses, path.to_string());
-}
-
-fn delete_in_background_from(client: Weak<dyn ZkClient>, losses: u64, path: String) {
-    retry_in_background_from("zk-locks-delete", client, losses, move |client| {
-        !matches!(try_delete(client, &path), Ok(Some(_)))
-    });
+    let s = client.session().snapshot();
+    if s.state == ConnectionState::Closed {
+        return; // closing ended the client's session, and its ephemeral nodes
+    }
+    background::delete(Arc::downgrade(client), s.losses, path.to_string());
 }
 
 /// Deletes `path` without waiting for the reply ([`ZkClient::delete_unawaited`]): the
@@ -254,7 +256,7 @@ pub(crate) fn delete_unawaited(client: &SharedClient, path: &str) {
             Ok(()) | Err(ZkError::NoNode | ZkError::Closed) => {}
             Err(code) if fate_unknown(code) => {
                 log::info!("delete of {p} interrupted ({code}); deleting in the background");
-                delete_in_background_from(weak, losses, p);
+                background::delete(weak, losses, p);
             }
             Err(code) => log::warn!("could not delete {p}: {code}"),
         }),
@@ -286,49 +288,20 @@ pub(super) fn fate_unknown(code: ZkError) -> bool {
     code.is_retryable() || code == ZkError::SessionExpired
 }
 
-/// Runs `attempt` on a background thread whenever the client is connected (after every session
-/// change, and every 250 ms) until it returns true. Gives up when the client is closed or
-/// dropped, or once two more sessions were lost: a node made in the session of now, or in one
-/// the client has not reported yet, is gone with them.
+/// Runs `attempt` in the background whenever the client is connected (after every session
+/// change, and every 250 ms) until it returns true (see [`background`]). Gives up when the
+/// client is closed or dropped, or once two more sessions were lost: a node made in the
+/// session of now, or in one the client has not reported yet, is gone with them.
 pub(super) fn retry_in_background(
-    name: &str,
     client: &SharedClient,
     attempt: impl FnMut(&SharedClient) -> bool + Send + 'static,
 ) {
     left_to_background();
-    let losses = client.session().snapshot().losses;
-    retry_in_background_from(name, Arc::downgrade(client), losses, attempt);
-}
-
-/// [`retry_in_background`] for a client known by a weak handle, counting lost sessions from
-/// `losses`.
-fn retry_in_background_from(
-    name: &str,
-    weak: Weak<dyn ZkClient>,
-    losses: u64,
-    mut attempt: impl FnMut(&SharedClient) -> bool + Send + 'static,
-) {
-    spawn_background(name, move || loop {
-        let Some(client) = weak.upgrade() else {
-            return; // dropped: its session ends with it
-        };
-        let s = client.session().snapshot();
-        if s.state == ConnectionState::Closed || s.losses >= losses + 2 {
-            return;
-        }
-        if s.state.is_connected() && attempt(&client) {
-            return;
-        }
-        client
-            .session()
-            .wait_for_change(s.epoch, Some(Instant::now() + Duration::from_millis(250)));
-    });
-}
-
-fn spawn_background(name: &str, f: impl FnOnce() + Send + 'static) {
-    if let Err(e) = thread::Builder::new().name(name.into()).spawn(f) {
-        log::error!("could not start background thread {name}: {e}");
+    let s = client.session().snapshot();
+    if s.state == ConnectionState::Closed {
+        return; // closing ended the client's session, and its ephemeral nodes
     }
+    background::retry(Arc::downgrade(client), s.losses, Box::new(attempt));
 }
 
 /// Deletes our node unless disarmed: covers timeouts, errors and panics alike. With a
