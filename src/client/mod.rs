@@ -25,6 +25,7 @@ pub(crate) mod multi;
 pub mod native;
 mod pipeline;
 pub(crate) mod server_root;
+mod submit;
 mod watcher_id;
 #[cfg(feature = "zookeeper-crate")]
 #[cfg_attr(docsrs, doc(cfg(feature = "zookeeper-crate")))]
@@ -37,6 +38,7 @@ pub use multi::{MultiOp, MultiResult};
 use pipeline::run_one;
 pub use pipeline::{Request, Response};
 pub use server_root::ServerRoot;
+pub use submit::{Submission, Submitted};
 pub use watcher_id::{registering_as, WatcherId};
 
 use std::fmt;
@@ -347,6 +349,20 @@ pub trait ZkClient: Send + Sync {
         done(self.delete(path, None))
     }
 
+    /// Sends `submissions` back to back and returns without waiting for them: `done` gets
+    /// their results, one per request in order, once all are answered (on a backend thread:
+    /// it must only record and wake). The server applies one session's requests in order, so
+    /// later requests of this client see their effects. With no connection ready now, each
+    /// result is [`ZkError::ConnectionLoss`] at once. What a future waits on: nothing blocks
+    /// while the requests are out.
+    ///
+    /// Default: the requests run through the blocking methods on the calling thread, which
+    /// then waits for them (a backend that cannot send without waiting; `NativeClient`
+    /// never waits).
+    fn submit(&self, submissions: Vec<Submission>, done: Submitted) {
+        done(submit::run_blocking(self, submissions))
+    }
+
     /// Applies `ops` as one transaction (ZooKeeper's `multi`): all or none, one request.
     /// `Ok` carries one result per operation, in order; a transaction that failed is still
     /// `Ok`, its results saying where it stopped (see [`MultiResult`]: the failing
@@ -491,6 +507,10 @@ impl<T: ZkClient + ?Sized> ZkClient for Arc<T> {
 
     fn delete_unawaited(&self, path: &str, done: DeleteDone) {
         (**self).delete_unawaited(path, done)
+    }
+
+    fn submit(&self, submissions: Vec<Submission>, done: Submitted) {
+        (**self).submit(submissions, done)
     }
 
     fn multi(&self, ops: &[MultiOp]) -> ZkResult<Vec<MultiResult>> {

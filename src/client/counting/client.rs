@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use super::{AtomicCounters, Counters, Op};
 use crate::client::{
-    CreateMode, DeleteDone, MultiOp, MultiResult, Request, Response, Stat, WatchedEvent, Watcher,
-    ZkClient, ZkResult,
+    CreateMode, DeleteDone, MultiOp, MultiResult, Request, Response, Stat, Submission, Submitted,
+    WatchedEvent, Watcher, ZkClient, ZkResult,
 };
 use crate::session::Session;
 
@@ -108,16 +108,16 @@ impl<C: ZkClient> ZkClient for CountingClient<C> {
 
     /// Counts every pipelined request as the operation it is, and one round trip.
     fn pipeline(&self, requests: &[Request]) -> Vec<ZkResult<Response>> {
-        self.counters
-            .pipelined(requests.iter().map(|request| match request {
-                Request::Create { .. } => Op::Create,
-                Request::Delete { .. } => Op::Delete,
-                Request::Exists { .. } => Op::Exists,
-                Request::GetData { .. } => Op::GetData,
-                Request::GetChildren { .. } => Op::GetChildren,
-                Request::SetData { .. } => Op::SetData,
-            }));
+        self.counters.pipelined(requests.iter().map(op_of));
         self.inner.pipeline(requests)
+    }
+
+    /// Counted as a pipeline: one round trip for them all (nobody waits, but a future that
+    /// awaits the completion does).
+    fn submit(&self, submissions: Vec<Submission>, done: Submitted) {
+        self.counters
+            .pipelined(submissions.iter().map(|s| op_of(s.request())));
+        self.inner.submit(submissions, done)
     }
 
     /// Counts the delete; the caller does not wait, so no round trip (a backend that deletes
@@ -174,6 +174,18 @@ impl<C: ZkClient> ZkClient for CountingClient<C> {
 
     fn close(&self) {
         self.inner.close()
+    }
+}
+
+/// The operation a pipeline request counts as.
+fn op_of(request: &Request) -> Op {
+    match request {
+        Request::Create { .. } => Op::Create,
+        Request::Delete { .. } => Op::Delete,
+        Request::Exists { .. } => Op::Exists,
+        Request::GetData { .. } => Op::GetData,
+        Request::GetChildren { .. } => Op::GetChildren,
+        Request::SetData { .. } => Op::SetData,
     }
 }
 

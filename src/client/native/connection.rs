@@ -107,10 +107,6 @@ impl Slot {
     /// sets one and the caller is still waiting.
     fn answer(&self, result: ZkResult<Reply>, watches: Option<&Watches>) {
         let completion = self.completion.lock().take();
-        if let Some(done) = completion {
-            done(result);
-            return;
-        }
         let mut state = self.state.lock();
         let watch = state.watch.take();
         if let (Some(w), Some(watches)) = (watch, watches) {
@@ -127,6 +123,13 @@ impl Slot {
             // Uncounted only once its callback is registered: a removal between the two
             // sees the one or the other, never neither.
             drop(in_flight);
+        }
+        if let Some(done) = completion {
+            // Nobody waits on this slot: the reply goes to its completion, its watch (above)
+            // registered first, as for a caller.
+            drop(state);
+            done(result);
+            return;
         }
         if state.result.is_none() {
             state.result = Some(result);
@@ -290,6 +293,24 @@ impl Connection {
         let slot = Slot::new(None);
         *slot.completion.lock() = Some(done);
         self.send_slots(vec![(request, slot)]);
+    }
+
+    /// Sends `requests` back to back (one write) without a waiter: each outcome goes to its
+    /// completion, a read's watch registered first when it succeeds. Blocks only while another
+    /// caller writes (the write lock), as [`Self::send`] does.
+    pub fn send_completed(
+        &self,
+        requests: Vec<(WireRequest, Option<WatchRegistration>, Completion)>,
+    ) {
+        let requests = requests
+            .into_iter()
+            .map(|(request, watch, done)| {
+                let slot = Slot::new(watch);
+                *slot.completion.lock() = Some(done);
+                (request, slot)
+            })
+            .collect();
+        self.send_slots(requests);
     }
 
     /// Sends `request` without a waiter (as [`Self::send_unawaited`]) only if that cannot

@@ -23,6 +23,7 @@
 //!   (resolved at every attempt, every address tried, a refusal explained); `failure`: why
 //!   an attempt failed, the I/O error kept beneath the sentence;
 //! - `pipelined`: a pipeline's requests as wire records, and their replies back;
+//!   `submitted`: the same sent without a waiter, replies to a completion;
 //! - `transport`: the byte stream, plain TCP or TLS; `tls` (feature `tls`): `TlsOptions`
 //!   and the rustls configuration;
 //! - this file: [`NativeClient`]; `zk_client`: its [`ZkClient`] implementation.
@@ -59,6 +60,7 @@ pub mod records;
 mod records;
 mod session;
 mod silence;
+mod submitted;
 #[cfg(feature = "tls")]
 mod tls;
 mod transport;

@@ -3,6 +3,7 @@
 
 use super::jute::DecodeResult;
 use super::records::{decode_all, read_create2, read_data, read_stat, WireRequest};
+use super::watches::from_server;
 use super::{check_path, version, NativeClient};
 use crate::client::{Request, Response, ZkError, ZkResult};
 
@@ -65,21 +66,29 @@ impl NativeClient {
 
     /// The pipelined request's reply body as its [`Response`] (client paths).
     pub(super) fn decode_response(&self, request: &Request, body: &[u8]) -> DecodeResult<Response> {
-        Ok(match request {
-            Request::Create { .. } => {
-                let (path, stat) = decode_all(body, read_create2)?;
-                Response::Create(self.client_path(&path), stat)
-            }
-            Request::Delete { .. } => Response::Delete,
-            Request::Exists { .. } => Response::Exists(Some(decode_all(body, read_stat)?)),
-            Request::GetData { .. } => {
-                let (data, stat) = decode_all(body, read_data)?;
-                Response::GetData(data, stat)
-            }
-            Request::GetChildren { .. } => {
-                Response::GetChildren(decode_all(body, |r| r.strings())?)
-            }
-            Request::SetData { .. } => Response::SetData(decode_all(body, read_stat)?),
-        })
+        decode_response(self.chroot.as_deref(), request, body)
     }
+}
+
+/// A pipelined request's reply body as its [`Response`], with paths under `chroot` made client
+/// paths.
+pub(super) fn decode_response(
+    chroot: Option<&str>,
+    request: &Request,
+    body: &[u8],
+) -> DecodeResult<Response> {
+    Ok(match request {
+        Request::Create { .. } => {
+            let (path, stat) = decode_all(body, read_create2)?;
+            Response::Create(from_server(chroot, &path), stat)
+        }
+        Request::Delete { .. } => Response::Delete,
+        Request::Exists { .. } => Response::Exists(Some(decode_all(body, read_stat)?)),
+        Request::GetData { .. } => {
+            let (data, stat) = decode_all(body, read_data)?;
+            Response::GetData(data, stat)
+        }
+        Request::GetChildren { .. } => Response::GetChildren(decode_all(body, |r| r.strings())?),
+        Request::SetData { .. } => Response::SetData(decode_all(body, read_stat)?),
+    })
 }

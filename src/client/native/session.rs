@@ -268,6 +268,15 @@ impl SessionCore {
         }
     }
 
+    /// The connection requests may be sent on now, if one is ready (no wait).
+    pub fn connection_now(&self) -> Option<Arc<Connection>> {
+        let link = self.link.lock();
+        match (link.ready, link.conn.as_ref()) {
+            (true, Some(conn)) if !link.closed && !conn.is_broken() => Some(conn.clone()),
+            _ => None,
+        }
+    }
+
     /// Connects the first session (the caller waits up to `deadline`), then starts the
     /// supervisor thread that keeps it.
     pub fn start(self: &Arc<Self>, deadline: Instant) -> Result<(), ConnectFailure> {

@@ -124,6 +124,10 @@ impl ZkClient for NativeClient {
     }
 
     /// One write for all requests, then one wait per reply: a single round trip.
+    fn submit(&self, submissions: Vec<crate::client::Submission>, done: crate::client::Submitted) {
+        self.submit_now(submissions, done)
+    }
+
     fn pipeline(&self, requests: &[Request]) -> Vec<ZkResult<Response>> {
         let deadline = deadline_after(self.call_timeout);
         let mut results: Vec<Option<ZkResult<Response>>> = vec![None; requests.len()];
