@@ -59,7 +59,8 @@ pub use layout::{
     WRITE_LOCK_NAME,
 };
 pub use leader::{
-    CloseMode, LeaderLatch, LeaderLatchListener, LeaderListenerId, LeaderSelector, Leadership,
+    AwaitLeadership, CloseMode, LeaderLatch, LeaderLatchListener, LeaderListenerId, LeaderSelector,
+    Leadership,
 };
 pub use multi::InterProcessMultiLock;
 pub use mutex::InterProcessMutex;

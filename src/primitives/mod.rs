@@ -8,7 +8,12 @@
 //!   token, read by the session's waits and the retry pauses as "every deadline has passed".
 //! - `observer`: the [`LockObserver`](observer::LockObserver) a client's options carry, its
 //!   event and the kind of node it names.
+//! - `timer`: time for futures without an async runtime (one thread per process);
+//!   `wakers`: the wakers of the futures waiting on one thing.
 
 pub(crate) mod boot_clock;
 pub(crate) mod cancel;
 pub(crate) mod observer;
+#[allow(dead_code)] // the futures that wait on it come with the async acquires
+pub(crate) mod timer;
+pub(crate) mod wakers;

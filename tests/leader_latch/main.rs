@@ -7,8 +7,10 @@
 //!   terms only grow;
 //! - `closing`: a latch closed or dropped from its own listener, and what closed latches
 //!   leave on their client;
-//! - `real`: a few of the same on a real ZooKeeper (`TestingServer`).
+//! - `real`: a few of the same on a real ZooKeeper (`TestingServer`);
+//! - `awaited`: leadership awaited by a future, and a spell's end.
 
+mod awaited;
 mod basics;
 mod closing;
 mod faults;

@@ -21,6 +21,7 @@ use super::super::{deadline_after, validate_lock_path, LockObserver};
 use super::leadership::Leadership;
 use super::listeners::{LeaderLatchListener, LeaderListenerId, Listeners};
 use super::phase::{not_participating, Phase};
+use crate::primitives::wakers::{wake, WakerSet};
 
 /// What a latch tells its listeners when it is closed while leading (Curator's
 /// `LeaderLatch.CloseMode`).
@@ -93,6 +94,8 @@ struct Status {
     ended: bool,
     /// How the last give-back of a node went (what close reports).
     released: Option<Result<()>>,
+    /// Futures awaiting leadership ([`super::awaited`]): woken where `changed` is notified.
+    pub(super) wakers: WakerSet,
 }
 
 impl LeaderLatch {
@@ -119,6 +122,7 @@ impl LeaderLatch {
                     leading: None,
                     ended: false,
                     released: None,
+                    wakers: WakerSet::default(),
                 }),
                 changed: Condvar::new(),
                 listeners: Listeners::default(),
@@ -222,7 +226,7 @@ impl LeaderLatch {
 
     /// [`Self::close`] with `mode` instead of the latch's close mode.
     pub fn close_with(&self, mode: CloseMode) -> Result<()> {
-        {
+        let wakers = {
             let mut status = self.shared.status.lock();
             if status.phase != Phase::Started {
                 return Err(not_participating(
@@ -232,7 +236,9 @@ impl LeaderLatch {
             }
             status.phase = Phase::Closed;
             self.shared.changed.notify_all();
-        }
+            status.wakers.take()
+        };
+        wake(wakers);
         if mode == CloseMode::Silent {
             self.shared.listeners.clear();
         }
@@ -275,6 +281,33 @@ impl LeaderLatch {
             Some(leadership) => Ok(leadership),
             None => Err(Error::Closed),
         }
+    }
+
+    /// [`Self::await_leadership`] as a future, for async code: ready with the spell once this
+    /// participant leads, or with the error `await_leadership` returns. Runtime-agnostic
+    /// (`std::task` only), `Send + 'static`, and holds no thread: the latch's own thread
+    /// runs the election and wakes it. A timeout is the caller's (`tokio::time::timeout`);
+    /// dropping the future ends only the wait (this participant stays in the election).
+    ///
+    /// ```
+    /// use zk_locks::client::memory::MemoryEnsemble;
+    /// use zk_locks::locks::LeaderLatch;
+    ///
+    /// # let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    /// # runtime.block_on(async {
+    /// let ensemble = MemoryEnsemble::new();
+    /// let latch = LeaderLatch::new(ensemble.connect(), "/election/jobs", "a")?;
+    /// latch.start()?;
+    /// let leadership = latch.await_leadership_async().await?;
+    /// tokio::select! {
+    ///     () = leadership.ended().cancelled() => println!("no longer leading"),
+    ///     () = std::future::ready(()) => println!("leading with term {}", leadership.term()),
+    /// }
+    /// # Ok::<(), zk_locks::Error>(())
+    /// # }).unwrap();
+    /// ```
+    pub fn await_leadership_async(&self) -> super::awaited::AwaitLeadership {
+        super::awaited::AwaitLeadership::new(self.shared.clone())
     }
 
     /// [`Self::await_leadership`] for at most `timeout`: `None` when it passed.
@@ -380,13 +413,51 @@ impl std::fmt::Debug for LeaderLatch {
 }
 
 impl Shared {
+    /// One poll of a future awaiting leadership (`awaited.rs`): the spell once leading, the
+    /// reason once it never will be (as [`LeaderLatch::await_leadership`]); else its waker
+    /// is kept under `key` until the status changes.
+    pub(super) fn poll_leadership(
+        &self,
+        key: &mut Option<u64>,
+        waker: &std::task::Waker,
+    ) -> std::task::Poll<Result<Leadership>> {
+        use std::task::Poll;
+        let mut status = self.status.lock();
+        let done = match status.phase {
+            Phase::Latent => Some(Err(not_participating(&self.path, "not started"))),
+            Phase::Closed => Some(Err(not_participating(&self.path, "closed"))),
+            Phase::Started => match (&status.leading, status.ended) {
+                (Some(leadership), _) => Some(Ok(leadership.clone())),
+                (None, true) => Some(Err(Error::Closed)),
+                (None, false) => None,
+            },
+        };
+        match done {
+            Some(outcome) => {
+                status.wakers.remove(key.take());
+                Poll::Ready(outcome)
+            }
+            None => {
+                status.wakers.register(key, waker);
+                Poll::Pending
+            }
+        }
+    }
+
+    /// A future awaiting leadership is dropped: its waker goes.
+    pub(super) fn forget_waker(&self, key: Option<u64>) {
+        self.status.lock().wakers.remove(key);
+    }
+
     /// A spell begins: recorded, awaiting threads woken, listeners told.
     pub(super) fn start_leading(&self, spell: Leadership) {
-        {
+        let wakers = {
             let mut status = self.status.lock();
             status.leading = Some(spell.clone());
             self.changed.notify_all();
-        }
+            status.wakers.take()
+        };
+        wake(wakers);
         log::info!(
             "leader latch {}: {} leads (term {})",
             self.path,
@@ -414,12 +485,13 @@ impl Shared {
     /// The latch's thread is over. Closed, its listeners go (after they were told the spell
     /// ended: a close from a listener leaves them to this thread).
     pub(super) fn thread_ended(&self) {
-        let closed = {
+        let (closed, wakers) = {
             let mut status = self.status.lock();
             status.ended = true;
             self.changed.notify_all();
-            status.phase == Phase::Closed
+            (status.phase == Phase::Closed, status.wakers.take())
         };
+        wake(wakers);
         if closed {
             self.listeners.clear();
         }

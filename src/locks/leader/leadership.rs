@@ -141,7 +141,8 @@ impl Leadership {
     /// Cancelled when this spell ends: the recipe no longer counts it as leading (the
     /// session suspended or lost, the node deleted, the election closed, a selector's
     /// leadership interrupted). Never reset. Give it to a cancellable acquire
-    /// ([`Acquire::cancel`](super::super::Acquire::cancel)) or poll it in a work loop.
+    /// ([`Acquire::cancel`](super::super::Acquire::cancel)), poll it in a work loop, or in
+    /// async code await [`CancelToken::cancelled`] beside the work (`select!`).
     pub fn ended(&self) -> &CancelToken {
         &self.inner.ended
     }

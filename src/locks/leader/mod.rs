@@ -10,6 +10,8 @@
 //! - [`Leadership`] (`leadership.rs`): what a leader holds, whichever recipe elected it — the
 //!   election node's state (the `HeldNode` rules every lock holder has), its term (the
 //!   node's fencing token), a token cancelled when the spell ends, fenced writes.
+//! - `awaited.rs`: a latch's leadership awaited by a future ([`AwaitLeadership`]), woken by
+//!   the latch's thread; no thread waits.
 //! - `phase.rs`: the life both recipes share (latent, started once, closed once) and the
 //!   error for a call in the wrong phase.
 //!
@@ -19,6 +21,7 @@
 //! can expire the session and elect another), and a leader stops (its spell's token
 //! cancelled, listeners told) before its node is deleted.
 
+mod awaited;
 mod campaign;
 mod latch;
 mod leadership;
@@ -26,6 +29,7 @@ mod listeners;
 mod phase;
 mod selector;
 
+pub use awaited::AwaitLeadership;
 pub use latch::{CloseMode, LeaderLatch};
 pub use leadership::Leadership;
 pub use listeners::{LeaderLatchListener, LeaderListenerId};
