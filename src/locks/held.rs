@@ -325,8 +325,28 @@ impl HeldNode {
 
     /// [`Self::verify`] without reporting a change of state.
     fn verify_unreported(&self, epoch: u64) -> LockState {
-        match self.client.exists(&self.path) {
-            Ok(Some(stat)) if self.owned_by_us(stat.ephemeral_owner) => {
+        let read = self.client.exists(&self.path);
+        self.verify_answered_unreported(epoch, read.map(|s| s.map(|s| s.ephemeral_owner)))
+    }
+
+    /// What a read of the node after the reconnect of `epoch` found (its owner, `None` when
+    /// it is gone), as the state it means, reported: a future's [`Self::verify`].
+    pub(super) fn verify_answered(
+        &self,
+        epoch: u64,
+        read: std::result::Result<Option<i64>, ZkError>,
+    ) -> LockState {
+        let state = self.verify_answered_unreported(epoch, read);
+        self.note(state)
+    }
+
+    fn verify_answered_unreported(
+        &self,
+        epoch: u64,
+        read: std::result::Result<Option<i64>, ZkError>,
+    ) -> LockState {
+        match read {
+            Ok(Some(owner)) if self.owned_by_us(owner) => {
                 self.verified_in(epoch);
                 LockState::Held
             }
@@ -336,6 +356,12 @@ impl HeldNode {
             }
             Err(_) => LockState::Suspect,
         }
+    }
+
+    /// The state as far as the client knows without a request, reported, and the epoch it
+    /// was read at (`None` after a reconnect no read of the node followed yet).
+    pub(super) fn believed_state(&self) -> (u64, Option<LockState>) {
+        self.believed()
     }
 
     /// Records that the node was read as ours at `epoch`.

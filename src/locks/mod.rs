@@ -64,6 +64,7 @@ pub use leader::{
 };
 pub use multi::InterProcessMultiLock;
 pub use mutex::InterProcessMutex;
+pub use watching::WhileHeld;
 // The old path of the slot (now in `primitives/observer.rs`).
 #[allow(unused_imports)]
 pub(crate) use observe::ObserverSlot;

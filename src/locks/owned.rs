@@ -27,6 +27,7 @@ use crate::error::Result;
 
 use super::guard::{fencing_token_of, state_of, wait_while_on};
 use super::held::{HeldNode, LockState};
+use super::watching::WhileHeld;
 use super::InterProcessLock;
 
 /// Holds a lock for as long as it lives, owning an `Arc` of the lock object: `Send`, `Sync`
@@ -116,6 +117,34 @@ impl<L: InterProcessLock + ?Sized> OwnedLockGuard<L> {
     /// state then, watching each node meanwhile (see [`super::LockGuard::wait_while_held`]).
     pub fn wait_while_held(&self, timeout: Option<Duration>) -> LockState {
         wait_while_on(&self.nodes, timeout, |state| state == LockState::Held)
+    }
+
+    /// [`Self::wait_while_held`] as a future, for async code: ready with the state once it is
+    /// no longer `Held` (`Suspect` or `Lost`). No thread waits: the node's watch (armed by a
+    /// request that nobody blocks on), the session's changes and a proof turning stale wake
+    /// it. Runtime-agnostic, `Send + 'static`; `select!` it beside the work the lock guards,
+    /// and stop that work when it is ready. A timeout is the caller's; dropping it leaves
+    /// nothing registered.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use zk_locks::client::memory::MemoryEnsemble;
+    /// use zk_locks::locks::{InterProcessLock, InterProcessMutex, LockState};
+    ///
+    /// # let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    /// # runtime.block_on(async {
+    /// let ensemble = MemoryEnsemble::new();
+    /// let mutex = Arc::new(InterProcessMutex::new(ensemble.connect(), "/locks/jobs")?);
+    /// let guard = mutex.lock_owned()?;
+    /// tokio::select! {
+    ///     state = guard.wait_while_held_async() => println!("stop: the lock is {state:?}"),
+    ///     () = async { /* the work the lock guards */ } => {}
+    /// }
+    /// # Ok::<(), zk_locks::Error>(())
+    /// # }).unwrap();
+    /// ```
+    pub fn wait_while_held_async(&self) -> WhileHeld {
+        WhileHeld::new(&self.nodes)
     }
 
     /// Blocks until the lock is `Lost` or the timeout passes; returns the state then (see

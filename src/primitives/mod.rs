@@ -14,6 +14,5 @@
 pub(crate) mod boot_clock;
 pub(crate) mod cancel;
 pub(crate) mod observer;
-#[allow(dead_code)] // the futures that wait on it come with the async acquires
 pub(crate) mod timer;
 pub(crate) mod wakers;

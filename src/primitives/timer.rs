@@ -95,11 +95,6 @@ pub(crate) struct Sleep {
 }
 
 impl Sleep {
-    /// When it is ready.
-    pub(crate) fn deadline(&self) -> Instant {
-        self.deadline
-    }
-
     fn unregister(&mut self) {
         if let (Some(key), Some(timers)) = (self.key.take(), timers()) {
             timers.table.lock().wakers.remove(&key);

@@ -1,6 +1,7 @@
 //! One waiter's private wake-up: its watch and session changes signal it, and only its own
-//! thread waits on it (no herd).
+//! thread (or its own future) waits on it (no herd).
 
+use std::task::Waker;
 use std::time::Instant;
 
 use parking_lot::{Condvar, Mutex};
@@ -19,6 +20,8 @@ struct WakeState {
     fired: bool,
     /// Anything happened (data change, deletion, session transition): re-check.
     signalled: bool,
+    /// The future waiting on it, if a future waits: woken where the `Condvar` is notified.
+    waker: Option<Waker>,
 }
 
 /// One waiter's private wake-up: only this waiter's thread ever waits on it (no herd).
@@ -35,6 +38,25 @@ impl Waiter {
         s.signalled = true;
         s.deleted |= deleted_in_round == Some(s.round);
         self.cond.notify_one();
+        let waker = s.waker.clone();
+        drop(s);
+        // Outside the lock: a waker may run its executor's code.
+        if let Some(w) = waker {
+            w.wake();
+        }
+    }
+
+    /// A future waits on this waiter: `waker` is woken by every later signal.
+    pub(crate) fn set_waker(&self, waker: &Waker) {
+        let mut s = self.state.lock();
+        if !s.waker.as_ref().is_some_and(|w| w.will_wake(waker)) {
+            s.waker = Some(waker.clone());
+        }
+    }
+
+    /// Whether a signal came since the last [`Self::next_round`] (a future's poll: look again).
+    pub(crate) fn signalled(&self) -> bool {
+        self.state.lock().signalled
     }
 
     /// Wakes the waiter for the watch set in `round`, which saw `event`.
@@ -46,6 +68,11 @@ impl Waiter {
             s.deleted |= event == EventType::NodeDeleted;
         }
         self.cond.notify_one();
+        let waker = s.waker.clone();
+        drop(s);
+        if let Some(w) = waker {
+            w.wake();
+        }
     }
 
     /// Starts a new round (before the listing it acts on) and returns its number.

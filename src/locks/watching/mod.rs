@@ -1,5 +1,6 @@
 //! Waiting on held nodes: the watch a waited-on holder keeps on its own node, and the wait
-//! loop every guard kind shares (`HeldNode`, `LockGuard`, `Lease`).
+//! loop every guard kind shares (`HeldNode`, `LockGuard`, `Lease`); `awaited.rs`: the same
+//! wait as a future (no thread waits; the watch is armed by a submitted request).
 //!
 //! Rules kept here:
 //! - **Only a waited-on holder watches.** Nothing is armed at acquisition: the uncontended
@@ -20,8 +21,14 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
-use crate::client::{EventType, SharedClient, WatchedEvent, ZkError};
+use crate::client::{
+    EventType, Request, Response, SharedClient, Submission, WatchedEvent, ZkError,
+};
 use crate::session::ListenerId;
+
+mod awaited;
+
+pub use awaited::WhileHeld;
 
 use super::held::{HeldNode, LockState};
 use super::internals::{past, wake_on_session_change, Waiter};
@@ -144,8 +151,71 @@ impl HeldNode {
         let read = crate::client::native::watches::wake_only(|| {
             client.get_data(self.path(), Some(watcher))
         });
+        self.arm_answered(
+            &watch,
+            number,
+            epoch,
+            read.map(|(_, stat)| stat.ephemeral_owner),
+        )
+    }
+
+    /// [`Self::arm`] without waiting (a future's): the `get_data` is submitted
+    /// ([`ZkClient::submit`](crate::ZkClient::submit)) and its outcome goes to `done`, then
+    /// `waiter` is signalled. False when a watch is armed already (nothing sent).
+    pub(crate) fn arm_submitted(
+        self: &Arc<Self>,
+        waiter: &Arc<Waiter>,
+        done: impl FnOnce(Armed) + Send + 'static,
+    ) -> bool {
+        let watch = self.watch().clone();
+        watch.register(waiter);
+        let client = self.client();
+        let epoch = client.session().epoch();
+        let Some(number) = watch.to_arm(epoch, client.restores_watches()) else {
+            return false;
+        };
+        let w = Arc::downgrade(&watch);
+        let watcher = Box::new(move |event: WatchedEvent| {
+            if let Some(w) = w.upgrade() {
+                w.fired(number, &event);
+            }
+        });
+        let node = Arc::downgrade(self);
+        let signal = Arc::downgrade(waiter);
+        let request = Request::GetData {
+            path: self.path().to_string(),
+        };
+        client.submit(
+            vec![Submission::watched(request, watcher).wake_only()],
+            Box::new(move |mut results| {
+                let read = match results.pop() {
+                    Some(Ok(Response::GetData(_, stat))) => Ok(stat.ephemeral_owner),
+                    Some(Err(code)) => Err(code),
+                    _ => Err(ZkError::MarshallingError),
+                };
+                if let Some(node) = node.upgrade() {
+                    let watch = node.watch().clone();
+                    done(node.arm_answered(&watch, number, epoch, read));
+                }
+                if let Some(waiter) = signal.upgrade() {
+                    waiter.signal(None);
+                }
+            }),
+        );
+        true
+    }
+
+    /// What the `get_data` that arms watch `number` (in `epoch`) found: the node's owner, or
+    /// why it failed. Recorded on the node (verified, or lost) and the watch.
+    fn arm_answered(
+        &self,
+        watch: &NodeWatch,
+        number: u64,
+        epoch: u64,
+        read: std::result::Result<i64, ZkError>,
+    ) -> Armed {
         match read {
-            Ok((_, stat)) if self.owned_by_us(stat.ephemeral_owner) => {
+            Ok(owner) if self.owned_by_us(owner) => {
                 watch.armed(number, epoch);
                 self.verified_in(epoch);
                 Armed::Yes
