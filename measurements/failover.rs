@@ -13,10 +13,11 @@
 //! election, and while the leader's member is frozen: how long until the leader is served
 //! again (`zk_locks_measurements::failover::election`).
 //!
-//! With `--freezes`, only the freezes (in either mode).
+//! With `--freezes`, only the freezes (in either mode); with `--kills`, only the kills (the
+//! mutex mode).
 //!
 //! ```text
-//! cargo run --release --features testing --example failover [-- --trials N] [--no-curator] [--elections] [--freezes] [--svg DIR]
+//! cargo run --release --features testing --example failover [-- --trials N] [--no-curator] [--elections] [--freezes | --kills] [--svg DIR]
 //! ```
 //!
 //! `--trials N` per fault per library (default 3: a few minutes; docs/performance.md's table uses
@@ -37,6 +38,7 @@ fn main() -> ExitCode {
     let mut plan = failover::Plan::default();
     let mut elections = false;
     let mut freezes = false;
+    let mut kills = false;
     let mut svg: Option<std::path::PathBuf> = None;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -50,6 +52,7 @@ fn main() -> ExitCode {
             },
             "--no-curator" => plan.curator = false,
             "--freezes" => freezes = true,
+            "--kills" => kills = true,
             "--elections" => elections = true,
             "--svg" => match args.next() {
                 Some(dir) => svg = Some(dir.into()),
@@ -64,8 +67,14 @@ fn main() -> ExitCode {
             }
         }
     }
-    if freezes {
-        plan.faults = failover::Fault::freezes();
+    match (freezes, kills) {
+        (true, true) => {
+            eprintln!("failover: --freezes and --kills exclude each other (neither: both)");
+            return ExitCode::FAILURE;
+        }
+        (true, false) => plan.faults = failover::Fault::freezes(),
+        (false, true) => plan.faults = failover::Fault::KILLS.to_vec(),
+        (false, false) => {}
     }
     let draw = |charts: Vec<(&str, chart::Bars)>| match &svg {
         None => Ok(()),

@@ -1,7 +1,7 @@
 //! Failover: zk-locks against Curator 5.4 on a 3-member `TestingCluster`, a holder and two
 //! waiters looping on one mutex, each client on a different member (session 10 s), while a
 //! fault strikes: kill -9 the leader; kill -9 the holder's member (a follower); SIGSTOP the
-//! holder's member, or a waiter's (a follower), for 0.5, 2 or 5 s. Per fault and library,
+//! holder's member, or a waiter's (a follower), or the leader, for 0.5, 2 or 5 s. Per fault and library,
 //! over N trials (sides alternating, fresh clients placed on distinct members by the servers'
 //! `cons` each time): the longest gap with no acquisition (from the last acquisition before
 //! the fault), the struck client's next acquisition (the holder's, or the frozen waiter's;
@@ -40,6 +40,9 @@ pub enum Fault {
     FreezeHolderMember(u64),
     /// SIGSTOP the member a waiter is connected to (a follower), SIGCONT this many ms later.
     FreezeWaiterMember(u64),
+    /// SIGSTOP the ensemble's leader, SIGCONT this many ms later: no member can serve a
+    /// write or a sync meanwhile, so leaving a member helps nobody (the churn check).
+    FreezeLeader(u64),
 }
 
 /// How long the freezes last (ms): a long GC pause, a short and a long VM stall.
@@ -49,12 +52,13 @@ impl Fault {
     /// The kills, in report order.
     pub const KILLS: [Fault; 2] = [Fault::KillLeader, Fault::KillHolderMember];
 
-    /// The freezes, in report order: the holder's member, then a waiter's, each for every
-    /// length of [`FREEZES`].
+    /// The freezes, in report order: the holder's member, then a waiter's, then the
+    /// ensemble's leader, each for every length of [`FREEZES`].
     pub fn freezes() -> Vec<Fault> {
         let holder = FREEZES.map(Fault::FreezeHolderMember);
         let waiter = FREEZES.map(Fault::FreezeWaiterMember);
-        holder.into_iter().chain(waiter).collect()
+        let leader = FREEZES.map(Fault::FreezeLeader);
+        holder.into_iter().chain(waiter).chain(leader).collect()
     }
 
     /// Every fault, in report order.
@@ -72,6 +76,7 @@ impl Fault {
             Fault::KillHolderMember => "kill -9 the holder's member".into(),
             Fault::FreezeHolderMember(ms) => format!("SIGSTOP the holder's member {} s", secs(ms)),
             Fault::FreezeWaiterMember(ms) => format!("SIGSTOP a waiter's member {} s", secs(ms)),
+            Fault::FreezeLeader(ms) => format!("SIGSTOP the leader {} s", secs(ms)),
         }
     }
 
@@ -79,7 +84,7 @@ impl Fault {
     pub fn is_freeze(self) -> bool {
         matches!(
             self,
-            Fault::FreezeHolderMember(_) | Fault::FreezeWaiterMember(_)
+            Fault::FreezeHolderMember(_) | Fault::FreezeWaiterMember(_) | Fault::FreezeLeader(_)
         )
     }
 
@@ -191,7 +196,7 @@ pub fn trial(
     let (holder, subject) = loop {
         if let Some(h) = side.holder()? {
             let struck = match fault {
-                Fault::KillLeader => Some(h),
+                Fault::KillLeader | Fault::FreezeLeader(_) => Some(h),
                 Fault::KillHolderMember | Fault::FreezeHolderMember(_) => {
                     on_follower(h).then_some(h)
                 }
@@ -228,6 +233,11 @@ pub fn trial(
             // The fault's length.
             std::thread::sleep(Duration::from_millis(ms));
             cluster.thaw(members[subject]);
+        }
+        Fault::FreezeLeader(ms) => {
+            cluster.freeze(leader);
+            std::thread::sleep(Duration::from_millis(ms));
+            cluster.thaw(leader);
         }
     }
     std::thread::sleep(plan.settle);

@@ -291,12 +291,16 @@ fn trial(
             group.send(0, "act")?;
             let acted = served_again(&mut group, Duration::from_millis(ms));
             cluster.thaw(member);
+            // A member frozen for `syncLimit` ticks or more lost its leader and rejoins: the
+            // next trial starts on a whole ensemble.
+            let healed = cluster.wait_for_quorum(Duration::from_secs(90));
             let acted = match acted {
                 Ok(Some(acted)) => Ok(acted),
                 Ok(None) => served_again(&mut group, STEP_BOUND)
                     .and_then(|a| a.ok_or_else(|| "the leader was not served again".into())),
                 Err(e) => Err(e),
             };
+            healed.map_err(|e| e.to_string())?;
             return freeze_sample(group, servers, before, at, acted?, rtt_ms);
         }
     };

@@ -79,7 +79,9 @@ fn run(connect: &str, path: &str, id: &str) -> Result<(), String> {
                 l.start().map_err(|e| e.to_string())?;
                 latch = Some(l);
             }
-            "act" => match client.exists(path) {
+            // Retried while the outcome is unknown (a connection lost under it, as when the
+            // session moves): Curator's `checkExists` retries the same way.
+            "act" => match retried(|| client.exists(path)) {
                 Ok(_) => say(&format!("ACTED {}", mono_ns())),
                 Err(e) => say(&format!("ERROR act: {e}")),
             },
@@ -103,4 +105,16 @@ fn run(connect: &str, path: &str, id: &str) -> Result<(), String> {
     }
     client.close();
     Ok(())
+}
+
+/// `call` again while it fails with an unknown outcome (each try waits for a connection up to
+/// the client's call timeout); at most 100 tries.
+fn retried<T>(mut call: impl FnMut() -> zk_locks::client::ZkResult<T>) -> zk_locks::client::ZkResult<T> {
+    let mut tries = 0;
+    loop {
+        match call() {
+            Err(e) if e.is_retryable() && tries < 100 => tries += 1,
+            done => return done,
+        }
+    }
 }
