@@ -13,7 +13,7 @@
 //! ```
 //!
 //! Defaults: 10,000 waiters over 500 locks and 20 sessions (a holder session more per side),
-//! stall bound 30 s; about five minutes on 2 cores. `--svg DIR` also draws the table as SVG
+//! stall bound 30 s; about a minute on 2 cores. `--svg DIR` also draws the table as SVG
 //! bar charts in DIR (`async-waiters-memory.svg`, `async-waiters-drain.svg`,
 //! `async-waiters-orphans.svg`).
 //!
