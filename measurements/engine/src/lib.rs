@@ -1,5 +1,9 @@
 //! zk-locks' measurement engines, kept out of the library: users of `zk-locks` need neither.
 //!
+//! - [`async_waiters`]: many waiting acquires in one tokio process, zk-locks' blocking API
+//!   beside `zookeeper-client`'s async lock: threads, memory per waiter, drain, and what
+//!   cancelled acquires leave behind (the program `measurements/async_waiters.rs`, the test
+//!   `tests/async_waiters_smoke.rs`);
 //! - [`chart`]: bar charts as SVG, drawn by the programs beside their tables (`--svg DIR`);
 //! - [`compare`]: zk-locks against Curator 5.4, side by side on one server (the program
 //!   `measurements/compare.rs`, the test `tests/compare_smoke.rs`);
@@ -17,6 +21,7 @@
 
 #![warn(missing_docs)]
 
+pub mod async_waiters;
 pub mod chart;
 pub mod compare;
 pub mod failover;
