@@ -321,22 +321,7 @@ pub trait ZkClient: Send + Sync {
     /// as a pipelining backend would: once one request failed with an unknown outcome or a lost
     /// session (its connection is gone), the ones behind it fail with the same error unsent.
     fn pipeline(&self, requests: &[Request]) -> Vec<ZkResult<Response>> {
-        let mut link_failure = None;
-        requests
-            .iter()
-            .map(|r| {
-                if let Some(code) = link_failure {
-                    return Err(code);
-                }
-                let result = run_one(self, r);
-                if let Err(code) = result {
-                    if code.is_retryable() || code.is_session_loss() || code == ZkError::Closed {
-                        link_failure = Some(code);
-                    }
-                }
-                result
-            })
-            .collect()
+        pipeline::one_by_one(requests, |r| run_one(self, r))
     }
 
     /// Deletes `path` (any version) without the caller waiting for the reply; `done` gets the

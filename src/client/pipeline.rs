@@ -1,7 +1,7 @@
 //! A [`ZkClient::pipeline`]'s requests and responses, and the default pipeline's one step (a
 //! request run through the plain trait methods).
 
-use super::{CreateMode, Stat, ZkClient, ZkResult};
+use super::{CreateMode, Stat, ZkClient, ZkError, ZkResult};
 
 /// One request of a [`ZkClient::pipeline`]: the watch-free operations, by value.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -65,6 +65,31 @@ pub enum Response {
     GetChildren(Vec<String>),
     /// The node's new `Stat`.
     SetData(Stat),
+}
+
+/// Runs each item in order with `run`, as a pipeline on one connection goes: once one fails
+/// with an unknown outcome, a lost session or a closed client (its connection is gone), the
+/// ones behind it get that failure unsent.
+pub(super) fn one_by_one<T>(
+    items: impl IntoIterator<Item = T>,
+    mut run: impl FnMut(T) -> ZkResult<Response>,
+) -> Vec<ZkResult<Response>> {
+    let mut link_failure = None;
+    items
+        .into_iter()
+        .map(|item| {
+            if let Some(code) = link_failure {
+                return Err(code);
+            }
+            let result = run(item);
+            if let Err(code) = result {
+                if code.is_retryable() || code.is_session_loss() || code == ZkError::Closed {
+                    link_failure = Some(code);
+                }
+            }
+            result
+        })
+        .collect()
 }
 
 /// Runs one pipeline request through the plain trait methods (the default pipeline).

@@ -12,7 +12,7 @@
 //!   pipeline does.
 
 use super::pipeline::run_one;
-use super::{Request, Response, Watcher, WatcherId, ZkClient, ZkError, ZkResult};
+use super::{Request, Response, Watcher, WatcherId, ZkClient, ZkResult};
 
 /// What [`ZkClient::submit`] does with the results: one per request, in order. Runs on a
 /// backend thread (the native client's reader thread) or the calling thread: it must only
@@ -102,22 +102,7 @@ pub(super) fn run_blocking<C: ZkClient + ?Sized>(
     client: &C,
     submissions: Vec<Submission>,
 ) -> Vec<ZkResult<Response>> {
-    let mut link_failure = None;
-    submissions
-        .into_iter()
-        .map(|submission| {
-            if let Some(code) = link_failure {
-                return Err(code);
-            }
-            let result = run_submission(client, submission);
-            if let Err(code) = result {
-                if code.is_retryable() || code.is_session_loss() || code == ZkError::Closed {
-                    link_failure = Some(code);
-                }
-            }
-            result
-        })
-        .collect()
+    super::pipeline::one_by_one(submissions, |s| run_submission(client, s))
 }
 
 fn run_submission<C: ZkClient + ?Sized>(client: &C, submission: Submission) -> ZkResult<Response> {

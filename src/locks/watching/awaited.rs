@@ -23,7 +23,7 @@ use std::time::Instant;
 
 use parking_lot::Mutex;
 
-use super::{worst, Armed, TRY_AGAIN_AFTER};
+use super::{look_again_by, worst, Armed, TRY_AGAIN_AFTER};
 use crate::client::{Request, Response, SharedClient, Submission, ZkError};
 use crate::locks::held::{HeldNode, LockState};
 use crate::locks::internals::{wake_on_session_change, Waiter};
@@ -142,18 +142,8 @@ impl WhileHeld {
                 n.pending = Some(answer);
             }
         }
-        // A proof that turns stale makes a holder `Suspect` with no transition: look then.
-        let stale_at = self
-            .listeners
-            .iter()
-            .flatten()
-            .filter_map(|(c, _)| c.session().quorum_stale_at())
-            .min();
-        let wake = match (wake, stale_at) {
-            (Some(w), Some(s)) => Some(w.min(s)),
-            (w, s) => w.or(s),
-        };
-        (None, wake)
+        let clients = self.listeners.iter().flatten().map(|(c, _)| c);
+        (None, look_again_by(wake, clients))
     }
 }
 

@@ -295,17 +295,7 @@ pub(crate) fn wait_on(
             }
             false => deadline,
         };
-        // A proof of the session that turns stale makes a holder `Suspect` with no transition
-        // (`session/quorum.rs`): look again then.
-        let stale_at = clients
-            .iter()
-            .filter_map(|(c, _)| c.session().quorum_stale_at())
-            .min();
-        let wake = match (wake, stale_at) {
-            (Some(w), Some(s)) => Some(w.min(s)),
-            (w, s) => w.or(s),
-        };
-        waiter.wait(wake);
+        waiter.wait(look_again_by(wake, clients.iter().map(|(c, _)| *c)));
     };
     for (client, id) in clients {
         client.session().unsubscribe(id);
@@ -314,6 +304,20 @@ pub(crate) fn wait_on(
         node.watch().unregister(&waiter);
     }
     state
+}
+
+/// The earlier of `wake` and the moment a proof of one of `clients`' sessions turns stale: a
+/// stale proof makes a holder `Suspect` with no transition (`session/quorum.rs`), so a wait
+/// looks again then.
+pub(super) fn look_again_by<'a>(
+    wake: Option<Instant>,
+    clients: impl Iterator<Item = &'a SharedClient>,
+) -> Option<Instant> {
+    let stale_at = clients.filter_map(|c| c.session().quorum_stale_at()).min();
+    match (wake, stale_at) {
+        (Some(w), Some(s)) => Some(w.min(s)),
+        (w, s) => w.or(s),
+    }
 }
 
 /// The worst of `states`: `Lost` over `Suspect` over `Held`; `Lost` when there are none.

@@ -109,7 +109,9 @@ fn run(connect: &str, path: &str, id: &str) -> Result<(), String> {
 
 /// `call` again while it fails with an unknown outcome (each try waits for a connection up to
 /// the client's call timeout); at most 100 tries.
-fn retried<T>(mut call: impl FnMut() -> zk_locks::client::ZkResult<T>) -> zk_locks::client::ZkResult<T> {
+fn retried<T>(
+    mut call: impl FnMut() -> zk_locks::client::ZkResult<T>,
+) -> zk_locks::client::ZkResult<T> {
     let mut tries = 0;
     loop {
         match call() {
