@@ -70,24 +70,25 @@ fn client_on_a_follower(cluster: &TestingCluster) -> (Arc<NativeClient>, usize) 
     panic!("no client landed on a follower in 50 tries");
 }
 
-/// A 3-member ensemble that grants sessions of `T` (`None` when skipped: not under CI).
-fn cluster_of_long_sessions() -> Option<TestingCluster> {
+/// The scenarios one after another on one 3-member ensemble that grants sessions of `T`: one
+/// ensemble started instead of three, and no scenario's freeze loads the machine under
+/// another's clocks.
+#[test]
+fn silent_members() {
     if !require_server() {
-        return None;
+        return;
     }
     let cluster = TestingCluster::builder(3)
         .max_session_timeout(Duration::from_secs(60))
         .start()
         .unwrap();
-    Some(cluster)
+    a_member_that_pauses_briefly_is_not_left(&cluster);
+    a_frozen_member_is_left_its_locks_kept_and_its_late_writes_refused(&cluster);
+    a_leader_whose_member_freezes_keeps_leading_and_nobody_else_leads(&cluster);
 }
 
-#[test]
-fn a_frozen_member_is_left_its_locks_kept_and_its_late_writes_refused() {
-    let Some(cluster) = cluster_of_long_sessions() else {
-        return;
-    };
-    let (holder, frozen) = client_on_a_follower(&cluster);
+fn a_frozen_member_is_left_its_locks_kept_and_its_late_writes_refused(cluster: &TestingCluster) {
+    let (holder, frozen) = client_on_a_follower(cluster);
     let id = holder.session().session_id().unwrap();
     let contender = (0..3)
         .find(|&m| m != frozen)
@@ -107,7 +108,7 @@ fn a_frozen_member_is_left_its_locks_kept_and_its_late_writes_refused() {
         thread::spawn(move || holder.create(&late, b"", CreateMode::Persistent))
     };
     let moved = eventually(MOVED_WITHIN, || {
-        member_of(&cluster, id, Some(frozen)).is_some()
+        member_of(cluster, id, Some(frozen)).is_some()
     });
     let moved_after = frozen_at.elapsed();
     // While the member is still frozen: the session is served elsewhere and keeps its lock.
@@ -166,13 +167,8 @@ fn a_frozen_member_is_left_its_locks_kept_and_its_late_writes_refused() {
     println!("moved after {moved_after:?}");
 }
 
-#[test]
-fn a_member_that_pauses_briefly_is_not_left() {
-    if !require_server() {
-        return;
-    }
-    let cluster = TestingCluster::start(3).unwrap();
-    let (holder, member) = client_on_a_follower(&cluster);
+fn a_member_that_pauses_briefly_is_not_left(cluster: &TestingCluster) {
+    let (holder, member) = client_on_a_follower(cluster);
     let path = format!("/brief-{}", uuid::Uuid::new_v4());
     let lock = InterProcessMutex::new(holder.clone(), &path).unwrap();
     let guard = lock.lock().unwrap();
@@ -211,12 +207,8 @@ impl LeaderLatchListener for Spells {
     }
 }
 
-#[test]
-fn a_leader_whose_member_freezes_keeps_leading_and_nobody_else_leads() {
-    let Some(cluster) = cluster_of_long_sessions() else {
-        return;
-    };
-    let (leader_client, frozen) = client_on_a_follower(&cluster);
+fn a_leader_whose_member_freezes_keeps_leading_and_nobody_else_leads(cluster: &TestingCluster) {
+    let (leader_client, frozen) = client_on_a_follower(cluster);
     let id = leader_client.session().session_id().unwrap();
     let other = (0..3).find(|&m| m != frozen).unwrap();
     let other_client = NativeClient::connect(&cluster.member_connect_string(other), T).unwrap();
@@ -239,7 +231,7 @@ fn a_leader_whose_member_freezes_keeps_leading_and_nobody_else_leads() {
     cluster.freeze(frozen);
     let frozen_at = Instant::now();
     let moved = eventually(MOVED_WITHIN, || {
-        member_of(&cluster, id, Some(frozen)).is_some()
+        member_of(cluster, id, Some(frozen)).is_some()
     });
     let leads_again = moved && eventually(MOVED_WITHIN, || latch.has_leadership());
     let still_frozen = frozen_at.elapsed() < T * 2 / 3;
