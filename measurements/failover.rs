@@ -14,10 +14,10 @@
 //! again (`zk_locks_measurements::failover::election`).
 //!
 //! With `--freezes`, only the freezes (in either mode); with `--kills`, only the kills (the
-//! mutex mode).
+//! mutex mode); with `--only TEXT`, only the faults whose label contains TEXT (the mutex mode).
 //!
 //! ```text
-//! cargo run --release --features testing --example failover [-- --trials N] [--no-curator] [--elections] [--freezes | --kills] [--svg DIR]
+//! cargo run --release --features testing --example failover [-- --trials N] [--no-curator] [--elections] [--freezes | --kills] [--only TEXT] [--svg DIR]
 //! ```
 //!
 //! `--trials N` per fault per library (default 3: a few minutes; docs/performance.md's table uses
@@ -39,6 +39,7 @@ fn main() -> ExitCode {
     let mut elections = false;
     let mut freezes = false;
     let mut kills = false;
+    let mut only: Option<String> = None;
     let mut svg: Option<std::path::PathBuf> = None;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -53,6 +54,13 @@ fn main() -> ExitCode {
             "--no-curator" => plan.curator = false,
             "--freezes" => freezes = true,
             "--kills" => kills = true,
+            "--only" => match args.next() {
+                Some(text) => only = Some(text),
+                None => {
+                    eprintln!("failover: --only needs the text of a fault's label");
+                    return ExitCode::FAILURE;
+                }
+            },
             "--elections" => elections = true,
             "--svg" => match args.next() {
                 Some(dir) => svg = Some(dir.into()),
@@ -75,6 +83,13 @@ fn main() -> ExitCode {
         (true, false) => plan.faults = failover::Fault::freezes(),
         (false, true) => plan.faults = failover::Fault::KILLS.to_vec(),
         (false, false) => {}
+    }
+    if let Some(text) = &only {
+        plan.faults.retain(|f| f.label().contains(text.as_str()));
+        if plan.faults.is_empty() {
+            eprintln!("failover: no fault's label contains {text:?}");
+            return ExitCode::FAILURE;
+        }
     }
     let draw = |charts: Vec<(&str, chart::Bars)>| match &svg {
         None => Ok(()),
