@@ -6,8 +6,8 @@
 //! (`2T/3`) would move it, and keeps its lock (the contender never gets it, the guard is
 //! `Held` again, the node is the same); a write the session had sent to the frozen member is
 //! not applied when that member wakes (the server refuses it: the session moved); an
-//! election's leader on the frozen member goes on leading with the same term, and nobody else
-//! leads; a member that pauses briefly (100 ms, a routine GC pause) is not left.
+//! election's leader on the frozen member goes on leading with the same term, is not told it
+//! stopped (a move accepted at once reports no `Suspended`), and nobody else leads; a member that pauses briefly (100 ms, a routine GC pause) is not left.
 
 use std::sync::Arc;
 use std::thread;
@@ -249,8 +249,25 @@ fn a_leader_whose_member_freezes_keeps_leading_and_nobody_else_leads(cluster: &T
         !terms.is_empty() && terms.iter().all(|&t| t == terms[0]),
         "the leader's terms changed: {terms:?}"
     );
+    // A move whose first attempt was accepted (within the silence floor) reports no
+    // `Suspended` in between: the leader was never told it stopped leading.
+    let journal: Vec<String> = leader_client
+        .link_journal()
+        .into_iter()
+        .map(|(_, e)| e)
+        .collect();
+    let left = journal
+        .iter()
+        .position(|e| e.starts_with("left a silent member"))
+        .expect("no move in the journal");
+    let straight = journal
+        .get(left + 1)
+        .is_some_and(|e| e.contains("answered session"));
+    let told = *leading.not_leader.lock();
+    println!("not_leader calls: {told}; the move's first attempt accepted: {straight}");
+    if straight {
+        assert_eq!(told, 0, "told not_leader across a move: {journal:?}");
+    }
     latch.close().unwrap();
     assert!(eventually(MOVED_WITHIN, || second.has_leadership()));
-    // Told it does not lead while its link was down (`Suspect`), then again that it does.
-    println!("not_leader calls: {}", *leading.not_leader.lock());
 }

@@ -73,7 +73,7 @@ use parking_lot::{Condvar, Mutex};
 use super::connection::{Connection, LinkObserver, XidCounter};
 use super::failure::ConnectFailure;
 use super::hosts;
-use super::silence::Silence;
+use super::silence::{self, Silence};
 
 use super::watches::Watches;
 use crate::client::{ZkError, ZkResult};
@@ -89,6 +89,15 @@ const MIN_TIMEOUT: Duration = Duration::from_millis(1);
 
 /// How many recent link events the journal keeps (oldest dropped first).
 const JOURNAL_LEN: usize = 64;
+
+/// Why the keep-alive loop ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ended {
+    /// The member was left for silence (`silence.rs`): a move.
+    LeftSilent,
+    /// Anything else: the link broke, or proved nothing, or the client closed.
+    Other,
+}
 
 /// What the session needs to know about its ensemble.
 #[derive(Debug, Clone)]
@@ -310,7 +319,7 @@ impl SessionCore {
 
     fn supervise(self: &Arc<Self>, mut conn: Arc<Connection>) {
         loop {
-            self.keep_alive(&conn);
+            let ended = self.keep_alive(&conn);
             if self.is_closed() {
                 return;
             }
@@ -326,6 +335,16 @@ impl SessionCore {
                 link.ready = false;
                 link.heard = heard;
             }
+            // Leaving a silent member is a move, not a blip: another member that accepts the
+            // session within the silence floor takes it over with no `Suspended` between
+            // (holders stay `Held`: the proof, not the link, says how long they may hold).
+            if ended == Ended::LeftSilent {
+                let deadline = Instant::now() + silence::FLOOR;
+                if let Ok(next) = self.connect_until(Some(deadline)) {
+                    conn = next;
+                    continue;
+                }
+            }
             if self.session.state().is_connected() {
                 self.session.transition(ConnectionState::Suspended, None);
             }
@@ -338,13 +357,13 @@ impl SessionCore {
 
     /// Pings while idle, proves the session to the quorum while it holds or waits for a lock
     /// (`proving.rs`); returns when the link is broken, silent too long, proves nothing to
-    /// the quorum too long, or is closed.
-    fn keep_alive(&self, conn: &Arc<Connection>) {
+    /// the quorum too long, or is closed, and why.
+    fn keep_alive(&self, conn: &Arc<Connection>) -> Ended {
         loop {
             let (negotiated, connection) = {
                 let link = self.link.lock();
                 if link.closed || conn.is_broken() {
-                    return;
+                    return Ended::Other;
                 }
                 (link.negotiated, link.connection)
             };
@@ -356,7 +375,7 @@ impl SessionCore {
                 self.note(format!("link dead: nothing received for {silent:?}"));
                 // Shuts the socket down: a caller's write blocked on it fails now.
                 conn.close();
-                return;
+                return Ended::Other;
             }
             let mut next_ping = ping_after.saturating_sub(conn.since_send());
             if next_ping.is_zero() && !conn.try_ping() {
@@ -379,7 +398,7 @@ impl SessionCore {
                     link.left = Some(self.current_host(&link));
                     drop(link);
                     conn.close();
-                    return;
+                    return Ended::Other;
                 }
             };
             let next_judged = match self.silent_member(conn, negotiated) {
@@ -393,7 +412,7 @@ impl SessionCore {
                         "left a silent member: a request unanswered for {unanswered:?}"
                     ));
                     conn.close();
-                    return;
+                    return Ended::LeftSilent;
                 }
             };
             let wait = (read_timeout - silent)
@@ -403,7 +422,7 @@ impl SessionCore {
                 .max(Duration::from_millis(1));
             let mut link = self.link.lock();
             if link.closed || conn.is_broken() {
-                return;
+                return Ended::Other;
             }
             self.changed.wait_for(&mut link, wait);
         }
