@@ -173,13 +173,10 @@ fn moves_and_keeps_its_locks(cluster: &TestingCluster, session: Duration) {
         session,
         contend_for,
     );
-    for (name, held) in &holds {
-        assert_ne!(
-            held.wait_while_held(Some(PATIENCE)),
-            LockState::Held,
-            "{name}: Held {PATIENCE:?} after its member was cut off"
-        );
-    }
+    // The cut-off member answers none of the session's proofs: a silent member, left for
+    // another at once, and a move accepted at once reports no `Suspended`, so the holds may
+    // stay `Held` throughout (rightly: the session never stops being proven). What must hold
+    // is that nobody else gets a lock, and that every hold is `Held` once moved.
     for _ in 0..holds.len() {
         let (name, acquired) = results.recv_timeout(contend_for + PATIENCE).unwrap();
         assert_eq!(

@@ -25,7 +25,9 @@
 //! A silent member (`../silence.rs`): when a request has waited far longer than this
 //! connection's answers take, with nothing received meanwhile, and another member is known,
 //! the member is left at once rather than after `2T/3` of silence; a member left so is passed
-//! over in outages for a while.
+//! over in outages for a while. Such a move is not a blip: when another member accepts the
+//! session within the silence floor, the new connection is reported `Reconnected` with no
+//! `Suspended` before it (holders stay `Held`: the proof says how long they may hold).
 //!
 //! Order on every new connection, which the lock layer's epoch guard relies on: the state
 //! change (`Connected`, `Reconnected`, or `Lost` then `Connected`) is reported *before* the
