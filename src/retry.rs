@@ -188,6 +188,17 @@ impl<'a> Retries<'a> {
 
     /// Asks the policy for one more try and sleeps as it says; never sleeps past the deadline.
     pub(crate) fn next(&mut self) -> RetryStep {
+        let step = self.decide();
+        if let RetryStep::Again { slept } = step {
+            // Cut short when a cancellable acquire on this thread is cancelled.
+            crate::primitives::cancel::sleep(slept);
+        }
+        step
+    }
+
+    /// [`Self::next`] without the sleep: `Again { slept }` names the pause the caller takes
+    /// before trying again (a future's pause, on the timer).
+    pub(crate) fn decide(&mut self) -> RetryStep {
         // A cancelled acquire is past its deadline (`locks::cancel`).
         if crate::primitives::cancel::requested() {
             return RetryStep::DeadlinePassed;
@@ -203,8 +214,6 @@ impl<'a> Retries<'a> {
         }
         // A user's policy may never give up: the count saturates rather than overflows.
         self.attempts = self.attempts.saturating_add(1);
-        // Cut short when a cancellable acquire on this thread is cancelled.
-        crate::primitives::cancel::sleep(sleep);
         RetryStep::Again { slept: sleep }
     }
 }

@@ -377,6 +377,14 @@ pub trait ZkClient: Send + Sync {
         false
     }
 
+    /// How long a blocking request waits for its answer before it fails with
+    /// [`ZkError::OperationTimeout`] (`None`: the backend has no such bound). A request
+    /// awaited through [`Self::submit`] gives up after as long, so a future waits no longer
+    /// than the blocking call. The default is `None`.
+    fn call_timeout(&self) -> Option<std::time::Duration> {
+        None
+    }
+
     /// True when a reconnect with the same session re-registers every outstanding watch (and
     /// the server then fires those whose node changed while the link was down), as ZooKeeper's
     /// own clients do with SetWatches. Waiters then keep their watch across a reconnect
@@ -508,6 +516,10 @@ impl<T: ZkClient + ?Sized> ZkClient for Arc<T> {
 
     fn has_create2(&self) -> bool {
         (**self).has_create2()
+    }
+
+    fn call_timeout(&self) -> Option<std::time::Duration> {
+        (**self).call_timeout()
     }
 
     fn restores_watches(&self) -> bool {

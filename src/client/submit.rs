@@ -85,6 +85,18 @@ impl Submission {
     pub(crate) fn into_parts(self) -> (Request, Option<SubmittedWatch>) {
         (self.request, self.watch)
     }
+
+    /// The same submission with its watcher (if any) replaced by `wrap(watcher)`, its name and
+    /// delivery kept: what a wrapping client (counting) does to the watches it passes on.
+    pub(crate) fn map_watcher(mut self, wrap: impl FnOnce(Watcher) -> Watcher) -> Submission {
+        if let Some(w) = self.watch.take() {
+            self.watch = Some(SubmittedWatch {
+                watcher: wrap(w.watcher),
+                ..w
+            });
+        }
+        self
+    }
 }
 
 impl std::fmt::Debug for Submission {

@@ -26,10 +26,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use crate::client::{SharedClient, ZkError};
+use crate::client::{Request, Response, SharedClient, Submission, ZkError};
 use crate::error::{Error, Result};
 use crate::session::{ConnectionState, SessionSnapshot};
 
+use super::internals::awaits;
 use super::observe::Observe;
 use super::watching::{wait_on, NodeWatch};
 
@@ -315,6 +316,24 @@ impl HeldNode {
             (_, Some(LockState::Lost)) => LockState::Lost,
             (epoch, _) => self.verify(epoch),
         }
+    }
+
+    /// [`Self::confirm`] as a future: the read submitted, its answer awaited.
+    pub(crate) async fn confirm_async(&self) -> LockState {
+        let epoch = match self.believed() {
+            (_, Some(LockState::Lost)) => return LockState::Lost,
+            (epoch, _) => epoch,
+        };
+        let read = Request::Exists {
+            path: self.path.clone(),
+        };
+        let answers = awaits::submit(&self.client, vec![Submission::new(read)]).await;
+        let read = match answers.into_iter().next() {
+            Some(Ok(Response::Exists(stat))) => Ok(stat.map(|s| s.ephemeral_owner)),
+            Some(Err(code)) => Err(code),
+            _ => Err(ZkError::MarshallingError),
+        };
+        self.verify_answered(epoch, read)
     }
 
     /// Re-reads the node after a reconnect: gone or owned by another session means lost.

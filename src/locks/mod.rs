@@ -24,6 +24,7 @@
 //! [`InterProcessLock::try_lock_owned_with`] for an owned guard,
 //! [`InterProcessSemaphoreV2::acquire_with`]) and call [`CancelToken::cancel`].
 
+mod acquiring;
 pub(crate) mod cancel;
 mod cleanup;
 mod driver;
@@ -50,6 +51,7 @@ mod watching;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+pub use acquiring::{HoldFuture, LockOwned, TryLockOwned};
 pub use cancel::{Acquire, CancelToken, Cancelled};
 pub use driver::standard_sort_key;
 pub use guard::LockGuard;
@@ -258,6 +260,15 @@ pub trait InterProcessLock: Send + Sync {
         Err(owned_holds_unsupported())
     }
 
+    /// [`Self::acquire_owned_hold`] as a future: the same engine, awaited (what the async
+    /// acquires run). Dropped before it is ready, it leaves nothing behind. The default (a
+    /// lock of another crate) refuses with [`crate::Error::InvalidArgument`].
+    #[doc(hidden)]
+    fn acquire_owned_hold_async<'a>(&'a self, how: &'a Acquire) -> HoldFuture<'a> {
+        let _ = how;
+        Box::pin(std::future::ready(Err(owned_holds_unsupported())))
+    }
+
     /// Releases the owned hold that `nodes` stand for (from [`Self::acquire_owned_hold`]),
     /// from any thread, and nothing else; a lost hold releases without waiting for the link,
     /// as [`Self::release`]. What an [`OwnedLockGuard`] calls.
@@ -371,6 +382,54 @@ pub trait InterProcessLock: Send + Sync {
         Ok(self
             .acquire_owned_hold(how)?
             .map(|nodes| OwnedLockGuard::new(self.clone(), nodes)))
+    }
+
+    /// [`Self::lock_owned`] as a future, for async code: waits without a thread (the engine
+    /// the blocking call runs, woken by the lock's watch, the session and the timer; no async
+    /// runtime needed), `Send + 'static`. Not reentrant, as every owned acquire.
+    ///
+    /// **Dropping it cancels it**, at any point, without blocking and without leaving
+    /// anything behind: a queued node is deleted, a create still out is deleted when its
+    /// answer comes, a grant not yet taken passes to the next in line. A timeout is the
+    /// caller's (`tokio::time::timeout`), or [`Self::try_lock_owned_async`]'s [`Acquire`].
+    /// The guard it returns releases on drop without waiting for the delete's answer.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use zk_locks::client::memory::MemoryEnsemble;
+    /// use zk_locks::locks::{InterProcessLock, InterProcessMutex};
+    ///
+    /// # let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+    /// # runtime.block_on(async {
+    /// let ensemble = MemoryEnsemble::new();
+    /// let mutex = Arc::new(InterProcessMutex::new(ensemble.connect(), "/locks/tenant-7")?);
+    /// let guard = mutex.lock_owned_async().await?;
+    /// // Another task's acquire waits without a thread; dropped (here by the timeout), it
+    /// // leaves no node behind.
+    /// let other = mutex.lock_owned_async();
+    /// let waited = tokio::time::timeout(std::time::Duration::from_millis(50), other).await;
+    /// assert!(waited.is_err());
+    /// assert_eq!(mutex.participant_nodes()?.len(), 1);
+    /// drop(guard);
+    /// # Ok::<(), zk_locks::Error>(())
+    /// # }).unwrap();
+    /// ```
+    fn lock_owned_async(self: &Arc<Self>) -> LockOwned<Self>
+    where
+        Self: Sized + 'static,
+    {
+        LockOwned::new(self.clone())
+    }
+
+    /// [`Self::try_lock_owned_with`] as a future: held (`Some`), `how`'s timeout passed
+    /// (`None`, nothing left behind) or its [`CancelToken`] cancelled
+    /// ([`Error::Cancelled`](crate::Error::Cancelled)). Dropping it cancels it, as
+    /// [`Self::lock_owned_async`].
+    fn try_lock_owned_async(self: &Arc<Self>, how: Acquire) -> TryLockOwned<Self>
+    where
+        Self: Sized + 'static,
+    {
+        TryLockOwned::new(self.clone(), how)
     }
 }
 

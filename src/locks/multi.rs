@@ -17,7 +17,7 @@ use crate::error::{Error, Result};
 use super::cleanup::{give_back, BackgroundMark, Wait};
 use super::held::HeldNode;
 use super::mutex::InterProcessMutex;
-use super::{deadline_after, Acquire, InterProcessLock};
+use super::{deadline_after, Acquire, HoldFuture, InterProcessLock};
 
 /// All-or-nothing over any [`InterProcessLock`]s.
 ///
@@ -176,6 +176,26 @@ impl InterProcessMultiLock {
         }
     }
 
+    /// [`Self::acquire_all_owned`] as a future: the locks' own hold futures in list order;
+    /// what it took is given back in reverse order, without waiting for the deletes, when it
+    /// fails, runs out of time or is dropped.
+    async fn acquire_all_owned_async(
+        &self,
+        deadline: Option<Instant>,
+        how: &Acquire,
+    ) -> Result<Option<Vec<Arc<HeldNode>>>> {
+        let mut taken = GivenBackOnDrop(Vec::new());
+        for (_, lock) in &self.locks {
+            let each = how.with_timeout(left_of(deadline, how));
+            match lock.acquire_owned_hold_async(&each).await? {
+                Some(nodes) => taken.0.push((lock.as_ref(), nodes)),
+                None => return Ok(None),
+            }
+        }
+        let all = std::mem::take(&mut taken.0);
+        Ok(Some(all.into_iter().flat_map(|(_, n)| n).collect()))
+    }
+
     /// Releases every lock in reverse order with `release`, going on after failures.
     fn release_each(&self, release: impl Fn(&dyn InterProcessLock) -> Result<()>) -> Result<()> {
         let mut failures = Vec::new();
@@ -187,6 +207,20 @@ impl InterProcessMultiLock {
         match failures.len() {
             0 => Ok(()),
             _ => Err(Error::Multiple(failures)),
+        }
+    }
+}
+
+/// The owned holds an async multi-lock acquire took so far: given back in reverse order,
+/// without waiting, unless handed to the guard.
+struct GivenBackOnDrop<'a>(Vec<(&'a dyn InterProcessLock, Vec<Arc<HeldNode>>)>);
+
+impl Drop for GivenBackOnDrop<'_> {
+    fn drop(&mut self) {
+        for (lock, nodes) in self.0.drain(..).rev() {
+            if let Err(e) = lock.release_owned_hold_within(&nodes, Wait::Unawaited) {
+                log::info!("multi-lock: giving back a lock after a failed acquire: {e}");
+            }
         }
     }
 }
@@ -245,6 +279,14 @@ impl InterProcessLock for InterProcessMultiLock {
         how.check(&self.lock_paths().join(", "))?;
         let deadline = how.timeout_value().and_then(deadline_after);
         self.acquire_all_owned(deadline, how)
+    }
+
+    fn acquire_owned_hold_async<'a>(&'a self, how: &'a Acquire) -> HoldFuture<'a> {
+        Box::pin(async move {
+            how.check(&self.lock_paths().join(", "))?;
+            let deadline = how.timeout_value().and_then(deadline_after);
+            self.acquire_all_owned_async(deadline, how).await
+        })
     }
 
     /// Each lock releases its own part of the guard's nodes, in reverse order.

@@ -12,13 +12,14 @@ use crate::client::SharedClient;
 use crate::error::{Error, Result};
 use crate::retry::{ExponentialBackoffRetry, RetryPolicy};
 
+use super::acquiring::run_async;
 use super::driver::{LockDriver, StandardDriver};
 use super::held::{HeldNode, LockState};
 use super::internals::{past, LockInternals, NodeKind, Wait};
 use super::layout::LOCK_NAME;
 use super::participants::{self as queue, Participant, ParticipantKind};
 use super::revocation::{RevocationListener, RevocationWatch};
-use super::{cancel, Acquire};
+use super::{cancel, Acquire, HoldFuture};
 use super::{deadline_after, default_node_data, validate_lock_path, InterProcessLock};
 
 mod owned_holds;
@@ -315,6 +316,15 @@ impl InterProcessLock for InterProcessMutex {
         Ok(held.map(|node| vec![node]))
     }
 
+    fn acquire_owned_hold_async<'a>(&'a self, how: &'a Acquire) -> HoldFuture<'a> {
+        Box::pin(async move {
+            let held = run_async(how, self.path(), |timeout| {
+                self.acquire_owned_async(timeout)
+            });
+            Ok(held.await?.map(|node| vec![node]))
+        })
+    }
+
     fn release_owned_hold(&self, nodes: &[Arc<HeldNode>]) -> Result<()> {
         self.release_owned(nodes, Wait::Until(None))
     }
@@ -333,16 +343,6 @@ impl InterProcessLock for InterProcessMutex {
 }
 
 impl InterProcessMutex {
-    /// [`InterProcessLock::release`] without waiting for the delete's reply: the thread goes
-    /// on at once, and a delete whose outcome stays unknown goes on in the background. Only
-    /// for a hold that may outlive the call a little (the semaphore's admission).
-    pub(crate) fn release_unawaited(&self) -> Result<()> {
-        if let Some(node) = self.forget_hold()? {
-            self.internals.release_unawaited(&node);
-        }
-        Ok(())
-    }
-
     /// Counts one release of the calling thread's hold; its node when that was the last.
     fn forget_hold(&self) -> Result<Option<Arc<HeldNode>>> {
         let me = thread::current().id();

@@ -61,6 +61,12 @@ pub(crate) fn queued_mark() -> u64 {
     QUEUED.get()
 }
 
+/// Puts `count` as the calling thread's count of `queued` events and returns the count it
+/// replaces: a future carries its own count across its polls (`internals::context`).
+pub(crate) fn swap_queued(count: u64) -> u64 {
+    QUEUED.replace(count)
+}
+
 /// What reports the events of one recipe's nodes: its observer (or none) and its name.
 #[derive(Clone)]
 pub(crate) struct Observe {

@@ -74,6 +74,9 @@ pub struct OwnedLockGuard<L: InterProcessLock + ?Sized> {
     lock: Arc<L>,
     nodes: Vec<Arc<HeldNode>>,
     released: bool,
+    /// Taken by a future: dropped, it sends its delete without waiting for the answer (async
+    /// code must not stall its executor).
+    unawaited: bool,
 }
 
 impl<L: InterProcessLock + ?Sized> OwnedLockGuard<L> {
@@ -84,7 +87,15 @@ impl<L: InterProcessLock + ?Sized> OwnedLockGuard<L> {
             lock,
             nodes,
             released: false,
+            unawaited: false,
         }
+    }
+
+    /// A guard taken by a future: dropped, it releases without waiting for the delete.
+    pub(crate) fn released_unawaited(lock: Arc<L>, nodes: Vec<Arc<HeldNode>>) -> Self {
+        let mut guard = OwnedLockGuard::new(lock, nodes);
+        guard.unawaited = true;
+        guard
     }
 
     /// The lock object this guard holds.
@@ -175,7 +186,13 @@ impl<L: InterProcessLock + ?Sized> OwnedLockGuard<L> {
 impl<L: InterProcessLock + ?Sized> Drop for OwnedLockGuard<L> {
     fn drop(&mut self) {
         if !self.released {
-            if let Err(e) = self.lock.release_owned_hold(&self.nodes) {
+            let released = match self.unawaited {
+                true => self
+                    .lock
+                    .release_owned_hold_within(&self.nodes, super::cleanup::Wait::Unawaited),
+                false => self.lock.release_owned_hold(&self.nodes),
+            };
+            if let Err(e) = released {
                 log::warn!("releasing lock on owned guard drop: {e}");
             }
         }

@@ -26,7 +26,7 @@ use super::layout::{READ_LOCK_NAME, WRITE_LOCK_NAME};
 use super::mutex::InterProcessMutex;
 use super::observe::LockObserver;
 use super::participants::{self as queue, Participant, ParticipantKind};
-use super::{cancel, Acquire, InterProcessLock};
+use super::{cancel, Acquire, HoldFuture, InterProcessLock};
 
 mod drivers;
 use drivers::{held_write_node, is_writer, ReadDriver, WriteDriver};
@@ -386,6 +386,10 @@ impl InterProcessLock for ReadLock {
         self.read.acquire_owned_hold(how)
     }
 
+    fn acquire_owned_hold_async<'a>(&'a self, how: &'a Acquire) -> HoldFuture<'a> {
+        self.read.acquire_owned_hold_async(how)
+    }
+
     fn release_owned_hold(&self, nodes: &[Arc<HeldNode>]) -> Result<()> {
         self.read.release_owned_hold(nodes)
     }
@@ -466,6 +470,10 @@ impl InterProcessLock for WriteLock {
 
     fn acquire_owned_hold(&self, how: &Acquire) -> Result<Option<Vec<Arc<HeldNode>>>> {
         self.write.acquire_owned_hold(how)
+    }
+
+    fn acquire_owned_hold_async<'a>(&'a self, how: &'a Acquire) -> HoldFuture<'a> {
+        self.write.acquire_owned_hold_async(how)
     }
 
     fn release_owned_hold(&self, nodes: &[Arc<HeldNode>]) -> Result<()> {

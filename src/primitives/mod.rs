@@ -11,6 +11,7 @@
 //! - `timer`: time for futures without an async runtime (one thread per process);
 //!   `wakers`: the wakers of the futures waiting on one thing.
 
+pub(crate) mod block_on;
 pub(crate) mod boot_clock;
 pub(crate) mod cancel;
 pub(crate) mod observer;

@@ -16,6 +16,7 @@
 use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
+use std::task::Waker;
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
@@ -23,6 +24,7 @@ use parking_lot::{Condvar, Mutex};
 mod quorum;
 
 use crate::primitives::boot_clock::BootInstant;
+use crate::primitives::wakers::{wake, WakerSet};
 
 use quorum::QuorumClock;
 
@@ -109,6 +111,9 @@ struct Inner {
     quorum: QuorumClock,
     /// The backend's wake-up when proving starts (an interest after none).
     prove: Option<Arc<dyn Fn() + Send + Sync>>,
+    /// The futures waiting for a fresh proof ([`Session::register_proof_waker`]): woken by a
+    /// confirmation as the `Condvar` is.
+    proof_wakers: WakerSet,
 }
 
 /// The connection-state machine of one client. Backends report transitions; locks observe.
@@ -153,6 +158,7 @@ impl Session {
                 listeners: BTreeMap::new(),
                 quorum: QuorumClock::default(),
                 prove: None,
+                proof_wakers: WakerSet::default(),
             }),
             changed: Condvar::new(),
         }
@@ -272,12 +278,38 @@ impl Session {
     }
 
     /// Records that the leader renewed the session at `at` or later (backends only), under
-    /// the negotiated timeout `timeout`; wakes [`Self::wait_quorum_fresh`].
+    /// the negotiated timeout `timeout`; wakes the acquires that wait for a fresh proof.
     pub(crate) fn confirm_quorum(&self, at: BootInstant, timeout: Duration) {
         let mut inner = self.inner.lock();
         if inner.quorum.confirm(at, timeout, BootInstant::now()) {
             self.changed.notify_all();
+            let wakers = inner.proof_wakers.take();
+            drop(inner);
+            wake(wakers);
         }
+    }
+
+    /// Whether a wait for a fresh proof by the holder of a node made in the session of
+    /// `losses` is over: `Some(fresh)` once the proof is fresh, the session is another or the
+    /// client closed; `None` while it must go on (what an acquire granted on a stale proof waits on).
+    pub(crate) fn quorum_wait_over(&self, losses: u64) -> Option<bool> {
+        let inner = self.inner.lock();
+        let stale = inner.quorum.is_stale(BootInstant::now());
+        let waits = stale
+            && inner.snapshot.losses == losses
+            && inner.snapshot.state != ConnectionState::Closed;
+        (!waits).then_some(!stale)
+    }
+
+    /// A future waits for the next proof: `waker` is woken by it (registered under `key`, as
+    /// [`WakerSet::register`]); a transition wakes it through a session listener.
+    pub(crate) fn register_proof_waker(&self, key: &mut Option<u64>, waker: &Waker) {
+        self.inner.lock().proof_wakers.register(key, waker);
+    }
+
+    /// Removes a waker registered with [`Self::register_proof_waker`].
+    pub(crate) fn remove_proof_waker(&self, key: Option<u64>) {
+        self.inner.lock().proof_wakers.remove(key);
     }
 
     /// Whether the backend should keep proving the session to the quorum now, and how long
@@ -311,31 +343,6 @@ impl Session {
     /// One holder or waiter fewer.
     pub(crate) fn end_interest(&self) {
         self.inner.lock().quorum.end_interest(BootInstant::now());
-    }
-
-    /// Waits while the proof is stale, the session is the one of `losses` and the client is
-    /// open, until `deadline`: an acquire granted on a session idle for long returns once the
-    /// quorum confirmed it. True when the proof is fresh (or there is none to wait for).
-    pub(crate) fn wait_quorum_fresh(&self, losses: u64, deadline: Option<Instant>) -> bool {
-        let stale = |inner: &Inner| {
-            inner.quorum.is_stale(BootInstant::now())
-                && inner.snapshot.losses == losses
-                && inner.snapshot.state != ConnectionState::Closed
-        };
-        let mut inner = self.inner.lock();
-        // Only a proof, a transition or a cancel (`wake`) makes a stale clock fresh or ends
-        // the wait: each notifies.
-        while stale(&inner) && !crate::primitives::cancel::requested() {
-            match deadline {
-                Some(d) => {
-                    if self.changed.wait_until(&mut inner, d).timed_out() {
-                        break;
-                    }
-                }
-                None => self.changed.wait(&mut inner),
-            }
-        }
-        !inner.quorum.is_stale(BootInstant::now())
     }
 
     /// Reports a transition (backends only). `Lost` and `Closed` count as losses; a new

@@ -47,12 +47,15 @@ impl<C: ZkClient> CountingClient<C> {
     }
 
     fn count_watch(&self, watcher: Option<Watcher>) -> Option<Watcher> {
-        watcher.map(|w| {
-            let counters = self.counters.clone();
-            Box::new(move |event: WatchedEvent| {
-                counters.watch_event();
-                w(event)
-            }) as Watcher
+        watcher.map(|w| self.counted(w))
+    }
+
+    /// `w`, its events counted.
+    fn counted(&self, w: Watcher) -> Watcher {
+        let counters = self.counters.clone();
+        Box::new(move |event: WatchedEvent| {
+            counters.watch_event();
+            w(event)
         })
     }
 }
@@ -117,7 +120,11 @@ impl<C: ZkClient> ZkClient for CountingClient<C> {
     fn submit(&self, submissions: Vec<Submission>, done: Submitted) {
         self.counters
             .pipelined(submissions.iter().map(|s| op_of(s.request())));
-        self.inner.submit(submissions, done)
+        let counted = submissions
+            .into_iter()
+            .map(|s| s.map_watcher(|w| self.counted(w)))
+            .collect();
+        self.inner.submit(counted, done)
     }
 
     /// Counts the delete; the caller does not wait, so no round trip (a backend that deletes
@@ -135,6 +142,10 @@ impl<C: ZkClient> ZkClient for CountingClient<C> {
 
     fn has_multi(&self) -> bool {
         self.inner.has_multi()
+    }
+
+    fn call_timeout(&self) -> Option<std::time::Duration> {
+        self.inner.call_timeout()
     }
 
     fn has_create2(&self) -> bool {

@@ -260,6 +260,10 @@ impl ZkClient for NativeClient {
     }
 
     /// Create2 is one request.
+    fn call_timeout(&self) -> Option<std::time::Duration> {
+        Some(self.call_timeout)
+    }
+
     fn has_create2(&self) -> bool {
         true
     }

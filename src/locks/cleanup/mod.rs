@@ -13,10 +13,10 @@
 //! - `background`: what is left to the background, on one worker thread per client.
 
 use std::cell::Cell;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Instant;
 
-use crate::client::{SharedClient, ZkError};
+use crate::client::{SharedClient, ZkClient, ZkError};
 use crate::error::{Error, Result};
 use crate::retry::{Retries, RetryPolicy, RetryStep};
 use crate::session::ConnectionState;
@@ -35,6 +35,9 @@ pub enum Wait {
     /// Retry until this deadline (`None`: as long as the retry policy allows; past it: one
     /// try).
     Until(Option<Instant>),
+    /// Sent now, its answer not awaited; when its outcome stays unknown, finished in the
+    /// background: a release from async code, which must not stall its executor.
+    Unawaited,
     /// No request on the caller's thread: straight to the background. For a timed call past
     /// its deadline whose link is in trouble (a request of it failed with an unknown outcome,
     /// or the connection is down): one more request could keep it a whole call timeout more.
@@ -83,6 +86,13 @@ impl BackgroundMark {
             false => Wait::Until(deadline),
         }
     }
+}
+
+/// Puts `count` as the calling thread's count of what it left to the background and returns
+/// the count it replaces: an operation that runs on many threads (a future) carries its own
+/// count across its polls (`internals::context`).
+pub(crate) fn swap_left_to_background(count: u64) -> u64 {
+    LEFT_TO_BACKGROUND.replace(count)
 }
 
 fn left_to_background() {
@@ -165,6 +175,11 @@ fn delete_node(
         Wait::Until(d) if down_past(d) => Wait::Background,
         w => w,
     };
+    // Inside a future's poll no delete blocks: it is sent, its answer not awaited.
+    if wait == Wait::Unawaited || (super::internals::in_future() && wait != Wait::Background) {
+        delete_unawaited(client, path);
+        return Ok(());
+    }
     let Wait::Until(deadline) = wait else {
         delete_in_background(client, path);
         return if lost() {
@@ -304,6 +319,40 @@ pub(super) fn retry_in_background(
     background::retry(Arc::downgrade(client), s.losses, Box::new(attempt));
 }
 
+/// [`delete_in_background`] from any thread, a backend's included (it never upgrades
+/// `client`, so it can never drop the last handle there): what a future's abandoned create
+/// hands on. `losses` is the client's count of lost sessions when the node was made.
+pub(crate) fn delete_in_background_from(client: Weak<dyn ZkClient>, losses: u64, path: String) {
+    background::delete(client, losses, path);
+}
+
+/// [`retry_in_background`] from any thread, a backend's included (see
+/// [`delete_in_background_from`]).
+pub(crate) fn retry_in_background_from(
+    client: Weak<dyn ZkClient>,
+    losses: u64,
+    attempt: impl FnMut(&SharedClient) -> bool + Send + 'static,
+) {
+    background::retry(client, losses, Box::new(attempt));
+}
+
+/// Deletes `path` now as [`delete_guaranteed`] does on a blocking call; inside a future's
+/// poll (`internals::context`) without waiting: sent unawaited, and in the background when
+/// its outcome stays unknown.
+pub(crate) fn delete_now_or_unawaited(
+    client: &SharedClient,
+    path: &str,
+    retry: &dyn RetryPolicy,
+    wait: Wait,
+) -> Result<()> {
+    if super::internals::in_future() {
+        left_to_background();
+        delete_unawaited(client, path);
+        return Ok(());
+    }
+    delete_guaranteed(client, path, retry, wait)
+}
+
 /// Deletes our node unless disarmed: covers timeouts, errors and panics alike. With a
 /// deadline, it tries until then (at least once, unless told the link is in trouble) and
 /// leaves the rest to the background delete, so a timed call returns by its deadline plus at
@@ -312,6 +361,9 @@ pub(crate) struct NodeCleanup<'a> {
     internals: &'a LockInternals,
     path: Option<String>,
     wait: Wait,
+    /// Made inside a future's poll: dropped (the future cancelled, or done without the lock),
+    /// it never blocks the dropping thread: the delete is sent unawaited.
+    in_future: bool,
 }
 
 impl<'a> NodeCleanup<'a> {
@@ -320,6 +372,7 @@ impl<'a> NodeCleanup<'a> {
             internals,
             path: Some(path.to_string()),
             wait: Wait::Until(deadline),
+            in_future: super::internals::in_future(),
         }
     }
 
@@ -336,6 +389,11 @@ impl<'a> NodeCleanup<'a> {
         let Some(path) = self.path.take() else {
             return;
         };
+        if self.in_future {
+            left_to_background();
+            delete_unawaited(self.internals.client(), &path);
+            return;
+        }
         let result = delete_guaranteed(
             self.internals.client(),
             &path,

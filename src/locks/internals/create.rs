@@ -2,16 +2,22 @@
 //! pipeline, the recovery look-up after a create with an unknown outcome (never a second
 //! create), and missing parents created as containers.
 
+use std::sync::Arc;
 use std::time::Instant;
 
-use crate::client::{CreateMode, Request, Response, ZkError};
+use crate::client::{CreateMode, Request, Response, SharedClient, Submission, ZkError};
 use crate::error::{Error, Result};
 use crate::paths;
-use crate::retry::Retries;
+use crate::retry::{Retries, RetryPolicy};
 use crate::session::SessionSnapshot;
 
-use super::{delete_guaranteed, past, LockInternals, Resume, Wait};
-use crate::locks::cleanup::{fate_unknown, retry_in_background, try_delete};
+use super::awaits::{self, Abandoned};
+use super::{past, LockInternals, Resume, Wait};
+use crate::locks::cleanup::{
+    delete_in_background_from, delete_now_or_unawaited, fate_unknown, retry_in_background,
+    retry_in_background_from, try_delete,
+};
+use crate::locks::driver::LockDriver;
 
 /// Length of Curator's protection prefix `_c_<36-char uuid>-`.
 pub const PROTECTED_PREFIX_LEN: usize = 40;
@@ -87,7 +93,7 @@ impl LockInternals {
     /// outcome. Returns the node, the session as it was just before the create that made it (a
     /// later session loss means the node may not be ours any more) and the listing when it
     /// succeeded; `Ok(None)` when the deadline passed.
-    pub(crate) fn create_protected(
+    pub(crate) async fn create_protected(
         &self,
         data: &[u8],
         kind: NodeKind,
@@ -109,7 +115,8 @@ impl LockInternals {
             }
             let (path, mode) = self.node_path(&prefix, kind);
             let before = self.client.session().snapshot();
-            let mut code = match self.create_and_list(&path, data, mode) {
+            // A future dropped while the create is out leaves its answer to `abandoned_create`.
+            let mut code = match self.create_and_list(&path, data, mode, &prefix).await {
                 Ok((actual, czxid, listing)) => {
                     return Ok(Some(Created {
                         path: actual,
@@ -126,14 +133,14 @@ impl LockInternals {
                 // directory exists, which is the common case).
                 ZkError::NoNode if parent_creations < 3 => {
                     parent_creations += 1;
-                    match self.create_parents() {
+                    match self.create_parents().await {
                         Ok(()) => continue,
                         // Parents are containers made idempotently (NodeExists is fine), so a
                         // failure with an unknown outcome is simply made again, under the
                         // retry policy and deadline, and does not count as an attempt.
                         Err((_, _, code)) if fate_unknown(code) => {
                             parent_creations -= 1;
-                            match self.retry_when_connected(&mut retries) {
+                            match self.retry_when_connected_async(&mut retries).await {
                                 Resume::Ready => continue,
                                 Resume::Deadline => return Ok(None),
                                 Resume::Closed => return Err(Error::Closed),
@@ -153,35 +160,41 @@ impl LockInternals {
                 code if code.is_retryable() => {}
                 // The session ended before the create was applied in it: nothing of ours
                 // can exist. Create again on the next session (under the retry policy).
-                ZkError::SessionExpired => match self.retry_when_connected(&mut retries) {
-                    Resume::Ready => {
-                        prefix = protected_prefix();
-                        continue;
+                ZkError::SessionExpired => {
+                    match self.retry_when_connected_async(&mut retries).await {
+                        Resume::Ready => {
+                            prefix = protected_prefix();
+                            continue;
+                        }
+                        Resume::Deadline => return Ok(None),
+                        Resume::Closed => return Err(Error::Closed),
+                        Resume::Exhausted => {
+                            return Err(Error::SessionLost {
+                                path: self.base_path.clone(),
+                            })
+                        }
                     }
-                    Resume::Deadline => return Ok(None),
-                    Resume::Closed => return Err(Error::Closed),
-                    Resume::Exhausted => {
-                        return Err(Error::SessionLost {
-                            path: self.base_path.clone(),
-                        })
-                    }
-                },
+                }
                 code => return Err(Error::zk("create", path, code)),
             }
             // The create may or may not have been applied. Look it up, and repeat the look-up,
             // never the create, while the outcome stays unknown (`SessionExpired` included: the
             // create may have run in a session the client had not reported yet, and the node
             // lives on there): a second node of ours would sit in the queue behind the first
-            // and wait on it (CURATOR-45).
+            // and wait on it (CURATOR-45). Until settled, an operation that goes away (a
+            // dropped future) leaves the look-up to the background.
+            let mut unsettled = Unsettled::new(self, &prefix, before.losses);
             loop {
-                match self.retry_when_connected(&mut retries) {
+                match self.retry_when_connected_async(&mut retries).await {
                     Resume::Ready => {}
                     Resume::Deadline => {
+                        unsettled.settle();
                         self.delete_by_prefix_in_background(prefix);
                         return Ok(None);
                     }
                     Resume::Closed => return Err(Error::Closed),
                     Resume::Exhausted => {
+                        unsettled.settle();
                         self.delete_by_prefix_in_background(prefix);
                         return Err(Error::RetriesExhausted {
                             path,
@@ -192,13 +205,15 @@ impl LockInternals {
                     }
                 }
                 let at = self.client.session().snapshot();
-                let found = self.find_ours(&prefix, at.session_id);
+                let found = self.find_ours(&prefix, at.session_id).await;
                 // Answered past the deadline: no create again, and no listing; one delete of a
                 // node found (a late copy of the create is looked for in the background).
                 if found.is_ok() && past(deadline, Instant::now()) {
+                    unsettled.settle();
                     if let Ok(Found::Ours(path, _) | Found::Foreign(path)) = &found {
                         let wait = Wait::Until(deadline);
-                        if let Err(e) = delete_guaranteed(&self.client, path, &*self.retry, wait) {
+                        let retry = &*self.retry;
+                        if let Err(e) = delete_now_or_unawaited(&self.client, path, retry, wait) {
                             log::info!("deleting {path} after the deadline: {e}");
                         }
                     }
@@ -208,18 +223,23 @@ impl LockInternals {
                 match found {
                     // Owned by the session `at` saw, so `at` is the snapshot "before" it.
                     Ok(Found::Ours(actual, czxid)) => {
+                        unsettled.settle();
                         return Ok(Some(Created {
                             path: actual,
                             before: at,
                             czxid: Some(czxid),
                             listing: None,
                             made_parents: parent_creations > 0,
-                        }))
+                        }));
                     }
-                    Ok(Found::None) => break, // not applied: create again (same prefix is safe)
+                    Ok(Found::None) => {
+                        unsettled.settle();
+                        break; // not applied: create again (same prefix is safe)
+                    }
                     Ok(Found::Foreign(stale)) => {
+                        unsettled.settle();
                         // Created by a session of ours that is gone: delete and start over.
-                        if let Err(e) = delete_guaranteed(
+                        if let Err(e) = delete_now_or_unawaited(
                             &self.client,
                             &stale,
                             &*self.retry,
@@ -235,6 +255,7 @@ impl LockInternals {
                     }
                     Err(again) if fate_unknown(again) => code = again, // still unknown
                     Err(other) => {
+                        unsettled.settle();
                         self.delete_by_prefix_in_background(prefix);
                         return Err(Error::zk("get_children", self.base_path.clone(), other));
                     }
@@ -247,26 +268,30 @@ impl LockInternals {
     /// lock directory. The create's error is the result; the listing's is the wait loop's to
     /// handle (a reply of the wrong shape is `None`: it lists again). A backend without
     /// create2 gets the plain create alone.
-    fn create_and_list(
+    async fn create_and_list(
         &self,
         path: &str,
         data: &[u8],
         mode: CreateMode,
+        prefix: &str,
     ) -> std::result::Result<CreatedReply, ZkError> {
         if !self.client.has_create2() {
             return Ok((self.client.create(path, data, mode)?, None, None));
         }
-        let requests = [
-            Request::Create {
+        let requests = vec![
+            Submission::new(Request::Create {
                 path: path.to_string(),
                 data: data.to_vec(),
                 mode,
-            },
-            Request::GetChildren {
+            }),
+            Submission::new(Request::GetChildren {
                 path: self.base_path.clone(),
-            },
+            }),
         ];
-        let mut replies = self.client.pipeline(&requests).into_iter();
+        let answers = awaits::submit(&self.client, requests)
+            .on_abandon(self.abandoned_create(prefix))
+            .await;
+        let mut replies = answers.into_iter();
         // A backend that answers with the wrong shape is treated as an undecodable reply:
         // outcome unknown, so the create goes through the look-up, never a blind retry.
         let (actual, stat) = match replies.next() {
@@ -280,6 +305,23 @@ impl LockInternals {
             _ => None,
         };
         Ok((actual, Some(stat.czxid), listing))
+    }
+
+    /// What becomes of a create whose answer nobody takes (its future dropped, or its wait
+    /// past the deadline): the node it made is deleted; when its outcome is unknown, it is
+    /// looked for by its prefix; both in the background, from the thread the answer comes on.
+    fn abandoned_create(&self, prefix: &str) -> Abandoned {
+        let client = Arc::downgrade(&self.client);
+        let losses = self.client.session().snapshot().losses;
+        let look_up = self.prefix_look_up(prefix.to_string());
+        Box::new(move |answers| match answers.into_iter().next() {
+            Some(Ok(Response::Create(path, _))) => {
+                log::info!("deleting {path}: its acquire went away before the create's answer");
+                delete_in_background_from(client, losses, path);
+            }
+            Some(Err(code)) if !fate_unknown(code) => {} // refused: nothing made
+            _ => retry_in_background_from(client, losses, look_up),
+        })
     }
 
     fn node_path(&self, prefix: &str, kind: NodeKind) -> (String, CreateMode) {
@@ -305,19 +347,28 @@ impl LockInternals {
     /// Creates every missing ancestor of the lock node (`base_path` included) as a container,
     /// with empty data, ignoring NodeExists (another contender may create them concurrently).
     /// A failure names its request and path.
-    fn create_parents(&self) -> std::result::Result<(), (&'static str, String, ZkError)> {
+    async fn create_parents(&self) -> std::result::Result<(), (&'static str, String, ZkError)> {
         let mut missing = Vec::new();
         let mut at = Some(self.base_path.as_str());
         while let Some(p) = at.filter(|p| *p != "/") {
-            match self.client.exists(p) {
-                Ok(Some(_)) => break,
-                Ok(None) => missing.push(p.to_string()),
+            let exists = Request::Exists {
+                path: p.to_string(),
+            };
+            match self.one(exists).await {
+                Ok(Response::Exists(Some(_))) => break,
+                Ok(Response::Exists(None)) => missing.push(p.to_string()),
+                Ok(_) => return Err(("exists", p.to_string(), ZkError::MarshallingError)),
                 Err(code) => return Err(("exists", p.to_string(), code)),
             }
             at = paths::parent(p);
         }
         for p in missing.into_iter().rev() {
-            match self.client.create(&p, &[], CreateMode::Container) {
+            let create = Request::Create {
+                path: p.clone(),
+                data: Vec::new(),
+                mode: CreateMode::Container,
+            };
+            match self.one(create).await {
                 Ok(_) | Err(ZkError::NodeExists) => {}
                 Err(code) => return Err(("create", p, code)),
             }
@@ -325,11 +376,28 @@ impl LockInternals {
         Ok(())
     }
 
+    /// One request, submitted, its answer awaited (as long as a blocking call waits).
+    pub(super) async fn one(&self, request: Request) -> std::result::Result<Response, ZkError> {
+        let answers = awaits::submit(&self.client, vec![Submission::new(request)]).await;
+        answers
+            .into_iter()
+            .next()
+            .unwrap_or(Err(ZkError::MarshallingError))
+    }
+
     /// Looks for the child that a create with `prefix` may have made; it is ours when owned by
     /// `session` (the session we are in, as seen before the look-up).
-    fn find_ours(&self, prefix: &str, session: Option<i64>) -> std::result::Result<Found, ZkError> {
-        let children = match self.client.get_children(&self.base_path, None) {
-            Ok(c) => c,
+    async fn find_ours(
+        &self,
+        prefix: &str,
+        session: Option<i64>,
+    ) -> std::result::Result<Found, ZkError> {
+        let listing = Request::GetChildren {
+            path: self.base_path.clone(),
+        };
+        let children = match self.one(listing).await {
+            Ok(Response::GetChildren(c)) => c,
+            Ok(_) => return Err(ZkError::MarshallingError),
             Err(ZkError::NoNode) => return Ok(Found::None),
             Err(code) => return Err(code),
         };
@@ -339,37 +407,81 @@ impl LockInternals {
         let path = paths::join(&self.base_path, &name);
         // A listing can still show the node of a session that just expired (CURATOR-498):
         // adopt it only when our current session owns it.
-        match self.client.exists(&path)? {
-            None => Ok(Found::None),
-            Some(stat) if session.is_none_or(|id| id == stat.ephemeral_owner) => {
+        let exists = Request::Exists { path: path.clone() };
+        match self.one(exists).await? {
+            Response::Exists(None) => Ok(Found::None),
+            Response::Exists(Some(stat)) if session.is_none_or(|id| id == stat.ephemeral_owner) => {
                 Ok(Found::Ours(path, stat.czxid))
             }
-            Some(_) => Ok(Found::Foreign(path)),
+            Response::Exists(Some(_)) => Ok(Found::Foreign(path)),
+            _ => Err(ZkError::MarshallingError),
         }
     }
 
     /// After a create whose outcome stayed unknown: find the node by its prefix and delete it
     /// in the background, so it cannot block the queue (CURATOR-45).
     fn delete_by_prefix_in_background(&self, prefix: String) {
-        let (base_path, driver, retry) = (
+        retry_in_background(&self.client, self.prefix_look_up(prefix));
+    }
+
+    /// One try of the background look-up for the node of a create with `prefix`: true when
+    /// done (none found, or deleted).
+    fn prefix_look_up(&self, prefix: String) -> impl FnMut(&SharedClient) -> bool + Send + 'static {
+        let (base_path, driver, retry): (String, Arc<dyn LockDriver>, Arc<dyn RetryPolicy>) = (
             self.base_path.clone(),
             self.driver.clone(),
             self.retry.clone(),
         );
-        retry_in_background(&self.client, move |client| {
+        move |client| {
             let this = LockInternals::new(
                 client.clone(),
                 base_path.clone(),
                 driver.clone(),
                 retry.clone(),
             );
-            match this.find_ours(&prefix, client.session().session_id()) {
+            let session = client.session().session_id();
+            let found = crate::primitives::block_on::block_on(this.find_ours(&prefix, session));
+            match found {
                 Ok(Found::None) => true,
                 Ok(Found::Ours(p, _)) | Ok(Found::Foreign(p)) => {
                     !matches!(try_delete(client, &p), Ok(Some(_)))
                 }
                 Err(code) => !fate_unknown(code),
             }
-        });
+        }
+    }
+}
+
+/// A create whose node may exist though nobody holds it yet: from the create until the node
+/// is handed on (or known not made). Dropped unsettled (its operation went away: a future
+/// dropped, a panic), the node is looked for by its prefix and deleted in the background.
+struct Unsettled<'a> {
+    internals: &'a LockInternals,
+    prefix: Option<String>,
+    losses: u64,
+}
+
+impl<'a> Unsettled<'a> {
+    fn new(internals: &'a LockInternals, prefix: &str, losses: u64) -> Unsettled<'a> {
+        Unsettled {
+            internals,
+            prefix: Some(prefix.to_string()),
+            losses,
+        }
+    }
+
+    /// The node is handed on, or known not made, or its look-up left to the background.
+    fn settle(&mut self) {
+        self.prefix = None;
+    }
+}
+
+impl Drop for Unsettled<'_> {
+    fn drop(&mut self) {
+        if let Some(prefix) = self.prefix.take() {
+            let client = Arc::downgrade(self.internals.client());
+            let look_up = self.internals.prefix_look_up(prefix);
+            retry_in_background_from(client, self.losses, look_up);
+        }
     }
 }

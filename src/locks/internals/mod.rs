@@ -42,28 +42,32 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::client::{registering_as, SharedClient, WatcherId, ZkError};
+use crate::client::{Request, Response, SharedClient, Submission, WatcherId, ZkError};
 use crate::error::{Error, Result};
 use crate::paths;
 use crate::retry::{Retries, RetryPolicy, RetryStep};
 use crate::session::{ConnectionState, ListenerId, SessionSnapshot};
 
 mod armed;
+pub(crate) mod awaits;
+pub(crate) mod context;
 mod create;
 mod observing;
 mod protection;
 mod waiter;
 
 pub(crate) use armed::ArmedWatcher;
+pub(crate) use context::in_future;
 pub(crate) use create::Created;
 pub use create::{is_protected, NodeKind, PROTECTED_PREFIX_LEN};
 pub(crate) use waiter::Waiter;
 
-pub(crate) use super::cleanup::{delete_guaranteed, NodeCleanup, Wait};
+pub(crate) use super::cleanup::{NodeCleanup, Wait};
 use super::driver::{sort_children, Decision, LockDriver};
 use super::held::{HeldNode, Interest};
 use super::layout::{other_kind, other_kind_error, LockLayout};
 use super::observe::Observe;
+use crate::primitives::block_on::block_on;
 
 /// How a pause before a retry ended.
 pub(crate) enum Resume {
@@ -150,22 +154,33 @@ impl LockInternals {
         data: &[u8],
         kind: NodeKind,
     ) -> Result<Option<HeldNode>> {
+        // The blocking call runs the engine's future on the calling thread.
+        block_on(self.attempt_async(deadline, data, kind))
+    }
+
+    /// [`Self::attempt`] as a future: the one engine, which a blocking call runs on its thread
+    /// and an async acquire on its executor. Dropped before it is ready, it leaves nothing
+    /// behind (see the module docs and `awaits`).
+    pub(crate) async fn attempt_async(
+        &self,
+        deadline: Option<Instant>,
+        data: &[u8],
+        kind: NodeKind,
+    ) -> Result<Option<HeldNode>> {
         let start = Instant::now();
         // While we wait or hold, the session proves itself to the quorum (`session/quorum.rs`).
         let _interest = Interest::new(&self.client);
-        let result = self.attempt_from(start, deadline, data, kind);
+        let result = self.attempt_from(start, deadline, data, kind).await;
         if let Ok(Some(held)) = &result {
             // Granted on a session idle for long, whose last proof is stale: returned once the
             // quorum confirmed it (a fraction of its timeout), or at the deadline, `Suspect`.
-            self.client
-                .session()
-                .wait_quorum_fresh(held.losses(), deadline);
+            awaits::quorum_fresh(&self.client, held.losses(), deadline).await;
         }
         self.report(result, start)
     }
 
     /// [`Self::attempt`], started at `start`, unreported.
-    fn attempt_from(
+    async fn attempt_from(
         &self,
         start: Instant,
         deadline: Option<Instant>,
@@ -177,7 +192,7 @@ impl LockInternals {
             if self.client.session().state() == ConnectionState::Closed {
                 return Err(Error::Closed);
             }
-            let created = self.create_protected(data, kind, deadline, start)?;
+            let created = self.create_protected(data, kind, deadline, start).await?;
             let Some(Created {
                 path: our_path,
                 before,
@@ -189,7 +204,7 @@ impl LockInternals {
                 return Ok(None); // the deadline passed while the connection was down
             };
             let mut cleanup = NodeCleanup::new(self, &our_path, deadline);
-            let end = self.wait_loop(&our_path, before, deadline, listing);
+            let end = self.wait_loop(&our_path, before, deadline, listing).await;
             if let (Err(e), true) = (&end, past(deadline, Instant::now())) {
                 // Past the deadline, a failure with an unknown outcome leaves the link in
                 // trouble: the node goes in the background.
@@ -210,7 +225,7 @@ impl LockInternals {
                     // server expires it, or alive in a session we were not told about. Its name
                     // is ours alone, so it is deleted by path before we queue again.
                     drop(cleanup);
-                    match retries.next() {
+                    match awaits::next_retry(&mut retries).await {
                         RetryStep::Again { .. } => {
                             log::info!("lock node {our_path} lost with its session; retrying");
                         }
@@ -247,12 +262,31 @@ impl LockInternals {
         }
     }
 
+    /// [`Self::retry_when_connected`] as a future: its pause on the timer, its wait for the
+    /// link on a session listener.
+    pub(crate) async fn retry_when_connected_async(&self, retries: &mut Retries<'_>) -> Resume {
+        if self.client.session().state() == ConnectionState::Closed {
+            return Resume::Closed;
+        }
+        match awaits::next_retry(retries).await {
+            RetryStep::Again { .. } => {}
+            RetryStep::DeadlinePassed => return Resume::Deadline,
+            RetryStep::Exhausted => return Resume::Exhausted,
+        }
+        let s = awaits::connected(&self.client, retries.deadline()).await;
+        match s.state {
+            ConnectionState::Closed => Resume::Closed,
+            state if state.is_connected() => Resume::Ready,
+            _ => Resume::Deadline,
+        }
+    }
+
     /// The wait loop: list, decide, watch, wait — until acquired, timed out or our node gone.
     /// `before` is the session as it was before our node was created: once a session was lost
     /// since, our node no longer counts as ours, even while a listing still shows it.
     /// `listing`, when given, is the listing sent right behind our create: the first round
     /// decides from it (or handles its failure) instead of listing again.
-    fn wait_loop(
+    async fn wait_loop(
         &self,
         our_path: &str,
         before: SessionSnapshot,
@@ -263,8 +297,9 @@ impl LockInternals {
         let waiter = Arc::new(Waiter::default());
         let _cancel = super::cancel::wake_on_cancel(&waiter);
         // Session transitions wake this waiter (watches do not survive a reconnect). The
-        // listener is registered lazily, the first time we have to wait.
-        let mut listener = None;
+        // listener is registered lazily, the first time we have to wait, and leaves with the
+        // wait (also when its future is dropped).
+        let mut listener = Listening::new(&self.client);
         let mut retries = Retries::new(self.retry.as_ref(), Instant::now(), deadline);
         let mut first_round = true;
         let mut queued = false;
@@ -289,18 +324,23 @@ impl LockInternals {
             // the epoch before the create.
             let (epoch, listed) = match listing.take() {
                 Some(listed) => (before.epoch, self.sorted(listed)),
-                None => (self.client.session().epoch(), self.sorted_children()),
+                None => (
+                    self.client.session().epoch(),
+                    self.sorted(self.list().await),
+                ),
             };
             let children = match listed {
                 Ok(c) => c,
-                Err(code) if code.is_retryable() => match self.retry_when_connected(&mut retries) {
-                    Resume::Ready => continue,
-                    Resume::Deadline => break Ok(LoopEnd::TimedOut { link_trouble: true }),
-                    Resume::Closed => break Err(Error::Closed),
-                    Resume::Exhausted => {
-                        break Err(Error::zk("get_children", self.base_path.clone(), code))
+                Err(code) if code.is_retryable() => {
+                    match self.retry_when_connected_async(&mut retries).await {
+                        Resume::Ready => continue,
+                        Resume::Deadline => break Ok(LoopEnd::TimedOut { link_trouble: true }),
+                        Resume::Closed => break Err(Error::Closed),
+                        Resume::Exhausted => {
+                            break Err(Error::zk("get_children", self.base_path.clone(), code))
+                        }
                     }
-                },
+                }
                 Err(ZkError::SessionExpired) => break Ok(LoopEnd::OurNodeGone),
                 Err(code) => break Err(Error::zk("get_children", self.base_path.clone(), code)),
             };
@@ -344,9 +384,7 @@ impl LockInternals {
                     link_trouble: false,
                 });
             }
-            if listener.is_none() {
-                listener = Some(wake_on_session_change(&self.client, &waiter));
-            }
+            listener.wake(&waiter);
             let w = Arc::downgrade(&waiter);
             let watcher = Box::new(move |event: crate::client::WatchedEvent| {
                 if let Some(w) = w.upgrade() {
@@ -359,10 +397,17 @@ impl LockInternals {
             let id = WatcherId::new();
             // The wake-up runs where the notification is read (our own client's reader
             // thread), not behind the session's other callbacks.
-            let watched = crate::client::native::watches::wake_only(|| {
-                registering_as(id, || self.client.get_data(&pred_path, Some(watcher)))
-            });
+            let read = Request::GetData {
+                path: pred_path.clone(),
+            };
+            let arming = Submission::watched(read, watcher).named(id).wake_only();
+            // Recorded before the answer: a future dropped meanwhile removes it.
             armed.set(&pred_path, id);
+            let watched = awaits::submit(&self.client, vec![arming]).await;
+            let watched = watched
+                .into_iter()
+                .next()
+                .unwrap_or(Err(ZkError::MarshallingError));
             match watched {
                 Ok(_) => {}
                 // Already gone. If it was the last node ahead of us (and nothing changed in
@@ -382,12 +427,12 @@ impl LockInternals {
                 Err(ZkError::SessionExpired) => break Ok(LoopEnd::OurNodeGone),
                 Err(code) => break Err(Error::zk("get_data", pred_path, code)),
             }
-            let deleted = self.wait_for_watch(&waiter, before.losses, deadline);
+            let deleted = self.wait_for_watch(&waiter, before.losses, deadline).await;
             // Hand-off without a re-list: the node that was the last one ahead of ours is
             // deleted, and no reconnect happened since our listing (an event from before a
             // reconnect, or a stale watch of an old session, must not count) — or, on a
             // backend that restores watches, the watch of this round saw it in our session.
-            if deleted && last_ahead && self.same_link(epoch, before.losses, deadline) {
+            if deleted && last_ahead && self.same_link(epoch, before.losses, deadline).await {
                 break Ok(LoopEnd::Acquired);
             }
             if past(deadline, Instant::now()) {
@@ -396,9 +441,7 @@ impl LockInternals {
                 });
             }
         };
-        if let Some(id) = listener {
-            self.client.session().unsubscribe(id);
-        }
+        drop(listener);
         armed.remove();
         result
     }
@@ -407,10 +450,15 @@ impl LockInternals {
     /// when the watched node was deleted. On a backend that restores watches, a reconnect of
     /// the session our node lives in (no loss since `losses`) does not end the wait: the
     /// watch is still armed and fires for a deletion made while the link was down.
-    fn wait_for_watch(&self, waiter: &Waiter, losses: u64, deadline: Option<Instant>) -> bool {
+    async fn wait_for_watch(
+        &self,
+        waiter: &Waiter,
+        losses: u64,
+        deadline: Option<Instant>,
+    ) -> bool {
         let restores = self.client.restores_watches();
         loop {
-            let deleted = waiter.wait(deadline);
+            let deleted = awaits::signalled(waiter, deadline).await;
             if deleted || !restores || past(deadline, Instant::now()) {
                 return deleted;
             }
@@ -437,7 +485,7 @@ impl LockInternals {
     /// transition since (any backend), or, on a backend that restores watches, the link is up
     /// (waited for until `deadline`: a restored watch can fire before the reconnect is
     /// reported) and no session was lost since `losses`.
-    fn same_link(&self, epoch: u64, losses: u64, deadline: Option<Instant>) -> bool {
+    async fn same_link(&self, epoch: u64, losses: u64, deadline: Option<Instant>) -> bool {
         let session = self.client.session();
         if session.epoch() == epoch {
             return true;
@@ -445,7 +493,7 @@ impl LockInternals {
         if !self.client.restores_watches() || session.snapshot().losses != losses {
             return false;
         }
-        let s = session.wait_until_connected(deadline);
+        let s = awaits::connected(&self.client, deadline).await;
         s.state.is_connected() && s.losses == losses
     }
 
@@ -473,7 +521,7 @@ impl LockInternals {
         let mark = super::cleanup::BackgroundMark::now();
         let failures = super::cleanup::give_back(&copies, deadline, mark, |path, wait| {
             log::info!("deleting {path}, a late copy of our node");
-            delete_guaranteed(&self.client, path, &*self.retry, wait)
+            super::cleanup::delete_now_or_unawaited(&self.client, path, &*self.retry, wait)
         });
         match failures.into_iter().next() {
             Some(e) => Err(e),
@@ -485,6 +533,17 @@ impl LockInternals {
     /// A missing directory is an empty list (CURATOR-436: a reaped container).
     pub fn sorted_children(&self) -> std::result::Result<Vec<String>, ZkError> {
         self.sorted(self.client.get_children(&self.base_path, None))
+    }
+
+    /// The children of the lock directory (unsorted), submitted and awaited.
+    async fn list(&self) -> std::result::Result<Vec<String>, ZkError> {
+        let listing = Request::GetChildren {
+            path: self.base_path.clone(),
+        };
+        match self.one(listing).await? {
+            Response::GetChildren(children) => Ok(children),
+            _ => Err(ZkError::MarshallingError),
+        }
     }
 
     /// A listing of the lock directory, sorted (missing: empty).
@@ -520,11 +579,33 @@ impl LockInternals {
     pub(crate) fn release_within(&self, held: &HeldNode, wait: Wait) -> Result<()> {
         super::cleanup::release_held(held, self.retry.as_ref(), wait)
     }
+}
 
-    /// Deletes our node without waiting for the reply (see
-    /// [`super::cleanup::delete_unawaited`]).
-    pub(crate) fn release_unawaited(&self, held: &HeldNode) {
-        super::cleanup::delete_unawaited(&self.client, held.path())
+/// A wait's session listener, registered the first time it has to wait and removed when the
+/// wait ends (its future dropped included).
+struct Listening<'a> {
+    client: &'a SharedClient,
+    id: Option<ListenerId>,
+}
+
+impl<'a> Listening<'a> {
+    fn new(client: &'a SharedClient) -> Listening<'a> {
+        Listening { client, id: None }
+    }
+
+    /// Session transitions wake `waiter` from now on.
+    fn wake(&mut self, waiter: &Arc<Waiter>) {
+        if self.id.is_none() {
+            self.id = Some(wake_on_session_change(self.client, waiter));
+        }
+    }
+}
+
+impl Drop for Listening<'_> {
+    fn drop(&mut self) {
+        if let Some(id) = self.id.take() {
+            self.client.session().unsubscribe(id);
+        }
     }
 }
 

@@ -54,6 +54,11 @@ impl Waiter {
         }
     }
 
+    /// Whether the node watched in this round was deleted (what [`Self::wait`] returns).
+    pub(crate) fn deleted(&self) -> bool {
+        self.state.lock().deleted
+    }
+
     /// Whether a signal came since the last [`Self::next_round`] (a future's poll: look again).
     pub(crate) fn signalled(&self) -> bool {
         self.state.lock().signalled

@@ -18,6 +18,7 @@ use crate::locks::held::HeldNode;
 use crate::locks::internals::{past, NodeKind, Wait};
 use crate::locks::owned::take_held_by;
 use crate::locks::revocation::RevocationWatch;
+use crate::primitives::block_on::block_on;
 
 use super::InterProcessMutex;
 
@@ -32,12 +33,21 @@ impl InterProcessMutex {
     /// Queues a node of its own and waits for it (at most `timeout`; `None` without limit);
     /// the node once held, recorded as an owned hold.
     pub(crate) fn acquire_owned(&self, timeout: Option<Duration>) -> Result<Option<Arc<HeldNode>>> {
+        block_on(self.acquire_owned_async(timeout))
+    }
+
+    /// [`Self::acquire_owned`] as a future (the blocking call runs it on its thread).
+    pub(crate) async fn acquire_owned_async(
+        &self,
+        timeout: Option<Duration>,
+    ) -> Result<Option<Arc<HeldNode>>> {
         let deadline = timeout.and_then(deadline_after);
         let revocation = self.revocation.lock().clone();
         let data = self.node_data(revocation.is_some());
         let Some(node) = self
             .internals
-            .attempt(deadline, &data, NodeKind::Sequential)?
+            .attempt_async(deadline, &data, NodeKind::Sequential)
+            .await?
         else {
             return Ok(None);
         };

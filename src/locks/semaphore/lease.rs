@@ -16,6 +16,9 @@ pub struct Lease {
     pub(super) node: Arc<HeldNode>,
     pub(super) retry: Arc<dyn RetryPolicy>,
     pub(super) closed: bool,
+    /// Taken by a future: dropped, it is given back without waiting for the delete's answer
+    /// (async code must not stall its executor).
+    pub(super) unawaited: bool,
 }
 
 impl Lease {
@@ -100,7 +103,11 @@ impl Lease {
 
 impl Drop for Lease {
     fn drop(&mut self) {
-        if let Err(e) = self.close_inner(Wait::Until(None)) {
+        let wait = match self.unawaited {
+            true => Wait::Unawaited,
+            false => Wait::Until(None),
+        };
+        if let Err(e) = self.close_inner(wait) {
             log::warn!("returning lease {}: {e}", self.node.path());
         }
     }

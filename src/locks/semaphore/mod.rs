@@ -16,36 +16,34 @@
 //! [`InterProcessSemaphoreMutex`], a one-lease semaphore as a lock; `directory` the refusal
 //! of a directory holding another kind of lock.
 
+mod acquire;
 mod directory;
 mod lease;
+mod leasing;
 mod mutex;
 
 pub use lease::Lease;
+pub use leasing::Leasing;
 pub use mutex::InterProcessSemaphoreMutex;
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::client::{SharedClient, ZkError};
 use crate::error::{Error, Result};
 use crate::paths;
-use crate::retry::{ExponentialBackoffRetry, Retries, RetryPolicy, RetryStep};
-use crate::session::{ListenerId, SessionSnapshot};
+use crate::primitives::block_on::block_on;
+use crate::retry::{ExponentialBackoffRetry, RetryPolicy};
 
-use super::cleanup::{give_back, BackgroundMark};
 use super::driver::{LockDriver, StandardDriver};
-use super::held::{HeldNode, LockState};
-use super::internals::{
-    past, wake_on_session_change, Created, LockInternals, NodeCleanup, NodeKind, Resume, Wait,
-    Waiter,
-};
+use super::internals::LockInternals;
 use super::layout::{LEASE_BASE_NAME, LEASE_PARENT, LOCK_PARENT};
 use super::mutex::InterProcessMutex;
-use super::observe::{queued_mark, LockObserver, Observe};
+use super::observe::{LockObserver, Observe};
 use super::participants::{self as queue, Participant, ParticipantKind};
 use super::shared_count::SharedCount;
+use super::validate_lock_path;
 use super::{cancel, Acquire};
-use super::{deadline_after, default_node_data, validate_lock_path, InterProcessLock};
 
 /// Where the maximum number of leases comes from.
 #[derive(Debug, Clone)]
@@ -228,315 +226,50 @@ impl InterProcessSemaphoreV2 {
         })
     }
 
-    fn acquire_inner(&self, qty: usize, timeout: Option<Duration>) -> Result<Option<Vec<Lease>>> {
-        if qty == 0 {
-            return Err(Error::InvalidArgument {
-                name: "qty",
-                reason: "0: ask for at least one lease".into(),
-            });
-        }
-        if let MaxLeases::Fixed(max) = self.max {
-            if qty > max {
-                return Err(Error::InvalidArgument {
-                    name: "qty",
-                    reason: format!(
-                        "{qty} is more than the {max} leases of {}: it would wait forever",
-                        self.path
-                    ),
-                });
-            }
-        }
-        let deadline = timeout.and_then(deadline_after);
-        let mark = BackgroundMark::now();
-        // Leases taken so far are returned on any failure or timeout, within the deadline.
-        let mut taken = Vec::with_capacity(qty);
-        for _ in 0..qty {
-            let started = Instant::now();
-            let outcome = self.acquire_one(deadline);
-            // The semaphore's own engine reports its outcomes here (the grant in the loop).
-            match &outcome {
-                Ok(Some(_)) => {}
-                Ok(None) => self.leases.observe().gave_up(started.elapsed()),
-                Err(e) => self.leases.observe().failed(e),
-            }
-            let Ok(Some(lease)) = outcome else {
-                let give = give_back(taken, deadline, mark, |lease: Lease, wait| {
-                    lease.close_within(wait)
-                });
-                for e in give {
-                    log::info!(
-                        "returning a lease of {} after a failed acquire: {e}",
-                        self.path
-                    );
-                }
-                return outcome.map(|_| None);
-            };
-            taken.push(lease);
-        }
-        Ok(Some(taken))
-    }
-
-    /// One lease: admission, lease node, wait for room; the admission mutex is always released.
-    fn acquire_one(&self, deadline: Option<Instant>) -> Result<Option<Lease>> {
-        let start = Instant::now();
-        let mut retries = Retries::new(self.leases.retry_policy().as_ref(), start, deadline);
-        let data = self.data.clone().unwrap_or_else(default_node_data);
-        // One `queued` per acquisition: the admission's, else the lease's wait for room.
-        let queued = queued_mark();
-        loop {
-            let remaining = deadline.map(|d| d.saturating_duration_since(Instant::now()));
-            if !self
-                .admission
-                .acquire_with(remaining, NodeKind::Sequential)?
-            {
-                return Ok(None);
-            }
-            let mark = BackgroundMark::now();
-            let outcome = self.lease_while_admitted(deadline, &data, start, queued);
-            // With the lease granted, the caller does not wait for the admission delete:
-            // holding admission a little longer keeps others out a little longer, nothing
-            // more, and it is sent after the leases listing was answered (see the module
-            // docs). Otherwise it is bounded by the deadline: a timed call returns by it even
-            // during an outage (the delete goes on in the background), and one past its
-            // deadline with its link in trouble makes no more requests.
-            let released = match &outcome {
-                Ok(Granted::Yes(_)) => self.admission.release_unawaited(),
-                Ok(Granted::TimedOut { link_trouble: true }) => {
-                    self.admission.release_within(Wait::Background)
-                }
-                // No request once the lease's delete (done by now) went to the background.
-                _ => self.admission.release_within(mark.wait(deadline)),
-            };
-            if let Err(e) = released {
-                log::warn!("releasing the admission mutex of {}: {e}", self.path);
-            }
-            match outcome? {
-                Granted::Yes(lease) => return Ok(Some(lease)),
-                Granted::TimedOut { .. } => return Ok(None),
-                Granted::NodeGone => match retries.next() {
-                    RetryStep::Again { .. } => {
-                        log::info!("lease under {} lost with its session; retrying", self.path);
-                    }
-                    RetryStep::DeadlinePassed => return Ok(None),
-                    RetryStep::Exhausted => {
-                        return Err(Error::SessionLost {
-                            path: self.path.clone(),
-                        })
-                    }
-                },
-            }
-        }
-    }
-
-    fn lease_while_admitted(
-        &self,
-        deadline: Option<Instant>,
-        data: &[u8],
-        start: Instant,
-        queued: u64,
-    ) -> Result<Granted> {
-        let client = self.leases.client();
-        let Some(Created {
-            path: our_path,
-            before,
-            czxid,
-            mut listing,
-            made_parents,
-        }) = self
-            .leases
-            .create_protected(data, NodeKind::Sequential, deadline, start)?
-        else {
-            // The deadline passed with the link down.
-            return Ok(Granted::TimedOut { link_trouble: true });
-        };
-        let mut cleanup = NodeCleanup::new(&self.leases, &our_path, deadline);
-        if made_parents {
-            if let Err(e) = self.refuse_other_kind(deadline, start) {
-                self.withdraw_from_other_kind(|| drop(cleanup));
-                return Err(e);
-            }
-        }
-        let our_name = paths::node_name(&our_path).to_string();
-        let leases_path = self.leases.base_path().to_string();
-        let waiter = Arc::new(Waiter::default());
-        let _cancel = super::cancel::wake_on_cancel(&waiter);
-        // Session changes and changes of a shared maximum wake the waiter: subscribed before
-        // the first listing that sets a watch (an uncontended lease never subscribes).
-        let mut listeners = None;
-        let mut watch = false;
-        let mut retries = Retries::new(self.leases.retry_policy().as_ref(), start, deadline);
-        let mut first_round = true;
-        let result = loop {
-            // Past the deadline, no new round: it would start a request.
-            if !std::mem::take(&mut first_round) && past(deadline, Instant::now()) {
-                break Ok(Granted::TimedOut {
-                    link_trouble: false,
-                });
-            }
-            let round = waiter.next_round();
-            // The first listing sets no watch: an uncontended lease must not leave one behind.
-            let watcher: Option<crate::client::Watcher> = watch.then(|| {
-                let w = Arc::downgrade(&waiter);
-                Box::new(move |_: crate::client::WatchedEvent| {
-                    if let Some(w) = w.upgrade() {
-                        w.signal(Some(round));
-                    }
-                }) as crate::client::Watcher
-            });
-            // The first round decides from the listing sent behind our create (no watch). The
-            // wake-up runs where the notification is read (our own client's reader thread),
-            // not behind the session's other callbacks.
-            let listed = match listing.take() {
-                Some(listed) if watcher.is_none() => listed,
-                _ => crate::client::native::watches::wake_only(|| {
-                    client.get_children(&leases_path, watcher)
-                }),
-            };
-            let children = match listed {
-                Ok(c) => c,
-                Err(ZkError::NoNode) => break Ok(Granted::NodeGone),
-                // Our lease node died with the session: retry under the policy, as the mutex's
-                // wait loop does.
-                Err(ZkError::SessionExpired) => break Ok(Granted::NodeGone),
-                Err(code) if code.is_retryable() => {
-                    match self.leases.retry_when_connected(&mut retries) {
-                        Resume::Ready => continue,
-                        Resume::Deadline => break Ok(Granted::TimedOut { link_trouble: true }),
-                        Resume::Exhausted => {
-                            break Err(Error::zk("get_children", leases_path.clone(), code))
-                        }
-                        Resume::Closed => break Err(Error::Closed),
-                    }
-                }
-                Err(code) => break Err(Error::zk("get_children", leases_path.clone(), code)),
-            };
-            // A lease of a lost session can still be listed (until the server expires it): it
-            // must not count as ours.
-            if !children.contains(&our_name) || client.session().snapshot().losses != before.losses
-            {
-                break Ok(Granted::NodeGone);
-            }
-            match self.leases.delete_copies(&children, &our_name, deadline) {
-                Ok(false) => {}
-                Ok(true) => continue, // list again without them
-                // The delete goes on in the background; its link is in trouble.
-                Err(_) if past(deadline, Instant::now()) => {
-                    break Ok(Granted::TimedOut { link_trouble: true })
-                }
-                Err(e) => break Err(e),
-            }
-            if children.len() <= self.max_leases() {
-                let node =
-                    HeldNode::new(client.clone(), our_path.clone(), before).with_czxid(czxid);
-                break Ok(Granted::Yes(Lease {
-                    node: Arc::new(self.leases.granted(node, start)),
-                    retry: self.leases.retry_policy().clone(),
-                    closed: false,
-                }));
-            }
-            if !watch {
-                // Before waiting, the admission must be known to the server as ours (see
-                // `admission_state`); only a waiting lease needs it: a lease within the maximum
-                // is granted whoever is admitted, so the uncontended path asks nothing more.
-                match self.admission_state(&before) {
-                    LockState::Held => {}
-                    LockState::Lost => {
-                        log::info!(
-                            "admission to {} lost before the lease; queueing again",
-                            self.path
-                        );
-                        break Ok(Granted::NodeGone); // `cleanup` deletes the lease
-                    }
-                    // Unknown (the check's link failed): asked again once the link is back,
-                    // with a new listing; past the deadline, no more requests.
-                    LockState::Suspect => match self.leases.retry_when_connected(&mut retries) {
-                        Resume::Ready => continue,
-                        Resume::Deadline => break Ok(Granted::TimedOut { link_trouble: true }),
-                        Resume::Exhausted => {
-                            break Err(Error::zk(
-                                "exists",
-                                self.admission.path(),
-                                ZkError::ConnectionLoss,
-                            ))
-                        }
-                        Resume::Closed => break Err(Error::Closed),
-                    },
-                }
-                if queued_mark() == queued {
-                    self.leases.observe().queued(&our_path, before.session_id);
-                }
-                watch = true;
-                listeners = Some(self.wake_on_changes(&waiter));
-                continue;
-            }
-            waiter.wait(deadline);
-            if past(deadline, Instant::now()) {
-                break Ok(Granted::TimedOut {
-                    link_trouble: false,
-                });
-            }
-        };
-        if let Some((session_listener, count_listener)) = listeners {
-            client.session().unsubscribe(session_listener);
-            if let (Some(id), MaxLeases::Shared(c)) = (count_listener, &self.max) {
-                c.unsubscribe(id);
-            }
-        }
-        match result {
-            Ok(Granted::Yes(lease)) => {
-                cleanup.disarm();
-                Ok(Granted::Yes(lease))
-            }
-            Ok(Granted::TimedOut { link_trouble }) => {
-                cleanup.set_wait(Wait::after_timeout(deadline, link_trouble));
-                Ok(Granted::TimedOut { link_trouble })
-            }
-            // Past the deadline, a failure with an unknown outcome leaves the link in trouble.
-            Err(e) if past(deadline, Instant::now()) => {
-                cleanup.set_wait(Wait::after_timeout(deadline, e.is_retryable()));
-                Err(e)
-            }
-            // On `NodeGone` the lease is deleted by path all the same: it may still exist.
-            other => other,
-        }
-    }
-
-    /// Whether the calling thread's admission still holds, asked of the server (one `exists`)
-    /// after the lease was created in the session `before` saw: not only believed by the client.
+    /// [`Self::acquire`] as a future, for async code: waits without a thread (the engine the
+    /// blocking call runs; no async runtime needed), `Send + 'static`. Dropping it cancels it
+    /// without blocking and without leaving a node behind (its admission and lease nodes are
+    /// deleted, a create still out is deleted when its answer comes). The lease it returns is
+    /// given back on drop without waiting for the delete's answer.
     ///
-    /// Two leases over the maximum whose owners both count as admitted wait on each other for
-    /// ever, and the one really admitted keeps everyone else out. A session lost between the
-    /// admission and the lease create lets another client be admitted meanwhile; then the
-    /// admission node is gone and the lease lives in another session. If the loss was reported,
-    /// the loss count says so without a request. If not (a client can open a new session and
-    /// run requests in it before it reports the change), the old session expired on the server
-    /// before the new one was opened, and its ephemeral admission node went with it: `exists`
-    /// says so. Asking once, before the first wait, is enough: from then on the admission and
-    /// the lease live in one session, and a later loss takes the lease too, which the next
-    /// listing sees. `Lost`: the lease is deleted and the thread queues for admission again;
-    /// `Suspect`: the answer is unknown (the link failed), ask again.
-    fn admission_state(&self, before: &SessionSnapshot) -> LockState {
-        match self.admission.held_node() {
-            Some(admission) if admission.losses() == before.losses => admission.confirm(),
-            _ => LockState::Lost,
-        }
+    /// ```
+    /// use std::sync::Arc;
+    /// use zk_locks::client::memory::MemoryEnsemble;
+    /// use zk_locks::locks::InterProcessSemaphoreV2;
+    ///
+    /// # let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+    /// # runtime.block_on(async {
+    /// let ensemble = MemoryEnsemble::new();
+    /// let pool = Arc::new(InterProcessSemaphoreV2::new(ensemble.connect(), "/pools/db", 2)?);
+    /// let (a, b) = (pool.acquire_async().await?, pool.acquire_async().await?);
+    /// let third = tokio::time::timeout(std::time::Duration::from_millis(50), pool.acquire_async());
+    /// assert!(third.await.is_err()); // both leases taken; the dropped wait left nothing
+    /// drop((a, b));
+    /// # Ok::<(), zk_locks::Error>(())
+    /// # }).unwrap();
+    /// ```
+    pub fn acquire_async(self: &Arc<Self>) -> Leasing<Lease> {
+        leasing::until_granted(self.clone())
     }
 
-    /// Subscribes `waiter` to session changes and to the shared maximum's changes.
-    fn wake_on_changes(&self, waiter: &Arc<Waiter>) -> (ListenerId, Option<ListenerId>) {
-        let session_listener = wake_on_session_change(self.leases.client(), waiter);
-        let count_listener = match &self.max {
-            MaxLeases::Shared(c) => {
-                let w = Arc::downgrade(waiter);
-                Some(c.subscribe(move |_| {
-                    if let Some(w) = w.upgrade() {
-                        w.signal(None);
-                    }
-                }))
-            }
-            MaxLeases::Fixed(_) => None,
-        };
-        (session_listener, count_listener)
+    /// [`Self::acquire_with`] as a future (see [`Self::acquire_async`]): the lease, `None` when
+    /// `how`'s timeout passed, [`Error::Cancelled`] when its token was cancelled.
+    pub fn acquire_with_async(self: &Arc<Self>, how: Acquire) -> Leasing<Option<Lease>> {
+        leasing::one(self.clone(), how)
+    }
+
+    /// [`Self::acquire_many_with`] as a future (see [`Self::acquire_async`]): the leases this
+    /// call took are given back when it ends without all of them, or is dropped.
+    pub fn acquire_many_with_async(
+        self: &Arc<Self>,
+        qty: usize,
+        how: Acquire,
+    ) -> Leasing<Option<Vec<Lease>>> {
+        leasing::leases(self.clone(), qty, how)
+    }
+
+    fn acquire_inner(&self, qty: usize, timeout: Option<Duration>) -> Result<Option<Vec<Lease>>> {
+        block_on(self.acquire_inner_async(qty, timeout))
     }
 
     /// The lease nodes' names, unsorted (as Curator's `getParticipantNodes` for semaphores).
@@ -564,14 +297,4 @@ impl InterProcessSemaphoreV2 {
             |sorted, i| (ParticipantKind::Lease, rule.holds(sorted, i)),
         )
     }
-}
-
-enum Granted {
-    Yes(Lease),
-    /// `link_trouble`: a request failed with an unknown outcome at the end (no more requests on
-    /// the caller's thread then).
-    TimedOut {
-        link_trouble: bool,
-    },
-    NodeGone,
 }

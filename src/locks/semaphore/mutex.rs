@@ -7,10 +7,11 @@ use std::time::Duration;
 use super::{InterProcessSemaphoreV2, Lease};
 use crate::client::SharedClient;
 use crate::error::{Error, Result};
+use crate::locks::acquiring::run_async;
 use crate::locks::cleanup::Wait;
 use crate::locks::held::{HeldNode, LockState};
 use crate::locks::owned::take_held_by;
-use crate::locks::{Acquire, InterProcessLock, LockGuard, Participant};
+use crate::locks::{Acquire, HoldFuture, InterProcessLock, LockGuard, Participant};
 use crate::retry::RetryPolicy;
 
 /// A mutex made of a one-lease semaphore (Curator's `InterProcessSemaphoreMutex`).
@@ -197,6 +198,19 @@ impl InterProcessLock for InterProcessSemaphoreMutex {
             self.owned.lock().push(lease);
             vec![node]
         }))
+    }
+
+    fn acquire_owned_hold_async<'a>(&'a self, how: &'a Acquire) -> HoldFuture<'a> {
+        Box::pin(async move {
+            let s = &self.semaphore;
+            let leases = run_async(how, s.path(), |t| s.acquire_inner_async(1, t)).await?;
+            Ok(leases.map(|mut leases| {
+                let lease = leases.remove(0);
+                let node = lease.node.clone();
+                self.owned.lock().push(lease);
+                vec![node]
+            }))
+        })
     }
 
     fn release_owned_hold(&self, nodes: &[Arc<HeldNode>]) -> Result<()> {
