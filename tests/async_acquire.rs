@@ -82,6 +82,20 @@ fn an_async_acquire_excludes_and_hands_over(b: &dyn Backend) {
     });
 }
 
+/// `unlock_async` reports the release once its delete was answered: the node is gone then.
+fn unlock_async_reports_the_release(b: &dyn Backend) {
+    let a = b.connect();
+    let path = format!("{}/lock", b.root());
+    let mutex = Arc::new(InterProcessMutex::new(a.client.clone(), &path).unwrap());
+    runtime().block_on(async {
+        let guard = mutex.lock_owned_async().await.unwrap();
+        assert_eq!(mutex.participant_nodes().unwrap().len(), 1);
+        guard.unlock_async().await.unwrap();
+        assert!(mutex.participant_nodes().unwrap().is_empty());
+        assert!(!mutex.is_acquired_in_this_process());
+    });
+}
+
 /// Dropped while queued: its node goes, and the one queued behind it gets the lock next.
 fn dropped_while_queued_leaves_no_node(b: &dyn Backend) {
     let (a, c, d) = (b.connect(), b.connect(), b.connect());
@@ -306,6 +320,7 @@ fn dropped_while_suspended_leaves_no_node(b: &dyn Backend) {
 
 suite!(tls [
     an_async_acquire_excludes_and_hands_over,
+    unlock_async_reports_the_release,
     dropped_while_queued_leaves_no_node,
     granted_but_not_polled_passes_the_grant_on,
     dropped_right_after_the_first_poll_leaves_no_node,

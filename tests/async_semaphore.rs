@@ -153,12 +153,16 @@ fn semaphore_mutex_and_many_leases(b: &dyn Backend) {
             .unwrap()
             .unwrap();
         drop(g2);
-        let two = other
+        let mut two = other
             .acquire_many_with_async(2, Acquire::new())
             .await
             .unwrap()
             .unwrap();
         assert_eq!(two.len(), 2);
+        // `close_async` reports the return once its delete was answered.
+        two.pop().unwrap().close_async().await.unwrap();
+        assert_eq!(other.participant_nodes().unwrap().len(), 1);
+        two.push(other.acquire_async().await.unwrap());
         // Two of three are taken: asking for two gets one, waits, times out, gives it back.
         assert!(pool
             .acquire_many_with_async(2, how)

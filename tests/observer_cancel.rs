@@ -377,3 +377,44 @@ fn a_wait_ended_by_a_closed_client_is_a_failure_not_a_timeout() {
         assert!(events[1].starts_with("failed: "), "{recipe:?}: {events:?}");
     }
 }
+
+/// An async acquire dropped while it waits is reported `cancelled` (the caller gave it up),
+/// for a lock and for a semaphore lease; one that times out is `timed_out`.
+#[test]
+fn a_dropped_async_acquire_is_reported_as_cancelled() {
+    use std::future::Future;
+    use std::task::{Context, Waker};
+    let e = MemoryEnsemble::new();
+    let holder = InterProcessMutex::new(e.connect(), "/observed/async").unwrap();
+    let _held = holder.lock().unwrap();
+    let recorder = Arc::new(Recorder::default());
+    let waiter = Arc::new(
+        InterProcessMutex::new(e.connect(), "/observed/async")
+            .unwrap()
+            .with_observer(recorder.clone()),
+    );
+    {
+        let mut future = Box::pin(waiter.lock_owned_async());
+        assert!(future
+            .as_mut()
+            .poll(&mut Context::from_waker(Waker::noop()))
+            .is_pending());
+    }
+    assert_eq!(recorder.events(), ["queued", "cancelled"]);
+    let pool = InterProcessSemaphoreV2::new(e.connect(), "/observed/pool", 1).unwrap();
+    let _lease = pool.acquire().unwrap();
+    let leases = Arc::new(Recorder::default());
+    let waiting = Arc::new(
+        InterProcessSemaphoreV2::new(e.connect(), "/observed/pool", 1)
+            .unwrap()
+            .with_observer(leases.clone()),
+    );
+    {
+        let mut future = Box::pin(waiting.acquire_async());
+        assert!(future
+            .as_mut()
+            .poll(&mut Context::from_waker(Waker::noop()))
+            .is_pending());
+    }
+    assert_eq!(leases.events(), ["queued", "cancelled"]);
+}

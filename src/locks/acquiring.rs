@@ -32,7 +32,34 @@ use crate::error::{Error, Result};
 pub type HoldFuture<'a> =
     Pin<Box<dyn Future<Output = Result<Option<Vec<Arc<HeldNode>>>>> + Send + 'a>>;
 
+/// The future of a recipe's async release of an owned hold (what
+/// [`InterProcessLock::release_owned_hold_async`] returns). Not for use outside this crate's
+/// recipes.
+#[doc(hidden)]
+pub type ReleaseFuture<'a> = Pin<Box<dyn Future<Output = Result<()>> + Send + 'a>>;
+
 type Boxed<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+
+/// The future of [`OwnedLockGuard::unlock_async`]: the release's outcome, as
+/// [`OwnedLockGuard::unlock`] reports it, without blocking a thread.
+#[must_use = "a future does nothing unless polled (dropped, the release goes on unawaited)"]
+pub struct Unlocking {
+    pub(crate) inner: Boxed<Result<()>>,
+}
+
+impl Future for Unlocking {
+    type Output = Result<()>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<()>> {
+        self.inner.as_mut().poll(cx)
+    }
+}
+
+impl std::fmt::Debug for Unlocking {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Unlocking")
+    }
+}
 
 /// The future of [`InterProcessLock::try_lock_owned_async`]: the guard once held, `None` when
 /// the [`Acquire`]'s timeout passed (nothing left behind), [`Error::Cancelled`] when its token

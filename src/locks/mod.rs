@@ -51,7 +51,7 @@ mod watching;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-pub use acquiring::{HoldFuture, LockOwned, TryLockOwned};
+pub use acquiring::{HoldFuture, LockOwned, ReleaseFuture, TryLockOwned, Unlocking};
 pub use cancel::{Acquire, CancelToken, Cancelled};
 pub use driver::standard_sort_key;
 pub use guard::LockGuard;
@@ -276,6 +276,14 @@ pub trait InterProcessLock: Send + Sync {
     fn release_owned_hold(&self, nodes: &[Arc<HeldNode>]) -> Result<()> {
         let _ = nodes;
         Err(owned_holds_unsupported())
+    }
+
+    /// [`Self::release_owned_hold`] as a future: each delete's answer awaited, no thread
+    /// blocked (what [`OwnedLockGuard::unlock_async`] runs). The default (a lock of another
+    /// crate) releases as [`Self::release_owned_hold`] does, on the polling thread.
+    #[doc(hidden)]
+    fn release_owned_hold_async<'a>(&'a self, nodes: &'a [Arc<HeldNode>]) -> ReleaseFuture<'a> {
+        Box::pin(std::future::ready(self.release_owned_hold(nodes)))
     }
 
     /// [`Self::release_owned_hold`], keeping the caller only as long as `wait` allows (as

@@ -17,7 +17,7 @@ use crate::error::{Error, Result};
 use super::cleanup::{give_back, BackgroundMark, Wait};
 use super::held::HeldNode;
 use super::mutex::InterProcessMutex;
-use super::{deadline_after, Acquire, HoldFuture, InterProcessLock};
+use super::{deadline_after, Acquire, HoldFuture, InterProcessLock, ReleaseFuture};
 
 /// All-or-nothing over any [`InterProcessLock`]s.
 ///
@@ -296,6 +296,22 @@ impl InterProcessLock for InterProcessMultiLock {
 
     fn release_owned_hold_within(&self, nodes: &[Arc<HeldNode>], wait: Wait) -> Result<()> {
         self.release_each(|lock| lock.release_owned_hold_within(nodes, wait))
+    }
+
+    /// Each lock's own part, in reverse order, each awaited; every failure reported.
+    fn release_owned_hold_async<'a>(&'a self, nodes: &'a [Arc<HeldNode>]) -> ReleaseFuture<'a> {
+        Box::pin(async move {
+            let mut failures = Vec::new();
+            for (_, lock) in self.locks.iter().rev() {
+                if let Err(e) = lock.release_owned_hold_async(nodes).await {
+                    failures.push(e);
+                }
+            }
+            match failures.len() {
+                0 => Ok(()),
+                _ => Err(Error::Multiple(failures)),
+            }
+        })
     }
 
     fn is_acquired_in_this_process(&self) -> bool {

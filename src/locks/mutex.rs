@@ -19,7 +19,7 @@ use super::internals::{past, LockInternals, NodeKind, Wait};
 use super::layout::LOCK_NAME;
 use super::participants::{self as queue, Participant, ParticipantKind};
 use super::revocation::{RevocationListener, RevocationWatch};
-use super::{cancel, Acquire, HoldFuture};
+use super::{cancel, Acquire, HoldFuture, ReleaseFuture};
 use super::{deadline_after, default_node_data, validate_lock_path, InterProcessLock};
 
 mod owned_holds;
@@ -327,6 +327,10 @@ impl InterProcessLock for InterProcessMutex {
 
     fn release_owned_hold(&self, nodes: &[Arc<HeldNode>]) -> Result<()> {
         self.release_owned(nodes, Wait::Until(None))
+    }
+
+    fn release_owned_hold_async<'a>(&'a self, nodes: &'a [Arc<HeldNode>]) -> ReleaseFuture<'a> {
+        Box::pin(self.release_owned_async(nodes))
     }
 
     fn release_owned_hold_within(&self, nodes: &[Arc<HeldNode>], wait: Wait) -> Result<()> {

@@ -19,7 +19,8 @@
 //!   release when the hold was lost and nobody looked); `released` once.
 //! - **An acquire ends as it returns**: `timed_out` for "not acquired" at its deadline,
 //!   `cancelled` for `Error::Cancelled` (the thread's token is cancelled: `gave_up` asks
-//!   `locks::cancel`), `failed` for any other error.
+//!   `locks::cancel`) and for an acquire future dropped before it was ready, `failed` for
+//!   any other error.
 //! - **User code never derails the library.** Every call into the observer is made under
 //!   `catch_unwind` (`tell`): a panic is logged and the event dropped, so an acquire still
 //!   returns (and records) its hold and a release still deletes its node; no observer call
@@ -197,7 +198,8 @@ impl Observe {
         self.tell("timed_out", |o| o.timed_out(&self.lock, self.kind, wait));
     }
 
-    fn cancelled(&self, wait: Duration) {
+    /// An acquire given up by its caller: the cancel of a token, or its future dropped.
+    pub(crate) fn cancelled(&self, wait: Duration) {
         log::debug!("{} {}: cancelled after {wait:?}", self.kind, self.lock);
         self.tell("cancelled", |o| o.cancelled(&self.lock, self.kind, wait));
     }

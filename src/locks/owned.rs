@@ -25,6 +25,7 @@ use std::time::Duration;
 use crate::client::{MultiOp, MultiResult};
 use crate::error::Result;
 
+use super::acquiring::Unlocking;
 use super::guard::{fencing_token_of, state_of, wait_while_on};
 use super::held::{HeldNode, LockState};
 use super::watching::WhileHeld;
@@ -180,6 +181,19 @@ impl<L: InterProcessLock + ?Sized> OwnedLockGuard<L> {
     pub fn unlock(mut self) -> Result<()> {
         self.released = true;
         self.lock.release_owned_hold(&self.nodes)
+    }
+}
+
+impl<L: InterProcessLock + ?Sized + 'static> OwnedLockGuard<L> {
+    /// [`Self::unlock`] as a future, for async code that wants the outcome: each delete's
+    /// answer awaited, no thread blocked. (Dropping the guard releases too, without waiting
+    /// for the answer.) Dropped before it is ready, the release goes on unawaited.
+    pub fn unlock_async(mut self) -> Unlocking {
+        self.released = true;
+        let (lock, nodes) = (self.lock.clone(), std::mem::take(&mut self.nodes));
+        Unlocking {
+            inner: Box::pin(async move { lock.release_owned_hold_async(&nodes).await }),
+        }
     }
 }
 

@@ -26,7 +26,7 @@ use super::layout::{READ_LOCK_NAME, WRITE_LOCK_NAME};
 use super::mutex::InterProcessMutex;
 use super::observe::LockObserver;
 use super::participants::{self as queue, Participant, ParticipantKind};
-use super::{cancel, Acquire, HoldFuture, InterProcessLock};
+use super::{cancel, Acquire, HoldFuture, InterProcessLock, ReleaseFuture};
 
 mod drivers;
 use drivers::{held_write_node, is_writer, ReadDriver, WriteDriver};
@@ -394,6 +394,10 @@ impl InterProcessLock for ReadLock {
         self.read.release_owned_hold(nodes)
     }
 
+    fn release_owned_hold_async<'a>(&'a self, nodes: &'a [Arc<HeldNode>]) -> ReleaseFuture<'a> {
+        self.read.release_owned_hold_async(nodes)
+    }
+
     fn release_owned_hold_within(&self, nodes: &[Arc<HeldNode>], wait: Wait) -> Result<()> {
         self.read.release_owned_hold_within(nodes, wait)
     }
@@ -478,6 +482,10 @@ impl InterProcessLock for WriteLock {
 
     fn release_owned_hold(&self, nodes: &[Arc<HeldNode>]) -> Result<()> {
         self.write.release_owned_hold(nodes)
+    }
+
+    fn release_owned_hold_async<'a>(&'a self, nodes: &'a [Arc<HeldNode>]) -> ReleaseFuture<'a> {
+        self.write.release_owned_hold_async(nodes)
     }
 
     fn release_owned_hold_within(&self, nodes: &[Arc<HeldNode>], wait: Wait) -> Result<()> {

@@ -42,6 +42,23 @@ fn semaphore_v2_grants_at_most_3_across_rust_and_curator() {
     eprintln!("semaphore(3): peak {peak} holders, holder changed side {switches} times");
 }
 
+/// The same contention, the Rust side on the async API: one engine, the same exclusion.
+#[test]
+fn async_acquires_exclude_across_rust_and_curator() {
+    let Some((connect, classes)) = setup() else {
+        return;
+    };
+    let records = contend_async(&connect, classes, Recipe::Mutex);
+    assert_eq!(check(records, 1).unwrap().0, 1);
+    let records = contend_async(&connect, classes, Recipe::ReadWrite);
+    assert!(records
+        .iter()
+        .any(|r| r.who.starts_with("rust") && r.kind == 'w'));
+    check(records, usize::MAX).unwrap();
+    let records = contend_async(&connect, classes, Recipe::Semaphore(3));
+    check(records, 3).unwrap();
+}
+
 #[test]
 fn the_checker_catches_overlaps() {
     let r = |at, enter, kind: char, who: &str| Record {

@@ -310,6 +310,24 @@ pub(crate) fn contend_with(
     jvm_env: &[(&str, &str)],
     sessions: Vec<SharedClient>,
 ) -> Vec<Record> {
+    contend_as(connect, classes, recipe, jvm_env, sessions, false)
+}
+
+/// As [`contend`], the Rust side taking the locks through the async API (each of its four
+/// contenders a task on a runtime of its own thread).
+pub(crate) fn contend_async(connect: &str, classes: &Path, recipe: Recipe) -> Vec<Record> {
+    let sessions: Vec<SharedClient> = vec![rust_client(connect), rust_client(connect)];
+    contend_as(connect, classes, recipe, &[], sessions, true)
+}
+
+fn contend_as(
+    connect: &str,
+    classes: &Path,
+    recipe: Recipe,
+    jvm_env: &[(&str, &str)],
+    sessions: Vec<SharedClient>,
+    asynchronous: bool,
+) -> Vec<Record> {
     let root = unique_root("interop");
     let (name, max) = match recipe {
         Recipe::Mutex => ("mutex", 1),
@@ -344,7 +362,10 @@ pub(crate) fn contend_with(
             let client = sessions[t % sessions.len()].clone();
             let root = root.clone();
             let start = start.clone();
-            std::thread::spawn(move || rust_contender(client, &root, recipe, t, &start))
+            std::thread::spawn(move || match asynchronous {
+                false => rust_contender(client, &root, recipe, t, &start),
+                true => async_contender(client, &root, recipe, t, &start),
+            })
         })
         .collect();
     start.wait();
@@ -415,6 +436,65 @@ pub(crate) fn rust_contender(
                 hold_briefly();
                 records.push(Record::now(false, 'x', &who));
                 lease.close().unwrap();
+            }
+        }
+    }
+    records
+}
+
+/// [`rust_contender`] through the async API: `lock_owned_async` and `acquire_async`, polled
+/// by a tokio runtime of this thread.
+pub(crate) fn async_contender(
+    client: SharedClient,
+    root: &str,
+    recipe: Recipe,
+    thread: usize,
+    start: &Barrier,
+) -> Vec<Record> {
+    let who = format!("rust{thread}");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    let mut records = Vec::with_capacity(2 * ROUNDS);
+    let section = |records: &mut Vec<Record>, kind| {
+        records.push(Record::now(true, kind, &who));
+        std::thread::sleep(Duration::from_millis(1));
+        records.push(Record::now(false, kind, &who));
+    };
+    match recipe {
+        Recipe::Mutex => {
+            let mutex = Arc::new(InterProcessMutex::new(client, root).unwrap());
+            start.wait();
+            for _ in 0..ROUNDS {
+                let guard = runtime.block_on(mutex.lock_owned_async()).unwrap();
+                section(&mut records, 'x');
+                runtime.block_on(guard.unlock_async()).unwrap();
+            }
+        }
+        Recipe::ReadWrite => {
+            let rw = InterProcessReadWriteLock::new(client, root).unwrap();
+            let (reads, writes) = (rw.read_lock_arc(), rw.write_lock_arc());
+            start.wait();
+            for i in 0..ROUNDS {
+                if (i + thread) % 3 == 0 {
+                    let guard = runtime.block_on(writes.lock_owned_async()).unwrap();
+                    section(&mut records, 'w');
+                    runtime.block_on(guard.unlock_async()).unwrap();
+                } else {
+                    let guard = runtime.block_on(reads.lock_owned_async()).unwrap();
+                    section(&mut records, 'r');
+                    runtime.block_on(guard.unlock_async()).unwrap();
+                }
+            }
+        }
+        Recipe::Semaphore(max) => {
+            let semaphore = Arc::new(InterProcessSemaphoreV2::new(client, root, max).unwrap());
+            start.wait();
+            for _ in 0..ROUNDS {
+                let lease = runtime.block_on(semaphore.acquire_async()).unwrap();
+                section(&mut records, 'x');
+                runtime.block_on(lease.close_async()).unwrap();
             }
         }
     }

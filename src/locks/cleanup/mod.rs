@@ -16,13 +16,13 @@ use std::cell::Cell;
 use std::sync::{Arc, Weak};
 use std::time::Instant;
 
-use crate::client::{SharedClient, ZkClient, ZkError};
+use crate::client::{Request, SharedClient, Submission, ZkClient, ZkError};
 use crate::error::{Error, Result};
 use crate::retry::{Retries, RetryPolicy, RetryStep};
 use crate::session::ConnectionState;
 
 use super::held::{HeldNode, LockState};
-use super::internals::{past, LockInternals};
+use super::internals::{awaits, past, LockInternals};
 
 mod background;
 
@@ -148,6 +148,59 @@ pub(crate) fn release_held(held: &HeldNode, retry: &dyn RetryPolicy, wait: Wait)
     delete_node(held.client(), held.path(), retry, wait, &|| {
         known_lost(held)
     })
+}
+
+/// [`release_held`] as a future, for a caller that wants the outcome without blocking: the
+/// delete submitted and its answer awaited, tried again under `retry` while its outcome is
+/// unknown (each pause on the timer, then a wait for the link); a hold that is `Lost`, or
+/// a policy that gives up, leaves the delete to the background (`Ok` for the lost hold, the
+/// error otherwise), as the blocking release does.
+pub(crate) async fn release_held_async(held: &HeldNode, retry: &dyn RetryPolicy) -> Result<()> {
+    held.note_released();
+    let (client, path) = (held.client(), held.path());
+    let mut retries = Retries::new(retry, Instant::now(), None);
+    // A `SessionExpired` answer came from a session that is over: the delete is owed once to
+    // the session of now.
+    let mut sent_in_session_of_now = false;
+    loop {
+        if client.session().state() == ConnectionState::Closed {
+            return Ok(()); // closing ended the client's session, and its ephemeral nodes
+        }
+        if !client.session().state().is_connected() && known_lost(held) {
+            delete_in_background(client, path);
+            return Ok(());
+        }
+        let delete = Request::Delete {
+            path: path.to_string(),
+            version: None,
+        };
+        let answers = awaits::submit(client, vec![Submission::new(delete)]).await;
+        let code = match answers.into_iter().next() {
+            Some(Ok(_) | Err(ZkError::NoNode | ZkError::Closed)) => return Ok(()),
+            Some(Err(code)) if fate_unknown(code) => code,
+            Some(Err(code)) => return Err(Error::zk("delete", path, code)),
+            None => ZkError::MarshallingError,
+        };
+        if code == ZkError::SessionExpired && !std::mem::replace(&mut sent_in_session_of_now, true)
+        {
+            continue;
+        }
+        if known_lost(held) {
+            delete_in_background(client, path);
+            return Ok(());
+        }
+        match awaits::next_retry(&mut retries).await {
+            RetryStep::Again { slept } => {
+                let until = Instant::now().checked_add(slept.saturating_mul(4));
+                awaits::connected(client, until).await;
+            }
+            RetryStep::Exhausted | RetryStep::DeadlinePassed => {
+                log::warn!("could not delete {path} yet ({code}); deleting in the background");
+                delete_in_background(client, path);
+                return Err(Error::zk("delete", path, code));
+            }
+        }
+    }
 }
 
 /// Whether `held` is `Lost` as far as the client knows, without a request (a release with

@@ -60,6 +60,7 @@ pub(crate) use armed::ArmedWatcher;
 pub(crate) use context::in_future;
 pub(crate) use create::Created;
 pub use create::{is_protected, NodeKind, PROTECTED_PREFIX_LEN};
+pub(crate) use observing::OutcomeOwed;
 pub(crate) use waiter::Waiter;
 
 pub(crate) use super::cleanup::{NodeCleanup, Wait};
@@ -170,12 +171,14 @@ impl LockInternals {
         let start = Instant::now();
         // While we wait or hold, the session proves itself to the quorum (`session/quorum.rs`).
         let _interest = Interest::new(&self.client);
+        let owed = observing::OutcomeOwed::new(&self.observe, start);
         let result = self.attempt_from(start, deadline, data, kind).await;
         if let Ok(Some(held)) = &result {
             // Granted on a session idle for long, whose last proof is stale: returned once the
             // quorum confirmed it (a fraction of its timeout), or at the deadline, `Suspect`.
             awaits::quorum_fresh(&self.client, held.losses(), deadline).await;
         }
+        owed.done();
         self.report(result, start)
     }
 

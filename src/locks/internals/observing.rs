@@ -89,3 +89,33 @@ impl LockInternals {
         }
     }
 }
+
+/// Reports an acquire whose future was dropped before it was ready as `cancelled` (the
+/// caller gave it up), unless [`Self::done`] first: an observer sees an outcome for every
+/// acquire, however it ended.
+pub(crate) struct OutcomeOwed<'a> {
+    observe: Option<&'a Observe>,
+    start: Instant,
+}
+
+impl<'a> OutcomeOwed<'a> {
+    pub(crate) fn new(observe: &'a Observe, start: Instant) -> OutcomeOwed<'a> {
+        OutcomeOwed {
+            observe: observe.grants().then_some(observe),
+            start,
+        }
+    }
+
+    /// The outcome was reported the usual way.
+    pub(crate) fn done(mut self) {
+        self.observe = None;
+    }
+}
+
+impl Drop for OutcomeOwed<'_> {
+    fn drop(&mut self) {
+        if let Some(observe) = self.observe.take() {
+            observe.cancelled(self.start.elapsed());
+        }
+    }
+}

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
+use crate::locks::cleanup::release_held_async;
 use crate::locks::deadline_after;
 use crate::locks::held::HeldNode;
 use crate::locks::internals::{past, NodeKind, Wait};
@@ -81,6 +82,30 @@ impl InterProcessMutex {
     /// are left to them); [`Error::NotAcquired`] when none of them is an owned hold of this
     /// object (released already). Clears revocability, as a thread's final release does.
     pub(crate) fn release_owned(&self, nodes: &[Arc<HeldNode>], wait: Wait) -> Result<()> {
+        let mut outcome = Ok(());
+        for node in self.forget_owned(nodes)? {
+            if let Err(e) = self.internals.release_within(&node, wait) {
+                outcome = Err(e);
+            }
+        }
+        outcome
+    }
+
+    /// [`Self::release_owned`] as a future: each delete submitted and its answer awaited.
+    pub(crate) async fn release_owned_async(&self, nodes: &[Arc<HeldNode>]) -> Result<()> {
+        let mut outcome = Ok(());
+        for node in self.forget_owned(nodes)? {
+            let retry = self.internals.retry_policy();
+            if let Err(e) = release_held_async(&node, retry.as_ref()).await {
+                outcome = Err(e);
+            }
+        }
+        outcome
+    }
+
+    /// Takes the owned holds among `nodes` out of the table (before their deletes: a hold
+    /// whose delete failed must not be kept, CURATOR-678) and stops their revocation watches.
+    fn forget_owned(&self, nodes: &[Arc<HeldNode>]) -> Result<Vec<Arc<HeldNode>>> {
         let mine = take_held_by(&mut self.owned.lock(), nodes, |h| &h.node);
         if mine.is_empty() {
             return Err(Error::NotAcquired {
@@ -88,13 +113,9 @@ impl InterProcessMutex {
             });
         }
         *self.revocation.lock() = None;
-        let mut outcome = Ok(());
-        for OwnedHold { node, revocation } in mine {
-            drop(revocation);
-            if let Err(e) = self.internals.release_within(&node, wait) {
-                outcome = Err(e);
-            }
-        }
-        outcome
+        Ok(mine
+            .into_iter()
+            .map(|OwnedHold { node, .. }| node)
+            .collect())
     }
 }

@@ -23,7 +23,7 @@ use crate::locks::default_node_data;
 use crate::locks::held::{HeldNode, LockState};
 use crate::locks::internals::awaits::{self, next_retry};
 use crate::locks::internals::{
-    past, wake_on_session_change, Created, NodeCleanup, NodeKind, Resume, Wait, Waiter,
+    past, wake_on_session_change, Created, NodeCleanup, NodeKind, OutcomeOwed, Resume, Wait, Waiter,
 };
 use crate::locks::mutex::InterProcessMutex;
 use crate::locks::observe::queued_mark;
@@ -60,7 +60,10 @@ impl InterProcessSemaphoreV2 {
         let mut taken = Vec::with_capacity(qty);
         for _ in 0..qty {
             let started = Instant::now();
+            // Dropped here (the future given up), the acquire is reported `cancelled`.
+            let owed = OutcomeOwed::new(self.leases.observe(), started);
             let outcome = self.acquire_one(deadline).await;
+            owed.done();
             // The semaphore's own engine reports its outcomes here (the grant in the loop).
             match &outcome {
                 Ok(Some(_)) => {}

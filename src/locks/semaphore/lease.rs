@@ -33,6 +33,14 @@ impl Lease {
         self.close_inner(wait)
     }
 
+    /// [`Self::close`] as a future: the delete's answer awaited, no thread blocked.
+    pub async fn close_async(mut self) -> Result<()> {
+        if std::mem::replace(&mut self.closed, true) {
+            return Ok(());
+        }
+        crate::locks::cleanup::release_held_async(&self.node, self.retry.as_ref()).await
+    }
+
     fn close_inner(&mut self, wait: Wait) -> Result<()> {
         if std::mem::replace(&mut self.closed, true) {
             return Ok(());

@@ -11,7 +11,7 @@ use crate::locks::acquiring::run_async;
 use crate::locks::cleanup::Wait;
 use crate::locks::held::{HeldNode, LockState};
 use crate::locks::owned::take_held_by;
-use crate::locks::{Acquire, HoldFuture, InterProcessLock, LockGuard, Participant};
+use crate::locks::{Acquire, HoldFuture, InterProcessLock, LockGuard, Participant, ReleaseFuture};
 use crate::retry::RetryPolicy;
 
 /// A mutex made of a one-lease semaphore (Curator's `InterProcessSemaphoreMutex`).
@@ -233,6 +233,24 @@ impl InterProcessLock for InterProcessSemaphoreMutex {
             }
         }
         outcome
+    }
+
+    fn release_owned_hold_async<'a>(&'a self, nodes: &'a [Arc<HeldNode>]) -> ReleaseFuture<'a> {
+        Box::pin(async move {
+            let mine = take_held_by(&mut self.owned.lock(), nodes, |l| &l.node);
+            if mine.is_empty() {
+                return Err(Error::NotAcquired {
+                    path: self.path().to_string(),
+                });
+            }
+            let mut outcome = Ok(());
+            for lease in mine {
+                if let Err(e) = lease.close_async().await {
+                    outcome = Err(e);
+                }
+            }
+            outcome
+        })
     }
 
     fn held_nodes(&self) -> Vec<Arc<HeldNode>> {

@@ -1,6 +1,8 @@
 //! The workers: one thread per (session, recipe), each looping acquire → check → fenced
 //! write → release, and the shared state of a run they report to (the election workers are
-//! in `elections`).
+//! in `elections`). The mutex and semaphore workers take every other hold through the async
+//! API (`try_lock_owned_async`, `acquire_with_async`, awaited on a runtime of the worker's
+//! own thread): one engine, held to the same checks.
 
 use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -17,8 +19,8 @@ use super::config::{Config, NodeOracle, Recipe, SEMAPHORE_MAX};
 use super::faults::count_path;
 use super::timeline::FaultLog;
 use zk_locks::locks::{
-    HeldNode, InterProcessReadWriteLock, InterProcessSemaphoreMutex, InterProcessSemaphoreV2,
-    Lease, SharedCount,
+    Acquire, HeldNode, InterProcessReadWriteLock, InterProcessSemaphoreMutex,
+    InterProcessSemaphoreV2, Lease, OwnedLockGuard, SharedCount,
 };
 use zk_locks::{Error, InterProcessLock, InterProcessMutex, LockGuard, SharedClient, ZkClient};
 
@@ -43,6 +45,21 @@ impl<L: InterProcessLock> Holding for LockGuard<'_, L> {
     }
     fn nodes(&self) -> Vec<(String, Option<i64>)> {
         LockGuard::nodes(self).iter().map(|n| node_of(n)).collect()
+    }
+}
+
+impl<L: InterProcessLock + ?Sized> Holding for OwnedLockGuard<L> {
+    fn valid(&self) -> bool {
+        self.is_valid()
+    }
+    fn token(&self) -> zk_locks::Result<i64> {
+        self.fencing_token()
+    }
+    fn nodes(&self) -> Vec<(String, Option<i64>)> {
+        OwnedLockGuard::nodes(self)
+            .iter()
+            .map(|n| node_of(n))
+            .collect()
     }
 }
 
@@ -220,6 +237,28 @@ impl Run {
         }
     }
 
+    /// [`Self::iterate_lock`] through the async API: the acquire and the release awaited on
+    /// `runtime` (a runtime of this worker's thread).
+    pub(super) fn iterate_owned_async<L: InterProcessLock + 'static>(
+        &self,
+        recipe: Recipe,
+        worker: usize,
+        lock: &Arc<L>,
+        runtime: &tokio::runtime::Runtime,
+    ) {
+        let asked = Instant::now();
+        let how = Acquire::new().timeout(self.config.acquire_timeout);
+        match runtime.block_on(lock.try_lock_owned_async(how)) {
+            Ok(Some(guard)) => {
+                let _held = self.hold(worker);
+                self.section(recipe, true, worker, asked, &guard);
+                self.release_result(runtime.block_on(guard.unlock_async()));
+            }
+            Ok(None) => self.tally.lock().timeouts += 1,
+            Err(e) => self.error(&e),
+        }
+    }
+
     /// Write → section → downgrade (the read lock while writing) → release the write → shared
     /// section → release the read. A pending [`DowngradeRequest`] for this session stops it
     /// just before the downgrade.
@@ -273,9 +312,10 @@ impl Run {
         let built: zk_locks::Result<Box<dyn FnMut(u64) + '_>> = (|| {
             Ok(match recipe {
                 Recipe::Mutex => {
-                    let m = InterProcessMutex::new(client.clone(), &path)?;
+                    let m = Arc::new(InterProcessMutex::new(client.clone(), &path)?);
                     let acquirer = thread::current().id();
-                    Box::new(move |_| {
+                    let runtime = worker_runtime();
+                    Box::new(move |i: u64| {
                         // Revocable: the fault thread asks holders to release (Curator's
                         // `__REVOKE__`); the listener only counts, and must run once per
                         // request, never on this (the acquiring) thread.
@@ -286,12 +326,15 @@ impl Run {
                                 tally.on_acquirer.fetch_add(1, Ordering::SeqCst);
                             }
                         });
-                        self.iterate_lock(recipe, true, worker, &m)
+                        match i % 2 {
+                            0 => self.iterate_lock(recipe, true, worker, m.as_ref()),
+                            _ => self.iterate_owned_async(recipe, worker, &m, &runtime),
+                        }
                     }) as Box<dyn FnMut(u64)>
                 }
                 Recipe::ReadWrite => {
                     let rw = InterProcessReadWriteLock::new(client.clone(), &path)?;
-                    Box::new(move |i| {
+                    Box::new(move |i: u64| {
                         let asked =
                             matches!(&*self.downgrade.lock(), Some(r) if r.worker == worker);
                         match (i + worker as u64) % 8 {
@@ -313,11 +356,21 @@ impl Run {
                         SEMAPHORE_MAX as i32,
                     )?;
                     self.counts.lock().insert(worker, count.clone());
-                    let s =
-                        InterProcessSemaphoreV2::with_shared_count(client.clone(), &path, count)?;
-                    Box::new(move |_| {
+                    let s = Arc::new(InterProcessSemaphoreV2::with_shared_count(
+                        client.clone(),
+                        &path,
+                        count,
+                    )?);
+                    let runtime = worker_runtime();
+                    Box::new(move |i: u64| {
                         let asked = Instant::now();
-                        match s.acquire_timeout(self.config.acquire_timeout) {
+                        let timeout = self.config.acquire_timeout;
+                        let acquired = match i % 2 {
+                            0 => s.acquire_timeout(timeout),
+                            _ => runtime
+                                .block_on(s.acquire_with_async(Acquire::new().timeout(timeout))),
+                        };
+                        match acquired {
                             Ok(Some(lease)) => {
                                 let _held = self.hold(worker);
                                 self.section(recipe, false, worker, asked, &lease);
@@ -356,4 +409,12 @@ impl Run {
             }
         }
     }
+}
+
+/// A runtime for one worker's async holds, polled on the worker's own thread.
+fn worker_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .expect("a current-thread runtime")
 }
