@@ -1,6 +1,10 @@
 //! `LockInternals`: the engine of every lock recipe — create a protected ephemeral-sequential
 //! node, list and sort the children, hold the lock or watch the one node that keeps us out,
-//! block on this waiter's own `Condvar`, repeat.
+//! wait on this waiter's own wake-up, repeat. The engine is a future
+//! ([`LockInternals::attempt_async`]): a blocking call runs it on its thread, an async
+//! acquire on its executor
+//! (`awaits`: what it waits on; `context`: the operation's thread-locals across polls;
+//! `create`: the node; `listing`: the directory; `waiter`: the wake-up).
 //!
 //! Invariants this module keeps:
 //! - **No orphan node.** Every path out of [`LockInternals::attempt`] that does not return a
@@ -21,7 +25,7 @@
 //!   (`locks::cancel`) is past its deadline: `past()` says so, and its waits wake.
 //! - **No herd.** A waiter watches only the node that keeps it out, with `get_data` (an `exists`
 //!   watch on a node deleted in between would never fire and would leak, CURATOR-107), and
-//!   only its own `Condvar` is notified.
+//!   only its own wake-up is signalled.
 //! - **No lost wake-up.** Watches vanish on reconnect (the `zookeeper` crate does not re-arm
 //!   them), so a waiter also wakes on every change of the session epoch and re-lists. On a
 //!   backend that restores watches (`ZkClient::restores_watches`), a waiter whose session is
@@ -42,7 +46,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::client::{Request, Response, SharedClient, Submission, WatcherId, ZkError};
+use crate::client::{Request, SharedClient, Submission, WatcherId, ZkError};
 use crate::error::{Error, Result};
 use crate::paths;
 use crate::retry::{Retries, RetryPolicy, RetryStep};
@@ -52,6 +56,7 @@ mod armed;
 pub(crate) mod awaits;
 pub(crate) mod context;
 mod create;
+mod listing;
 mod observing;
 mod protection;
 mod waiter;
@@ -64,7 +69,7 @@ pub(crate) use observing::OutcomeOwed;
 pub(crate) use waiter::Waiter;
 
 pub(crate) use super::cleanup::{NodeCleanup, Wait};
-use super::driver::{sort_children, Decision, LockDriver};
+use super::driver::{Decision, LockDriver};
 use super::held::{HeldNode, Interest};
 use super::layout::{other_kind, other_kind_error, LockLayout};
 use super::observe::Observe;
@@ -498,80 +503,6 @@ impl LockInternals {
         }
         let s = awaits::connected(&self.client, deadline).await;
         s.state.is_connected() && s.losses == losses
-    }
-
-    /// Deletes every child other than `our_name` that carries our protection prefix: a copy made
-    /// by a create whose reply we never got and that the server applied after our look-up
-    /// (a client-side call timeout leaves the request queued). It would sit in the queue ahead
-    /// of or behind us until our session ends. True when there was one. A delete that cannot
-    /// complete by `deadline` goes on in the background, and so do the deletes after it (no
-    /// more requests once the link is in trouble); the first failure is returned.
-    pub(crate) fn delete_copies(
-        &self,
-        children: &[String],
-        our_name: &str,
-        deadline: Option<Instant>,
-    ) -> Result<bool> {
-        if !is_protected(our_name) {
-            return Ok(false);
-        }
-        let prefix = &our_name[..PROTECTED_PREFIX_LEN];
-        let copies = children
-            .iter()
-            .filter(|c| c.starts_with(prefix) && *c != our_name)
-            .map(|copy| paths::join(&self.base_path, copy))
-            .collect::<Vec<_>>();
-        let mark = super::cleanup::BackgroundMark::now();
-        let failures = super::cleanup::give_back(&copies, deadline, mark, |path, wait| {
-            log::info!("deleting {path}, a late copy of our node");
-            super::cleanup::delete_now_or_unawaited(&self.client, path, &*self.retry, wait)
-        });
-        match failures.into_iter().next() {
-            Some(e) => Err(e),
-            None => Ok(!copies.is_empty()),
-        }
-    }
-
-    /// The children of the lock directory, sorted as every Curator client sorts them.
-    /// A missing directory is an empty list (CURATOR-436: a reaped container).
-    pub fn sorted_children(&self) -> std::result::Result<Vec<String>, ZkError> {
-        self.sorted(self.client.get_children(&self.base_path, None))
-    }
-
-    /// The children of the lock directory (unsorted), submitted and awaited.
-    async fn list(&self) -> std::result::Result<Vec<String>, ZkError> {
-        let listing = Request::GetChildren {
-            path: self.base_path.clone(),
-        };
-        match self.one(listing).await? {
-            Response::GetChildren(children) => Ok(children),
-            _ => Err(ZkError::MarshallingError),
-        }
-    }
-
-    /// A listing of the lock directory, sorted (missing: empty).
-    fn sorted(
-        &self,
-        listed: std::result::Result<Vec<String>, ZkError>,
-    ) -> std::result::Result<Vec<String>, ZkError> {
-        let mut children = match listed {
-            Ok(c) => c,
-            Err(ZkError::NoNode) => Vec::new(),
-            Err(code) => return Err(code),
-        };
-        sort_children(self.driver.as_ref(), &mut children);
-        Ok(children)
-    }
-
-    /// The sorted children as full paths (Curator's `getParticipantNodes`).
-    pub fn participant_nodes(&self) -> Result<Vec<String>> {
-        let children = self
-            .sorted_children()
-            .map_err(|code| Error::zk("get_children", self.base_path.clone(), code))?;
-        Ok(children
-            .iter()
-            .map(|c| paths::join(&self.base_path, c))
-            .collect())
     }
 
     /// Deletes a node we hold, by its exact path (even after a session loss: the node may live
