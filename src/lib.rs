@@ -110,11 +110,21 @@
 //! whichever thread drops it. An owned hold belongs to its guard: each is a contender of its
 //! own, not reentrant (see [`OwnedLockGuard`]). `spawn_blocking(move || mutex.lock())` is
 //! refused with "`*const ()` cannot be sent between threads safely": that is the borrowed
-//! guard; use `lock_owned`. `recipes/async_service.rs` uses them from tokio through
-//! `spawn_blocking`, its shutdown signal cancelling a waiting acquire; a [`CancelToken`] and a
-//! runtime's own token (tokio-util's `CancellationToken`) drive each other through
-//! [`CancelToken::on_cancel`], and [`CancelToken::cancelled`] is a future for `select!`. The
-//! library itself has no async runtime.
+//! guard; use `lock_owned`. A [`CancelToken`] and a runtime's own token (tokio-util's
+//! `CancellationToken`) drive each other through [`CancelToken::on_cancel`], and
+//! [`CancelToken::cancelled`] is a future for `select!`.
+//!
+//! ## Async
+//!
+//! In async code, await the acquire: [`InterProcessLock::lock_owned_async`] and
+//! [`InterProcessLock::try_lock_owned_async`] on an `Arc` of any recipe, and
+//! [`InterProcessSemaphoreV2::acquire_async`] and its siblings, wait without a thread on the
+//! engine the blocking calls run (`std::task` alone: the library has no async runtime and
+//! works with any executor). **Dropping the future cancels it** at any point without
+//! blocking and without leaving a node; the guard or lease it returns releases on drop
+//! without waiting for the delete ([`OwnedLockGuard::unlock_async`] awaits it).
+//! `recipes/async_service.rs` is a tokio service built on them; the "Async use" guide below
+//! says what wakes a waiting future and what it costs.
 //!
 //! ## Fencing
 //!

@@ -150,3 +150,24 @@ where
         None => Ok(None),
     }
 }
+
+/// The promise of the types: every acquire future can be spawned on a multi-threaded
+/// executor (`Send + 'static`). A change that breaks it fails the build here.
+const _: () = {
+    fn send_static<T: Send + 'static>() {}
+    #[allow(dead_code)]
+    fn every_recipe() {
+        use super::{
+            InterProcessMultiLock, InterProcessMutex, InterProcessSemaphoreMutex, Lease, Leasing,
+            ReadLock, WriteLock,
+        };
+        send_static::<LockOwned<InterProcessMutex>>();
+        send_static::<TryLockOwned<ReadLock>>();
+        send_static::<TryLockOwned<WriteLock>>();
+        send_static::<LockOwned<InterProcessSemaphoreMutex>>();
+        send_static::<LockOwned<InterProcessMultiLock>>();
+        send_static::<Leasing<Lease>>();
+        send_static::<Leasing<Option<Vec<Lease>>>>();
+        send_static::<Unlocking>();
+    }
+};

@@ -75,7 +75,7 @@ pub use owned::OwnedLockGuard;
 pub use participants::{Participant, ParticipantKind};
 pub use read_write::{InterProcessReadWriteLock, ReadLock, WriteLock};
 pub use revocation::{Revoker, REVOKE_MESSAGE};
-pub use semaphore::{InterProcessSemaphoreMutex, InterProcessSemaphoreV2, Lease};
+pub use semaphore::{InterProcessSemaphoreMutex, InterProcessSemaphoreV2, Lease, Leasing};
 pub use shared_count::SharedCount;
 
 use crate::error::Result;
