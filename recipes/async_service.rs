@@ -1,88 +1,69 @@
-//! Async service: the locks from tokio, with no async runtime in the library. The library
-//! blocks, so a task takes an owned guard (`lock_owned` / `try_lock_owned_for` on an
-//! `Arc<InterProcessMutex>`) inside `tokio::task::spawn_blocking`; the guard is `Send +
-//! 'static`, so the task keeps it across its `.await`s, checks `guard.state()` between them
-//! (no request, except the first look after a reconnect) and gives it back through
-//! `spawn_blocking` too (the release is one delete).
+//! Async service: the locks from tokio, awaited without a thread. Each acquire is a future
+//! of the library's own (`std::task` only, no runtime in the library) on the engine the
+//! blocking calls run, so the runtime's two workers carry dozens of waiting tasks. Three
+//! service instances (one session each), four acts:
 //!
-//! 1. **Turns**: three service instances (one session each) take the lock in turn, each
-//!    holding it across several awaits; never two inside.
-//! 2. **Lost between awaits**: the holder's session expires while it works; its next look at
-//!    the guard says `Lost`, it stops at once, and a rival gets the lock.
-//! 3. **Shutdown**: a holder works and a waiter queues; the shutdown signal (Ctrl-C when run
-//!    from a terminal; here the conductor sends it) stops the waiter's wait and the holder's
-//!    work; both leave nothing in the lock directory.
-//!
-//! A waiting acquire stops on shutdown through a `CancelToken`: the service has one token,
-//! cancelled by the task that watches the shutdown signal, and every acquire is one
-//! `try_lock_owned_with(&Acquire::new().cancel(&token))` on the blocking pool (`acquire`
-//! below). The cancel wakes the waiting thread, which deletes its queue node (the waiter
-//! behind it moves up) and returns `Error::Cancelled` within about one round trip; its
-//! session and its client's other locks are untouched.
+//! 1. **Per-entity locks**: 24 jobs (tasks) each lock their account (`lock_owned_async`), take
+//!    one of 2 leases of a rate-limited downstream (`acquire_async`) and hold both across an
+//!    await: never two in an account, never 3 leases out.
+//! 2. **Cancelled by drop**: a wait for a busy account dropped by `tokio::time::timeout`
+//!    leaves the queue at once.
+//! 3. **A leader task** per instance (`LeaderLatch::await_leadership_async`): when the leader
+//!    leaves the election, the next one leads with a larger term.
+//! 4. **Shutdown**: the service's `CancelToken` (Ctrl-C from a terminal) ends a wait given it
+//!    (`try_lock_owned_async(Acquire::new().cancel(&token))`: `Error::Cancelled`, its node
+//!    deleted), a holder's work and the leader tasks. Other blocking calls (a latch's
+//!    `close`, listing a queue) go to `spawn_blocking`.
 //!
 //! ```sh
 //! cargo run --example async_service
 //! cargo run --example async_service -- --connect 127.0.0.1:2181
 //! ```
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use log::info;
-use tokio::sync::watch;
-use zk_locks::locks::{Acquire, CancelToken};
-use zk_locks::testing::harness::cookbook::{self, ensure, AnyResult};
-use zk_locks::testing::harness::{self, Backend, ClientKind, Real, TestClient};
-use zk_locks::testing::FaultProxy;
-use zk_locks::{Error, InterProcessLock, InterProcessMutex, LockState, OwnedLockGuard};
+use tokio::{sync::mpsc, task::JoinSet};
+use zk_locks::locks::{Acquire, CancelToken, InterProcessSemaphoreV2, LeaderLatch};
+use zk_locks::testing::harness::cookbook::{self, ensure, AnyError, AnyResult};
+use zk_locks::testing::harness::TestClient;
+use zk_locks::{Error, InterProcessLock, InterProcessMutex};
 
-const LOCK: &str = "/zk-locks/async_service/lock";
-/// Service instances in the first act.
+const ROOT: &str = "/zk-locks/async_service";
+/// Service instances (one session each), jobs, accounts (one lock each), downstream leases.
 pub const INSTANCES: usize = 3;
-/// Steps of work (each one await) a holder does in the first act.
-const STEPS: usize = 3;
-/// One step of simulated work: long enough for the others to queue meanwhile.
-const STEP: Duration = Duration::from_millis(15);
+pub const JOBS: usize = 24;
+const ACCOUNTS: usize = 4;
+pub const LEASES: usize = 2;
+/// One step of simulated work (an await): long enough for the others to queue meanwhile.
+const STEP: Duration = Duration::from_millis(10);
 /// A generous bound on anything the story waits for (a loaded machine, a real server).
 const PATIENCE: Duration = Duration::from_secs(30);
-
-/// The service's shutdown signal: `true` once the service must stop. A `watch` channel, so
-/// async code awaits it (`changed`); `cancel_on` turns it into a [`CancelToken`] for the
-/// blocking acquires.
-type Shutdown = watch::Receiver<bool>;
 
 /// What happened, for the test that runs this recipe.
 #[derive(Debug, Default)]
 pub struct Story {
-    /// Turns taken in the first act (one per instance).
-    pub turns: usize,
-    /// Most holders seen inside at once in the first act.
-    pub most_inside: usize,
-    /// How the holder's work ended when its session expired (second act).
-    pub lost_holder_ended: Option<Ended>,
-    /// Whether the rival got the lock after the loss.
-    pub rival_took_over: bool,
-    /// How the holder's work ended on shutdown (third act).
-    pub shutdown_holder_ended: Option<Ended>,
-    /// Whether the waiter stopped waiting, without the lock, on shutdown.
-    pub waiter_gave_up: bool,
-    /// Nodes of the waiter's session left in the queue once it gave up (the cancel deletes
-    /// its node before the acquire returns).
-    pub waiter_nodes_left: usize,
-    /// Nodes left in the lock directory at the end.
-    pub left_behind: usize,
+    /// Jobs done in act 1 (each checked its account's and the downstream's exclusion).
+    pub jobs_done: usize,
+    /// The terms of the first two leaders, in the order they led.
+    pub terms: Vec<i64>,
+    /// The waiter stopped by the shutdown ended with `Error::Cancelled` (else it was granted
+    /// as the holder let go, and gave the lock back at once).
+    pub waiter_cancelled: bool,
 }
 
-/// How a holder's work ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Ended {
-    /// Every step done.
-    Done,
-    /// The guard said `Lost` between two awaits.
-    Lost,
-    /// The shutdown signal came.
-    Shutdown,
+/// Where a leader task says it leads: (instance, term).
+type Led = mpsc::UnboundedSender<(usize, i64)>;
+
+/// One service instance: its session and the lock objects its tasks share, in `Arc`s (the
+/// async acquires take `self: &Arc<Self>`; their futures are `Send + 'static`).
+struct Instance {
+    _session: TestClient,
+    accounts: Vec<Arc<InterProcessMutex>>,
+    downstream: Arc<InterProcessSemaphoreV2>,
+    latch: Arc<LeaderLatch>,
 }
 
 #[cfg(not(test))]
@@ -90,310 +71,196 @@ fn main() {
     cookbook::main(env!("CARGO_CRATE_NAME"), |args| run_with(args, true));
 }
 
-/// Runs the three acts on a multi-threaded tokio runtime (without Ctrl-C: for the tests).
+/// Runs the four acts (without Ctrl-C: for the tests).
 pub fn run(args: &[String]) -> AnyResult<Story> {
     run_with(args, false)
 }
 
-/// Runs the three acts; `ctrl_c`: Ctrl-C is the shutdown signal too.
 fn run_with(args: &[String], ctrl_c: bool) -> AnyResult<Story> {
     let options = cookbook::Options::parse(args)?;
     let backend = options.backend();
     info!("async_service on {}", options.describe());
+    let mut instances = Vec::new();
+    for i in 0..INSTANCES {
+        let session = backend.try_connect()?;
+        let (client, path) = (&session.client, |name: &str| format!("{ROOT}/{name}"));
+        let account = |a| InterProcessMutex::new(client.clone(), &path(&format!("account-{a}")));
+        let accounts = (0..ACCOUNTS).map(|a| account(a).map(Arc::new));
+        let pool = InterProcessSemaphoreV2::new(client.clone(), &path("downstream"), LEASES)?;
+        let latch = LeaderLatch::new(client.clone(), &path("leader"), format!("instance-{i}"))?;
+        instances.push(Instance {
+            accounts: accounts.collect::<Result<_, _>>()?,
+            downstream: Arc::new(pool),
+            latch: Arc::new(latch),
+            _session: session,
+        });
+    }
+    // Two workers and no thread per waiter: the 24 jobs wait on them together.
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()?;
-    runtime.block_on(service(backend.as_ref(), ctrl_c))
+    runtime.block_on(service(&instances, ctrl_c))
 }
 
-async fn service(backend: &dyn Backend, ctrl_c: bool) -> AnyResult<Story> {
-    let (stop, shutdown) = watch::channel(false);
-    let stop = Arc::new(stop);
-    if ctrl_c {
-        // Ctrl-C from a terminal is the service's shutdown signal (the third act sends it
-        // itself).
-        let on_signal = stop.clone();
-        tokio::spawn(async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
-                info!("Ctrl-C: shutting down");
-                let _ = on_signal.send(true);
-            }
-        });
-    }
-    let cancel = cancel_on(shutdown.clone());
+async fn service(instances: &[Instance], ctrl_c: bool) -> AnyResult<Story> {
     let mut story = Story::default();
-    turns(backend, &shutdown, &cancel, &mut story).await?;
-    lost_between_awaits(backend, &shutdown, &cancel, &mut story).await?;
-    shutdown_while_waiting(backend, &stop, &shutdown, &cancel, &mut story).await?;
-    let observer = InterProcessMutex::new(backend.try_connect()?.client.clone(), LOCK)?;
-    story.left_behind = blocking(move || Ok(observer.participant_nodes()?.len())).await?;
-    ensure(
-        story.left_behind == 0,
-        "nodes were left in the lock directory",
-    )?;
-    info!("done: every act kept its promise");
+    // The service's shutdown: every wait given this token ends when it is cancelled.
+    let shutdown = CancelToken::new();
+    if ctrl_c {
+        let stop = shutdown.clone();
+        tokio::spawn(async move { tokio::signal::ctrl_c().await.map(|()| stop.cancel()) });
+    }
+    // The leader tasks run beside the service's work until the shutdown (act 3).
+    let (led, mut leaders) = mpsc::unbounded_channel();
+    let mut leading = JoinSet::new();
+    for (i, me) in instances.iter().enumerate() {
+        me.latch.start()?; // returns at once: the latch's own thread runs its election
+        leading.spawn(lead(i, me.latch.clone(), shutdown.clone(), led.clone()));
+    }
+
+    info!("--- act 1: {JOBS} jobs lock their account and lease the downstream ---");
+    story.jobs_done = jobs(instances).await?;
+
+    info!("--- act 2: a wait for a busy account, dropped by a timeout ---");
+    let busy = instances[0].accounts[0].lock_owned_async().await?;
+    let patient = instances[1].accounts[0].lock_owned_async();
+    let waited = tokio::time::timeout(STEP * 5, patient).await;
+    ensure(waited.is_err(), "granted a held lock")?;
+    // Dropped by the timeout while queued: its node's delete was sent then.
+    queue_reaches(&instances[0].accounts[0], 1).await?;
+    info!("the dropped wait left the queue");
+    drop(busy);
+
+    info!("--- act 3: the leader leaves the election; the next one leads ---");
+    let (first, term) = leaders.recv().await.ok_or("nobody led")?;
+    let latch = instances[first].latch.clone();
+    blocking(move || Ok(latch.close()?)).await?; // blocks: its delete, its thread's end
+    let (_, next) = leaders.recv().await.ok_or("nobody led next")?;
+    story.terms = vec![term, next];
+    ensure(next > term, "the terms did not grow")?;
+
+    info!("--- act 4: shutdown while a job holds account 1 and another waits ---");
+    story.waiter_cancelled = shut_down(instances, &shutdown).await?;
+    while let Some(done) = leading.join_next().await {
+        done??; // the leader tasks saw the shutdown too
+    }
+    for (i, me) in instances.iter().enumerate().filter(|(i, _)| *i != first) {
+        let latch = me.latch.clone();
+        blocking(move || Ok(latch.close()?)).await?;
+        info!("instance {i} left the election");
+    }
+    for lock in &instances[0].accounts {
+        queue_reaches(lock, 0).await?;
+    }
+    let (pool, latch) = (instances[0].downstream.clone(), instances[0].latch.clone());
+    let nodes = move || Ok(pool.participant_nodes()?.len() + latch.participants()?.len());
+    ensure(blocking(nodes).await? == 0, "nodes were left behind")?;
+    info!("stopped; nothing left behind");
     Ok(story)
 }
 
-/// The service's cancel token: cancelled by a task of its own when the shutdown signal
-/// comes (or its sender goes), so that every blocking acquire given it stops waiting.
-fn cancel_on(mut shutdown: Shutdown) -> CancelToken {
-    let token = CancelToken::new();
-    let on_shutdown = token.clone();
-    tokio::spawn(async move {
-        let _ = shutdown.wait_for(|stop| *stop).await;
-        on_shutdown.cancel();
-    });
-    token
-}
-
-/// Takes the lock on a blocking thread, giving up when the shutdown comes: one owned acquire
-/// given the service's token, which the shutdown cancels; the waiter then leaves the queue
-/// (its node deleted) and `None` comes back. A lock granted just before the cancel was seen
-/// is given back: a service that stops starts no new work. That check reads the shutdown
-/// signal itself, not only the token: the token is cancelled by a task of its own, which may
-/// not have run yet when a holder that saw the signal has already let the lock go.
-async fn acquire(
-    lock: Arc<InterProcessMutex>,
-    cancel: &CancelToken,
-    shutdown: &Shutdown,
-) -> AnyResult<Option<OwnedLockGuard<InterProcessMutex>>> {
-    let (how, cancel, shutdown) = (
-        Acquire::new().cancel(cancel),
-        cancel.clone(),
-        shutdown.clone(),
-    );
-    blocking(move || match lock.try_lock_owned_with(&how) {
-        Ok(Some(guard)) if cancel.is_cancelled() || *shutdown.borrow() => {
-            guard.unlock()?;
-            Ok(None)
-        }
-        Ok(guard) => Ok(guard),
-        Err(Error::Cancelled { .. }) => Ok(None),
-        Err(e) => Err(e.into()),
-    })
-    .await
-}
-
-/// Gives the lock back on a blocking thread (one delete; a `Lost` guard answers at once).
-async fn release(guard: OwnedLockGuard<InterProcessMutex>) -> AnyResult<()> {
-    blocking(move || Ok(guard.unlock()?)).await
-}
-
-/// Works in steps (`steps`: `None` until told to stop), one await each, and looks at the guard
-/// before each step: `Held` works, `Suspect` pauses (the session may be gone: another instance
-/// may hold the lock), `Lost` stops for good.
-async fn work(
-    guard: &OwnedLockGuard<InterProcessMutex>,
-    steps: Option<usize>,
-    shutdown: &mut Shutdown,
-    inside: &Occupancy,
-) -> Ended {
-    let mut done = 0;
-    loop {
-        if *shutdown.borrow() {
-            return Ended::Shutdown;
-        }
-        match guard.state() {
-            LockState::Held => {}
-            LockState::Suspect => {
-                tokio::select! {
-                    _ = tokio::time::sleep(STEP) => continue,
-                    _ = shutdown.changed() => return Ended::Shutdown,
-                }
+/// Act 1: each job is a task that locks its account, then leases the downstream, and checks
+/// that it is alone in the account and that at most `LEASES` are out. Returns the jobs done.
+async fn jobs(instances: &[Instance]) -> AnyResult<usize> {
+    // How many are inside each account (`0..ACCOUNTS`) and hold a lease (`ACCOUNTS`).
+    let inside: Arc<Vec<AtomicUsize>> = Arc::new((0..=ACCOUNTS).map(|_| 0.into()).collect());
+    let mut jobs = JoinSet::new();
+    for job in 0..JOBS {
+        let (me, a) = (&instances[job % INSTANCES], job % ACCOUNTS);
+        let (account, pool) = (me.accounts[a].clone(), me.downstream.clone());
+        let inside = inside.clone();
+        jobs.spawn(async move {
+            let guard = account.lock_owned_async().await?; // queued: no thread waits
+            let lease = pool.acquire_async().await?;
+            let alone = inside[a].fetch_add(1, SeqCst) == 0;
+            let leases = inside[ACCOUNTS].fetch_add(1, SeqCst) + 1;
+            ensure(alone && leases <= LEASES, "exclusion broken")?;
+            tokio::select! {
+                () = tokio::time::sleep(STEP) => {} // the work: guard and lease kept across it
+                // Ready if the lock stops being Held (session suspended or lost, node gone).
+                state = guard.wait_while_held_async() => Err(format!("the lock is {state:?}"))?,
             }
-            _ => return Ended::Lost,
-        }
-        if steps.is_some_and(|n| done >= n) {
-            return Ended::Done;
-        }
-        inside.enter();
-        let ended = tokio::select! {
-            _ = tokio::time::sleep(STEP) => None,
-            _ = shutdown.changed() => Some(Ended::Shutdown),
-        };
-        inside.leave();
-        if let Some(ended) = ended {
-            return ended;
-        }
+            inside[ACCOUNTS].fetch_sub(1, SeqCst);
+            inside[a].fetch_sub(1, SeqCst);
+            drop((lease, guard)); // released: the deletes are sent, not awaited
+            Ok::<_, AnyError>(())
+        });
+    }
+    let mut done = 0;
+    while let Some(job) = jobs.join_next().await {
+        job??;
         done += 1;
     }
+    info!("{done} jobs done, each alone in its account, at most {LEASES} leases out");
+    Ok(done)
 }
 
-/// Act 1: every instance takes the lock once and holds it across `STEPS` awaits.
-async fn turns(
-    backend: &dyn Backend,
-    shutdown: &Shutdown,
-    cancel: &CancelToken,
-    story: &mut Story,
-) -> AnyResult<()> {
-    info!("--- act 1: {INSTANCES} instances take {LOCK} in turn ---");
-    let inside = Arc::new(Occupancy::default());
-    let mut tasks = Vec::new();
-    for instance in 0..INSTANCES {
-        let session = backend.try_connect()?;
-        let lock = Arc::new(InterProcessMutex::new(session.client.clone(), LOCK)?);
-        let (inside, mut shutdown, cancel) = (inside.clone(), shutdown.clone(), cancel.clone());
-        tasks.push(tokio::spawn(async move {
-            let _session = session;
-            let Some(guard) = acquire(lock, &cancel, &shutdown).await? else {
-                return Err("stopped before it got the lock".into());
-            };
-            info!(
-                "instance {instance} holds the lock (fencing token {})",
-                guard.fencing_token()?
-            );
-            let ended = work(&guard, Some(STEPS), &mut shutdown, &inside).await;
-            release(guard).await?;
-            info!("instance {instance} released the lock");
-            ensure(
-                ended == Ended::Done,
-                format!("instance {instance}: {ended:?}"),
-            )
-        }));
-    }
-    for task in tasks {
-        task.await??;
-        story.turns += 1;
-    }
-    story.most_inside = inside.most();
-    ensure(
-        story.most_inside == 1,
-        format!("{} holders inside at once", story.most_inside),
-    )
-}
-
-/// Act 2: the holder's session expires while it works; it notices at its next look.
-async fn lost_between_awaits(
-    backend: &dyn Backend,
-    shutdown: &Shutdown,
-    cancel: &CancelToken,
-    story: &mut Story,
-) -> AnyResult<()> {
-    info!("--- act 2: the holder's session expires between two awaits ---");
-    let (holder, proxy) = match backend.connect_string() {
-        None => (backend.try_connect()?, None),
-        Some(hosts) => {
-            let (server, chroot) = harness::first_server(&hosts)?;
-            let proxy = FaultProxy::start(server)?;
-            let via = format!("{}{chroot}", proxy.connect_string());
-            let real = Real::at(&via, ClientKind::Native, cookbook::SESSION_TIMEOUT);
-            (real.try_connect()?, Some(proxy))
-        }
-    };
-    let lock = Arc::new(InterProcessMutex::new(holder.client.clone(), LOCK)?);
-    let guard = acquire(lock, cancel, shutdown)
-        .await?
-        .ok_or("stopped before it got the lock")?;
-    info!("holder holds the lock and works");
-    let expire = blocking(move || {
-        expire(&holder, proxy.as_ref())?;
-        Ok(holder)
-    });
-    let (mut shutdown, inside) = (shutdown.clone(), Occupancy::default());
-    let (ended, holder) = tokio::join!(work(&guard, None, &mut shutdown, &inside), expire);
-    let _holder = holder?;
-    info!("holder saw {ended:?} at its next look and stopped working");
-    story.lost_holder_ended = Some(ended);
-    ensure(ended == Ended::Lost, format!("the holder ended {ended:?}"))?;
-    release(guard).await?;
-
-    let rival_session = backend.try_connect()?;
-    let rival = Arc::new(InterProcessMutex::new(rival_session.client.clone(), LOCK)?);
-    let rival_guard = blocking(move || Ok(rival.try_lock_owned_for(PATIENCE)?)).await?;
-    story.rival_took_over = rival_guard.is_some();
-    ensure(story.rival_took_over, "the rival never got the lock")?;
-    info!("the rival holds the lock");
-    release(rival_guard.ok_or("no rival guard")?).await
-}
-
-/// Expires the holder's session: on the embedded ensemble at once; on a real one through the
-/// proxy in front of it (the client learns on its next reconnect).
-fn expire(holder: &TestClient, proxy: Option<&FaultProxy>) -> AnyResult<()> {
-    let losses = holder.client.session().snapshot().losses;
-    match (holder.memory(), proxy) {
-        (Some(memory), _) => memory.expire(),
-        (None, Some(proxy)) => drop(proxy.expire_session()?),
-        (None, None) => return Err("no way to expire this session".into()),
-    }
-    let until = Instant::now() + PATIENCE;
-    while holder.client.session().snapshot().losses == losses {
-        ensure(
-            Instant::now() < until,
-            "the client never saw its session expire",
-        )?;
-        std::thread::sleep(Duration::from_millis(10)); // poll pacing
-    }
-    Ok(())
-}
-
-/// Act 3: the shutdown signal stops a waiting acquire and a holder's work.
-async fn shutdown_while_waiting(
-    backend: &dyn Backend,
-    stop: &watch::Sender<bool>,
-    shutdown: &Shutdown,
-    cancel: &CancelToken,
-    story: &mut Story,
-) -> AnyResult<()> {
-    info!("--- act 3: shutdown while one instance holds and another waits ---");
-    let (holder_session, waiter_session) = (backend.try_connect()?, backend.try_connect()?);
-    let holder_lock = Arc::new(InterProcessMutex::new(holder_session.client.clone(), LOCK)?);
-    let waiter_lock = Arc::new(InterProcessMutex::new(waiter_session.client.clone(), LOCK)?);
-    let guard = acquire(holder_lock.clone(), cancel, shutdown)
-        .await?
-        .ok_or("stopped before it got the lock")?;
-    let mut holder_shutdown = shutdown.clone();
+/// Act 4: a holder works in steps until the shutdown; a waiter queues behind it with the
+/// shutdown token. True when the cancel ended the wait (`Error::Cancelled`, node deleted).
+async fn shut_down(instances: &[Instance], shutdown: &CancelToken) -> AnyResult<bool> {
+    let (held, waiting) = (&instances[0].accounts[1], instances[1].accounts[1].clone());
+    let guard = held.lock_owned_async().await?;
+    let stop = shutdown.clone();
     let holder = tokio::spawn(async move {
-        let ended = work(&guard, None, &mut holder_shutdown, &Occupancy::default()).await;
-        release(guard).await.map(|()| ended)
+        while !stop.is_cancelled() {
+            tokio::time::sleep(STEP).await; // a step of work; the shutdown is seen between steps
+        }
+        drop(guard);
     });
-    let waiter_id = waiter_session
-        .client
-        .session()
-        .session_id()
-        .ok_or("the waiter has no session")?;
-    let waiting = (waiter_lock, cancel.clone(), shutdown.clone());
-    let waiter = tokio::spawn(async move { acquire(waiting.0, &waiting.1, &waiting.2).await });
-    // Signal once the waiter is in the queue (its node beside the holder's).
-    let queue = holder_lock.clone();
+    let how = Acquire::new().cancel(shutdown);
+    let waiter = tokio::spawn(async move { waiting.try_lock_owned_async(how).await });
+    queue_reaches(held, 2).await?;
+    info!("shutdown");
+    shutdown.cancel();
+    let cancelled = match tokio::time::timeout(PATIENCE, waiter).await?? {
+        Err(Error::Cancelled { .. }) => true,
+        // Granted as the holder let go: a stopping service starts no new work (drops it).
+        outcome => outcome.map(drop).map(|()| false)?,
+    };
+    holder.await?;
+    info!("the waiter stopped (by the cancel: {cancelled}); the holder released");
+    Ok(cancelled)
+}
+
+/// A leader task: awaits leadership (no thread waits), leads until its spell ends (its
+/// `ended()` token), then awaits it again; until the shutdown or its latch is closed.
+async fn lead(me: usize, latch: Arc<LeaderLatch>, stop: CancelToken, led: Led) -> AnyResult<()> {
+    loop {
+        let leadership = tokio::select! {
+            got = latch.await_leadership_async() => match got {
+                Ok(leadership) => leadership,
+                Err(Error::NotParticipating { .. }) => return Ok(()), // closed: left the election
+                Err(e) => return Err(e.into()),
+            },
+            () = stop.cancelled() => return Ok(()),
+        };
+        info!("instance {me} leads (term {})", leadership.term());
+        let _ = led.send((me, leadership.term()));
+        loop {
+            tokio::select! {
+                () = tokio::time::sleep(STEP * 5) => {} // a round of the leader's housekeeping
+                () = leadership.ended().cancelled() => break,
+                () = stop.cancelled() => return Ok(()),
+            }
+        }
+        info!("instance {me} no longer leads");
+    }
+}
+
+/// Waits until `lock`'s queue has `n` nodes. `participant_nodes` is a blocking call (one
+/// `get_children`), so it runs on the blocking pool, as any blocking call from async code.
+async fn queue_reaches(lock: &Arc<InterProcessMutex>, n: usize) -> AnyResult<()> {
+    let lock = lock.clone();
     blocking(move || {
         let until = Instant::now() + PATIENCE;
-        while queue.participant_nodes()?.len() < 2 {
-            ensure(Instant::now() < until, "the waiter never queued")?;
+        while lock.participant_nodes()?.len() != n {
+            ensure(Instant::now() < until, format!("the queue never had {n}"))?;
             std::thread::sleep(Duration::from_millis(5)); // poll pacing
         }
         Ok(())
     })
-    .await?;
-    info!("the waiter queues; shutdown signal");
-    stop.send(true)?;
-    let waited = tokio::time::timeout(PATIENCE, waiter).await??;
-    story.waiter_gave_up = waited?.is_none();
-    ensure(
-        story.waiter_gave_up,
-        "the waiter got the lock after shutdown",
-    )?;
-    // The cancel deleted the waiter's node before its acquire returned; the holder may still
-    // be on its way out.
-    let queue = holder_lock.clone();
-    let participants = blocking(move || Ok(queue.participants()?)).await?;
-    story.waiter_nodes_left = participants
-        .iter()
-        .filter(|p| p.session_id == waiter_id)
-        .count();
-    ensure(
-        story.waiter_nodes_left == 0,
-        "the cancelled waiter left its node in the queue",
-    )?;
-    info!("the waiter left the queue: its node is gone");
-    let ended = tokio::time::timeout(PATIENCE, holder).await???;
-    story.shutdown_holder_ended = Some(ended);
-    info!("the waiter stopped waiting; the holder stopped ({ended:?}) and released");
-    ensure(
-        ended == Ended::Shutdown,
-        format!("the holder ended {ended:?}"),
-    )
+    .await
 }
 
 /// Runs blocking library code on tokio's blocking pool.
@@ -403,49 +270,20 @@ async fn blocking<T: Send + 'static>(
     tokio::task::spawn_blocking(f).await?
 }
 
-/// How many holders are inside at once, and the most seen together.
-#[derive(Default)]
-struct Occupancy {
-    now: AtomicUsize,
-    most: AtomicUsize,
-}
-
-impl Occupancy {
-    fn enter(&self) {
-        let now = self.now.fetch_add(1, Ordering::SeqCst) + 1;
-        self.most.fetch_max(now, Ordering::SeqCst);
-    }
-
-    fn leave(&self) {
-        self.now.fetch_sub(1, Ordering::SeqCst);
-    }
-
-    fn most(&self) -> usize {
-        self.most.load(Ordering::SeqCst)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn check(story: &Story) {
-        assert_eq!(story.turns, INSTANCES);
-        assert_eq!(story.most_inside, 1);
-        assert_eq!(story.lost_holder_ended, Some(Ended::Lost));
-        assert!(story.rival_took_over);
-        assert_eq!(story.shutdown_holder_ended, Some(Ended::Shutdown));
-        assert!(story.waiter_gave_up);
-        assert_eq!(story.waiter_nodes_left, 0);
-        assert_eq!(story.left_behind, 0);
+        assert_eq!(story.jobs_done, JOBS);
+        assert!(story.terms.len() == 2 && story.terms[1] > story.terms[0]);
     }
 
     #[test]
-    fn async_service_takes_turns_stops_on_loss_and_on_shutdown() {
+    fn async_service_excludes_cancels_leads_and_shuts_down() {
         check(&run(&cookbook::memory_args()).unwrap());
     }
 
-    /// The real-ensemble path: the holder's session is expired through a `FaultProxy`.
     #[test]
     fn async_service_on_a_real_server() {
         let Some(args) = cookbook::shared_server_args() else {

@@ -400,3 +400,43 @@ fn native_dropped_while_cut_off_leaves_no_node() {
     drop(held);
     client.close();
 }
+
+/// With the link down, an acquire waits for it as a blocking request does (up to the call
+/// timeout) instead of failing at once: with no retries allowed, it still gets the lock once
+/// the link is back, through either API.
+#[test]
+fn native_acquire_waits_for_the_link_as_a_blocking_request_does() {
+    let Some((proxy, client, _looker)) = through_proxy() else {
+        return;
+    };
+    let path = format!("{}/lock", unique_root("async-link-wait"));
+    let mutex = Arc::new(
+        InterProcessMutex::new(client.clone(), &path)
+            .unwrap()
+            .with_retry_policy(Arc::new(zk_locks::retry::NoRetry)),
+    );
+    for asynchronous in [false, true] {
+        proxy.refuse(true);
+        proxy.cut();
+        eventually(PATIENCE, "the client sees the link down", || {
+            !client.session().state().is_connected()
+        });
+        let taking = std::thread::spawn({
+            let mutex = mutex.clone();
+            move || match asynchronous {
+                false => mutex.lock_owned(),
+                true => runtime().block_on(mutex.lock_owned_async()),
+            }
+        });
+        // Not granted while the link is down, and not failed either.
+        std::thread::sleep(Duration::from_millis(200));
+        assert!(!taking.is_finished(), "gave up while the link was down");
+        proxy.refuse(false);
+        let guard = taking
+            .join()
+            .unwrap()
+            .expect("no lock once the link was back");
+        assert_eq!(guard.state(), LockState::Held);
+    }
+    client.close();
+}

@@ -385,6 +385,14 @@ pub trait ZkClient: Send + Sync {
         None
     }
 
+    /// Whether a request submitted now goes out on a connection ([`Self::submit`] answers
+    /// `ConnectionLoss` at once otherwise). A backend whose link becomes ready after it
+    /// reports the transition wakes the futures waiting for it with the session's
+    /// `link_ready`. The default: the session is connected.
+    fn ready_to_send(&self) -> bool {
+        self.session().state().is_connected()
+    }
+
     /// True when a reconnect with the same session re-registers every outstanding watch (and
     /// the server then fires those whose node changed while the link was down), as ZooKeeper's
     /// own clients do with SetWatches. Waiters then keep their watch across a reconnect
@@ -520,6 +528,10 @@ impl<T: ZkClient + ?Sized> ZkClient for Arc<T> {
 
     fn call_timeout(&self) -> Option<std::time::Duration> {
         (**self).call_timeout()
+    }
+
+    fn ready_to_send(&self) -> bool {
+        (**self).ready_to_send()
     }
 
     fn restores_watches(&self) -> bool {

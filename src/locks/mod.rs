@@ -16,8 +16,11 @@
 //! [`LockGuard`] that releases on drop and tells the holder whether it may have lost the lock
 //! ([`LockState`]) and which fencing token guards its writes. On an `Arc` of any recipe,
 //! [`InterProcessLock::lock_owned`] returns an [`OwnedLockGuard`] instead: `Send`, `Sync` and
-//! `'static`, for a hold that outlives a scope or crosses threads (async code through
-//! `spawn_blocking`); an owned hold belongs to its guard and is not reentrant.
+//! `'static`, for a hold that outlives a scope or crosses threads; an owned hold belongs to
+//! its guard and is not reentrant. In async code, [`InterProcessLock::lock_owned_async`] and
+//! [`InterProcessLock::try_lock_owned_async`] (and the semaphore's
+//! [`InterProcessSemaphoreV2::acquire_async`]) await the same engine without a thread;
+//! dropping the future cancels the acquire and leaves nothing behind.
 //!
 //! Every blocking acquire can also be cancelled from another thread: give it a
 //! [`CancelToken`] through [`Acquire`] ([`InterProcessLock::try_lock_with`],
@@ -355,8 +358,8 @@ pub trait InterProcessLock: Send + Sync {
     /// the call makes no request; a cancel that comes after the grant is too late (the guard
     /// holds: drop it). Not reentrant, as every owned acquire (see [`OwnedLockGuard`]).
     ///
-    /// What an async service's waiting acquire needs: taken through `spawn_blocking`, the
-    /// shutdown signal cancels it.
+    /// Async code awaits [`Self::try_lock_owned_async`] instead (no thread waits); this
+    /// blocking form serves threads, and `spawn_blocking` where a blocking wait is wanted.
     ///
     /// ```
     /// use std::sync::Arc;

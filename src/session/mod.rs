@@ -111,9 +111,9 @@ struct Inner {
     quorum: QuorumClock,
     /// The backend's wake-up when proving starts (an interest after none).
     prove: Option<Arc<dyn Fn() + Send + Sync>>,
-    /// The futures waiting for a fresh proof ([`Session::register_proof_waker`]): woken by a
-    /// confirmation as the `Condvar` is.
-    proof_wakers: WakerSet,
+    /// The futures waiting on an event that is not a transition ([`Session::register_event_waker`]):
+    /// a proof confirmed, the backend's link ready to send.
+    event_wakers: WakerSet,
 }
 
 /// The connection-state machine of one client. Backends report transitions; locks observe.
@@ -158,7 +158,7 @@ impl Session {
                 listeners: BTreeMap::new(),
                 quorum: QuorumClock::default(),
                 prove: None,
-                proof_wakers: WakerSet::default(),
+                event_wakers: WakerSet::default(),
             }),
             changed: Condvar::new(),
         }
@@ -283,7 +283,7 @@ impl Session {
         let mut inner = self.inner.lock();
         if inner.quorum.confirm(at, timeout, BootInstant::now()) {
             self.changed.notify_all();
-            let wakers = inner.proof_wakers.take();
+            let wakers = inner.event_wakers.take();
             drop(inner);
             wake(wakers);
         }
@@ -301,15 +301,23 @@ impl Session {
         (!waits).then_some(!stale)
     }
 
-    /// A future waits for the next proof: `waker` is woken by it (registered under `key`, as
+    /// A future waits for the next event that is not a transition (a proof confirmed, the
+    /// link ready to send): `waker` is woken by it (registered under `key`, as
     /// [`WakerSet::register`]); a transition wakes it through a session listener.
-    pub(crate) fn register_proof_waker(&self, key: &mut Option<u64>, waker: &Waker) {
-        self.inner.lock().proof_wakers.register(key, waker);
+    pub(crate) fn register_event_waker(&self, key: &mut Option<u64>, waker: &Waker) {
+        self.inner.lock().event_wakers.register(key, waker);
     }
 
-    /// Removes a waker registered with [`Self::register_proof_waker`].
-    pub(crate) fn remove_proof_waker(&self, key: Option<u64>) {
-        self.inner.lock().proof_wakers.remove(key);
+    /// Removes a waker registered with [`Self::register_event_waker`].
+    pub(crate) fn remove_event_waker(&self, key: Option<u64>) {
+        self.inner.lock().event_wakers.remove(key);
+    }
+
+    /// The backend's link is ready to send (after the transition it reported, once its
+    /// set-up requests went out): wakes the futures waiting for it.
+    pub(crate) fn link_ready(&self) {
+        let wakers = self.inner.lock().event_wakers.take();
+        wake(wakers);
     }
 
     /// Whether the backend should keep proving the session to the quorum now, and how long

@@ -148,6 +148,10 @@ impl<C: ZkClient> ZkClient for CountingClient<C> {
         self.inner.call_timeout()
     }
 
+    fn ready_to_send(&self) -> bool {
+        self.inner.ready_to_send()
+    }
+
     fn has_create2(&self) -> bool {
         self.inner.has_create2()
     }

@@ -264,6 +264,10 @@ impl ZkClient for NativeClient {
         Some(self.call_timeout)
     }
 
+    fn ready_to_send(&self) -> bool {
+        self.core.connection_now().is_some()
+    }
+
     fn has_create2(&self) -> bool {
         true
     }

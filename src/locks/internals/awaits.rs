@@ -41,7 +41,7 @@ struct Slot {
 /// The answers of one submission ([`crate::ZkClient::submit`]), awaited: one per request, in
 /// order.
 #[must_use = "a future does nothing unless polled"]
-pub(crate) struct Answers {
+struct Answers {
     slot: Arc<Mutex<Slot>>,
     /// Run on the answers if this future is dropped before it took them.
     abandoned: Option<Abandoned>,
@@ -52,10 +52,48 @@ pub(crate) struct Answers {
     len: usize,
 }
 
-/// Submits `submissions` on `client` and returns their answers' future. The wait for the
+/// Submits `submissions` on `client` and awaits their answers, as a blocking request waits:
+/// for a connection first when there is none (a backend with a [`call_timeout`] waits for
+/// one that long, as its blocking calls do), then for the answers at most as long (past it,
+/// every request is answered `OperationTimeout`).
+///
+/// [`call_timeout`]: crate::ZkClient::call_timeout
+pub(crate) async fn submit(
+    client: &SharedClient,
+    submissions: Vec<Submission>,
+) -> Vec<ZkResult<Response>> {
+    submit_abandoning(client, submissions, None).await
+}
+
+/// [`submit`], handing the answers to `abandoned` if the future is dropped (or gives up at
+/// its call timeout) before it takes them.
+pub(crate) async fn submit_abandoning(
+    client: &SharedClient,
+    submissions: Vec<Submission>,
+    abandoned: Option<Abandoned>,
+) -> Vec<ZkResult<Response>> {
+    if let Some(timeout) = client.call_timeout() {
+        if !client.ready_to_send() {
+            let link = connected(client, Instant::now().checked_add(timeout)).await;
+            if !link.state.is_connected() {
+                // Nothing was sent: the outcome is known (not applied), as a blocking call's.
+                let code = match link.state {
+                    ConnectionState::Closed => ZkError::Closed,
+                    _ => ZkError::ConnectionLoss,
+                };
+                return vec![Err(code); submissions.len()];
+            }
+        }
+    }
+    let mut answers = send(client, submissions);
+    answers.abandoned = abandoned;
+    answers.await
+}
+
+/// Submits `submissions` on `client` now and returns their answers' future. The wait for the
 /// answers is bounded as a blocking request's is ([`crate::ZkClient::call_timeout`] from
 /// now): past it, every request is answered `OperationTimeout`.
-pub(crate) fn submit(client: &SharedClient, submissions: Vec<Submission>) -> Answers {
+fn send(client: &SharedClient, submissions: Vec<Submission>) -> Answers {
     let deadline = client
         .call_timeout()
         .and_then(|t| Instant::now().checked_add(t));
@@ -86,14 +124,6 @@ pub(crate) fn submit(client: &SharedClient, submissions: Vec<Submission>) -> Ans
         taken: false,
         deadline: deadline.map(|d| (d, sleep_until(d))),
         len,
-    }
-}
-
-impl Answers {
-    /// What to do with the answers if this future is dropped before it takes them.
-    pub(crate) fn on_abandon(mut self, abandoned: Abandoned) -> Answers {
-        self.abandoned = Some(abandoned);
-        self
     }
 }
 
@@ -210,28 +240,41 @@ impl Drop for SessionWake {
     }
 }
 
-/// Until the client is connected or closed, or the deadline passes (a cancel passes it);
-/// the snapshot then (as [`crate::session::Session::wait_until_connected`]).
+/// Until the client is connected (and ready to send: [`crate::ZkClient::ready_to_send`]) or
+/// closed, or the deadline passes (a cancel passes it); the snapshot then (as
+/// [`crate::session::Session::wait_until_connected`], which a blocking request follows with
+/// a wait for the link to be ready).
 pub(crate) async fn connected(client: &SharedClient, deadline: Option<Instant>) -> SessionSnapshot {
     let over = |s: &SessionSnapshot| {
-        s.state.is_connected()
+        (s.state.is_connected() && client.ready_to_send())
             || s.state == ConnectionState::Closed
             || past(deadline, Instant::now())
     };
-    let s = client.session().snapshot();
+    let session = client.session();
+    let s = session.snapshot();
     if over(&s) {
         return s;
     }
+    // Transitions and the cancel wake it through this waker; the link ready through the
+    // session's event wakers.
     let wake = SessionWake::new(client);
-    loop {
-        // A new round before the look: a transition after it signals this round.
-        wake.waiter.next_round();
-        let s = client.session().snapshot();
+    let mut event = EventWaker { client, key: None };
+    let mut sleep = deadline.map(sleep_until);
+    std::future::poll_fn(|cx| {
+        session.register_event_waker(&mut event.key, cx.waker());
+        wake.waiter.set_waker(cx.waker());
+        let s = session.snapshot();
         if over(&s) {
-            return s;
+            return Poll::Ready(s);
         }
-        signalled(&wake.waiter, deadline).await;
-    }
+        if let Some(sleep) = sleep.as_mut() {
+            if Pin::new(sleep).poll(cx).is_ready() {
+                return Poll::Ready(session.snapshot());
+            }
+        }
+        Poll::Pending
+    })
+    .await
 }
 
 /// Sleeps until `until`, or less when the operation is cancelled.
@@ -274,10 +317,10 @@ pub(crate) async fn quorum_fresh(
     }
     // Transitions and the cancel wake it through this waker; proofs through the session's.
     let wake = SessionWake::new(client);
-    let mut proof = ProofWaker { client, key: None };
+    let mut proof = EventWaker { client, key: None };
     let mut sleep = deadline.map(sleep_until);
     std::future::poll_fn(|cx| {
-        session.register_proof_waker(&mut proof.key, cx.waker());
+        session.register_event_waker(&mut proof.key, cx.waker());
         wake.waiter.set_waker(cx.waker());
         if let Some(fresh) = session.quorum_wait_over(losses) {
             return Poll::Ready(fresh);
@@ -295,14 +338,15 @@ pub(crate) async fn quorum_fresh(
     .await
 }
 
-/// A registration for the session's next proof, removed when dropped.
-struct ProofWaker<'a> {
+/// A registration for the session's next event (a proof, the link ready), removed when
+/// dropped.
+struct EventWaker<'a> {
     client: &'a SharedClient,
     key: Option<u64>,
 }
 
-impl Drop for ProofWaker<'_> {
+impl Drop for EventWaker<'_> {
     fn drop(&mut self) {
-        self.client.session().remove_proof_waker(self.key);
+        self.client.session().remove_event_waker(self.key);
     }
 }

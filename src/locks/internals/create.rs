@@ -288,9 +288,8 @@ impl LockInternals {
                 path: self.base_path.clone(),
             }),
         ];
-        let answers = awaits::submit(&self.client, requests)
-            .on_abandon(self.abandoned_create(prefix))
-            .await;
+        let abandoned = Some(self.abandoned_create(prefix));
+        let answers = awaits::submit_abandoning(&self.client, requests, abandoned).await;
         let mut replies = answers.into_iter();
         // A backend that answers with the wrong shape is treated as an undecodable reply:
         // outcome unknown, so the create goes through the look-up, never a blind retry.

@@ -77,6 +77,8 @@ impl SessionCore {
             link.ready = true;
             self.changed.notify_all();
         }
+        // Futures waiting to send (`ZkClient::ready_to_send`) wake as blocked callers do.
+        self.session.link_ready();
         // A callback removed after SetWatches' list was read had its watch restored: its
         // removal is owed. One removed from now on finds this connection ready and sends its
         // own (`send_owed_removals`), so none is left behind.
