@@ -15,13 +15,14 @@
 
 #[macro_use]
 mod common;
+#[path = "support/awaiting.rs"]
+mod awaiting;
 
-use std::future::Future;
-use std::pin::{pin, Pin};
+use std::pin::pin;
 use std::sync::Arc;
-use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
+use awaiting::{off_runtime, poll_once, runtime};
 use common::Backend;
 use zk_locks::client::native::NativeClient;
 use zk_locks::locks::{
@@ -31,19 +32,6 @@ use zk_locks::locks::{
 use zk_locks::testing::harness::{children, eventually, unique_root};
 use zk_locks::testing::{shared_server, FaultProxy};
 use zk_locks::{Error, LockState, ZkClient};
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_time()
-        .build()
-        .unwrap()
-}
-
-/// Polls `future` once with a waker that does nothing.
-fn poll_once<F: Future>(future: Pin<&mut F>) -> Poll<F::Output> {
-    future.poll(&mut Context::from_waker(Waker::noop()))
-}
 
 /// Taken, held against a second future, handed over when the first guard drops.
 fn an_async_acquire_excludes_and_hands_over(b: &dyn Backend) {
@@ -60,13 +48,10 @@ fn an_async_acquire_excludes_and_hands_over(b: &dyn Backend) {
             async move { second.lock_owned_async().await }
         });
         let queued = first.clone();
-        tokio::task::spawn_blocking(move || {
-            eventually(patience, "the second queued", || {
-                queued.participant_nodes().unwrap().len() == 2
-            })
+        off_runtime(patience, "the second queued", move || {
+            queued.participant_nodes().unwrap().len() == 2
         })
-        .await
-        .unwrap();
+        .await;
         assert!(!waiting.is_finished(), "two holders");
         drop(held);
         let taken = tokio::time::timeout(patience, waiting)
@@ -111,34 +96,25 @@ fn dropped_while_queued_leaves_no_node(b: &dyn Backend) {
             async move { dropped.lock_owned_async().await }
         });
         let count = holder.clone();
-        tokio::task::spawn_blocking(move || {
-            eventually(patience, "queued", || {
-                count.participant_nodes().unwrap().len() == 2
-            })
+        off_runtime(patience, "queued", move || {
+            count.participant_nodes().unwrap().len() == 2
         })
-        .await
-        .unwrap();
+        .await;
         let last = tokio::spawn({
             let behind = behind.clone();
             async move { behind.lock_owned_async().await }
         });
         let count = holder.clone();
-        tokio::task::spawn_blocking(move || {
-            eventually(patience, "the third queued", || {
-                count.participant_nodes().unwrap().len() == 3
-            })
+        off_runtime(patience, "the third queued", move || {
+            count.participant_nodes().unwrap().len() == 3
         })
-        .await
-        .unwrap();
+        .await;
         queued.abort(); // dropped while queued
         let count = holder.clone();
-        tokio::task::spawn_blocking(move || {
-            eventually(patience, "the dropped waiter's node deleted", || {
-                count.participant_nodes().unwrap().len() == 2
-            })
+        off_runtime(patience, "the dropped waiter's node deleted", move || {
+            count.participant_nodes().unwrap().len() == 2
         })
-        .await
-        .unwrap();
+        .await;
         drop(held);
         let guard = tokio::time::timeout(patience, last)
             .await
@@ -213,13 +189,10 @@ fn timeouts_and_cancels_leave_nothing(b: &dyn Backend) {
         let token = CancelToken::new();
         let cancelled = tokio::spawn(waiter.try_lock_owned_async(Acquire::new().cancel(&token)));
         let count = holder.clone();
-        tokio::task::spawn_blocking(move || {
-            eventually(patience, "queued", || {
-                count.participant_nodes().unwrap().len() == 2
-            })
+        off_runtime(patience, "queued", move || {
+            count.participant_nodes().unwrap().len() == 2
         })
-        .await
-        .unwrap();
+        .await;
         token.cancel();
         let outcome = tokio::time::timeout(patience, cancelled)
             .await

@@ -7,31 +7,20 @@
 
 #[macro_use]
 mod common;
+#[path = "support/awaiting.rs"]
+mod awaiting;
 
-use std::future::Future;
-use std::pin::{pin, Pin};
+use std::pin::pin;
 use std::sync::Arc;
-use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
+use awaiting::{off_runtime, poll_once, runtime};
 use common::Backend;
 use zk_locks::locks::{
     Acquire, CancelToken, InterProcessLock, InterProcessSemaphoreMutex, InterProcessSemaphoreV2,
 };
 use zk_locks::testing::harness::{children, eventually};
 use zk_locks::{Error, LockState};
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_time()
-        .build()
-        .unwrap()
-}
-
-fn poll_once<F: Future>(future: Pin<&mut F>) -> Poll<F::Output> {
-    future.poll(&mut Context::from_waker(Waker::noop()))
-}
 
 /// Every node under the semaphore: leases and admission.
 fn nodes(b: &common::TestClient, path: &str) -> (usize, usize) {
@@ -98,13 +87,10 @@ fn dropped_early_and_cancelled_waits_leave_nothing(b: &dyn Backend) {
         let token = CancelToken::new();
         let cancelled = tokio::spawn(waiter.acquire_with_async(Acquire::new().cancel(&token)));
         let looker = full.clone();
-        tokio::task::spawn_blocking(move || {
-            eventually(patience, "waiting", || {
-                looker.participant_nodes().unwrap().len() == 2
-            })
+        off_runtime(patience, "waiting", move || {
+            looker.participant_nodes().unwrap().len() == 2
         })
-        .await
-        .unwrap();
+        .await;
         token.cancel();
         let outcome = tokio::time::timeout(patience, cancelled)
             .await

@@ -245,31 +245,46 @@ impl Drop for SessionWake {
 /// [`crate::session::Session::wait_until_connected`], which a blocking request follows with
 /// a wait for the link to be ready).
 pub(crate) async fn connected(client: &SharedClient, deadline: Option<Instant>) -> SessionSnapshot {
-    let over = |s: &SessionSnapshot| {
-        (s.state.is_connected() && client.ready_to_send())
-            || s.state == ConnectionState::Closed
-            || past(deadline, Instant::now())
-    };
     let session = client.session();
-    let s = session.snapshot();
-    if over(&s) {
-        return s;
+    let over = || {
+        let s = session.snapshot();
+        let ready = s.state.is_connected() && client.ready_to_send();
+        (ready || s.state == ConnectionState::Closed).then_some(s)
+    };
+    session_wait(client, deadline, over, || session.snapshot()).await
+}
+
+/// Until `over()` says `Some`, the deadline passes (a cancel passes it: then `at_deadline()`),
+/// looking again at every session transition, cancel and session event (a proof, the link
+/// ready). No registration is made when it is over at once; all go when it ends or is
+/// dropped.
+async fn session_wait<T>(
+    client: &SharedClient,
+    deadline: Option<Instant>,
+    mut over: impl FnMut() -> Option<T>,
+    at_deadline: impl Fn() -> T,
+) -> T {
+    if let Some(out) = over() {
+        return out;
     }
-    // Transitions and the cancel wake it through this waker; the link ready through the
-    // session's event wakers.
+    // Transitions and the cancel wake it through this waker; events through the session's.
     let wake = SessionWake::new(client);
     let mut event = EventWaker { client, key: None };
     let mut sleep = deadline.map(sleep_until);
     std::future::poll_fn(|cx| {
-        session.register_event_waker(&mut event.key, cx.waker());
+        client
+            .session()
+            .register_event_waker(&mut event.key, cx.waker());
         wake.waiter.set_waker(cx.waker());
-        let s = session.snapshot();
-        if over(&s) {
-            return Poll::Ready(s);
+        if let Some(out) = over() {
+            return Poll::Ready(out);
+        }
+        if past(deadline, Instant::now()) {
+            return Poll::Ready(at_deadline());
         }
         if let Some(sleep) = sleep.as_mut() {
             if Pin::new(sleep).poll(cx).is_ready() {
-                return Poll::Ready(session.snapshot());
+                return Poll::Ready(at_deadline());
             }
         }
         Poll::Pending
@@ -312,29 +327,12 @@ pub(crate) async fn quorum_fresh(
     deadline: Option<Instant>,
 ) -> bool {
     let session = client.session();
-    if let Some(fresh) = session.quorum_wait_over(losses) {
-        return fresh;
-    }
-    // Transitions and the cancel wake it through this waker; proofs through the session's.
-    let wake = SessionWake::new(client);
-    let mut proof = EventWaker { client, key: None };
-    let mut sleep = deadline.map(sleep_until);
-    std::future::poll_fn(|cx| {
-        session.register_event_waker(&mut proof.key, cx.waker());
-        wake.waiter.set_waker(cx.waker());
-        if let Some(fresh) = session.quorum_wait_over(losses) {
-            return Poll::Ready(fresh);
-        }
-        if past(deadline, Instant::now()) {
-            return Poll::Ready(false);
-        }
-        if let Some(sleep) = sleep.as_mut() {
-            if Pin::new(sleep).poll(cx).is_ready() {
-                return Poll::Ready(false);
-            }
-        }
-        Poll::Pending
-    })
+    session_wait(
+        client,
+        deadline,
+        || session.quorum_wait_over(losses),
+        || false,
+    )
     .await
 }
 

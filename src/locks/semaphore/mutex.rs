@@ -220,14 +220,8 @@ impl InterProcessLock for InterProcessSemaphoreMutex {
     /// Returns the owned leases among `nodes` (a multi-lock's other nodes are left alone),
     /// taken out before closing as [`Self::release`] does; [`Error::NotAcquired`] when none is.
     fn release_owned_hold_within(&self, nodes: &[Arc<HeldNode>], wait: Wait) -> Result<()> {
-        let mine = take_held_by(&mut self.owned.lock(), nodes, |l| &l.node);
-        if mine.is_empty() {
-            return Err(Error::NotAcquired {
-                path: self.path().to_string(),
-            });
-        }
         let mut outcome = Ok(());
-        for lease in mine {
+        for lease in self.take_owned(nodes)? {
             if let Err(e) = lease.close_within(wait) {
                 outcome = Err(e);
             }
@@ -237,14 +231,8 @@ impl InterProcessLock for InterProcessSemaphoreMutex {
 
     fn release_owned_hold_async<'a>(&'a self, nodes: &'a [Arc<HeldNode>]) -> ReleaseFuture<'a> {
         Box::pin(async move {
-            let mine = take_held_by(&mut self.owned.lock(), nodes, |l| &l.node);
-            if mine.is_empty() {
-                return Err(Error::NotAcquired {
-                    path: self.path().to_string(),
-                });
-            }
             let mut outcome = Ok(());
-            for lease in mine {
+            for lease in self.take_owned(nodes)? {
                 if let Err(e) = lease.close_async().await {
                     outcome = Err(e);
                 }
@@ -283,5 +271,19 @@ impl InterProcessLock for InterProcessSemaphoreMutex {
             .semaphore
             .acquire_with(how)?
             .map(|lease| self.guard(lease)))
+    }
+}
+
+impl InterProcessSemaphoreMutex {
+    /// Takes the owned leases among `nodes` out (a multi-lock's other nodes are left alone),
+    /// before they are returned; [`Error::NotAcquired`] when none is.
+    fn take_owned(&self, nodes: &[Arc<HeldNode>]) -> Result<Vec<Lease>> {
+        let mine = take_held_by(&mut self.owned.lock(), nodes, |l| &l.node);
+        if mine.is_empty() {
+            return Err(Error::NotAcquired {
+                path: self.path().to_string(),
+            });
+        }
+        Ok(mine)
     }
 }
