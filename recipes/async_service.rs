@@ -12,8 +12,8 @@
 //!    leaves the election, the next one leads with a larger term.
 //! 4. **Shutdown**: the service's `CancelToken` (Ctrl-C from a terminal) ends a wait given it
 //!    (`try_lock_owned_async(Acquire::new().cancel(&token))`: `Error::Cancelled`, its node
-//!    deleted), a holder's work and the leader tasks. Other blocking calls (a latch's
-//!    `close`, listing a queue) go to `spawn_blocking`.
+//!    deleted), a holder's work and the leader tasks; the latches close with `close_async`.
+//!    Other blocking calls (listing a queue) go to `spawn_blocking`.
 //!
 //! ```sh
 //! cargo run --example async_service
@@ -135,7 +135,7 @@ async fn service(instances: &[Instance], ctrl_c: bool) -> AnyResult<Story> {
     info!("--- act 3: the leader leaves the election; the next one leads ---");
     let (first, term) = leaders.recv().await.ok_or("nobody led")?;
     let latch = instances[first].latch.clone();
-    blocking(move || Ok(latch.close()?)).await?; // blocks: its delete, its thread's end
+    latch.close_async().await?; // its delete and its thread's end, awaited without a thread
     let (_, next) = leaders.recv().await.ok_or("nobody led next")?;
     story.terms = vec![term, next];
     ensure(next > term, "the terms did not grow")?;
@@ -146,8 +146,7 @@ async fn service(instances: &[Instance], ctrl_c: bool) -> AnyResult<Story> {
         done??; // the leader tasks saw the shutdown too
     }
     for (i, me) in instances.iter().enumerate().filter(|(i, _)| *i != first) {
-        let latch = me.latch.clone();
-        blocking(move || Ok(latch.close()?)).await?;
+        me.latch.close_async().await?;
         info!("instance {i} left the election");
     }
     for lock in &instances[0].accounts {

@@ -64,8 +64,8 @@ pub use layout::{
     WRITE_LOCK_NAME,
 };
 pub use leader::{
-    AwaitLeadership, CloseMode, LeaderLatch, LeaderLatchListener, LeaderListenerId, LeaderSelector,
-    Leadership,
+    AwaitLeadership, CloseMode, ClosingLatch, LeaderLatch, LeaderLatchListener, LeaderListenerId,
+    LeaderSelector, Leadership,
 };
 pub use multi::InterProcessMultiLock;
 pub use mutex::InterProcessMutex;

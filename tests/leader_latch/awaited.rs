@@ -1,6 +1,7 @@
 //! `LeaderLatch::await_leadership_async`: leadership awaited by a future, woken by the latch's
 //! thread, on the in-memory ensemble and a real ZooKeeper; `Leadership::ended().cancelled()`
-//! awaited until the spell ends.
+//! awaited until the spell ends; `LeaderLatch::close_async` awaited until the node is given
+//! back.
 
 use std::future::Future;
 use std::pin::pin;
@@ -52,7 +53,18 @@ fn hand_over(first: LeaderLatch, make_second: impl FnOnce() -> LeaderLatch) {
         assert!(spell.is_leading());
         assert!(spell.term() > leading.term());
         closer.await.unwrap().unwrap();
-        second.close().unwrap();
+        // Closed without a thread waiting: ready once the latch's thread gave the node back.
+        tokio::time::timeout(PATIENCE, second.close_async())
+            .await
+            .expect("the close did not end")
+            .unwrap();
+        assert!(!spell.is_leading());
+        assert!(second.participants().unwrap().is_empty());
+        let again = second.close_async().await;
+        assert!(
+            matches!(again, Err(Error::NotParticipating { .. })),
+            "{again:?}"
+        );
     });
 }
 

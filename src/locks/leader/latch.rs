@@ -3,6 +3,7 @@
 //! the lowest sequence leads; each other participant watches the one ahead of it.
 
 use std::sync::{Arc, Weak};
+use std::task::{Poll, Waker};
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
@@ -18,6 +19,7 @@ use super::super::internals::LockInternals;
 use super::super::layout::LATCH_NAME;
 use super::super::participants::{self as queue, Participant, ParticipantKind};
 use super::super::{deadline_after, validate_lock_path, LockObserver};
+use super::awaited::ClosingLatch;
 use super::leadership::Leadership;
 use super::listeners::{LeaderLatchListener, LeaderListenerId, Listeners};
 use super::phase::{not_participating, Phase};
@@ -226,6 +228,41 @@ impl LeaderLatch {
 
     /// [`Self::close`] with `mode` instead of the latch's close mode.
     pub fn close_with(&self, mode: CloseMode) -> Result<()> {
+        // Closed from a listener (or dropped there), on the latch's thread: it cannot wait
+        // for itself. The thread ends the spell once the listener returns, tells the
+        // listeners (unless silent: cleared in `begin_close`), and clears them as it ends;
+        // cleared here, a listener told `is_leader` would never hear `not_leader` while the
+        // next participant leads.
+        if let Some(handle) = self.begin_close(mode)? {
+            if handle.thread().id() == thread::current().id() {
+                return Ok(());
+            }
+            if handle.join().is_err() {
+                log::error!("leader latch {}: its thread panicked", self.path());
+            }
+        }
+        self.shared.listeners.clear();
+        self.shared.status.lock().released.take().unwrap_or(Ok(()))
+    }
+
+    /// [`Self::close`] as a future, for async code: the latch's thread gives the node back
+    /// and ends; the future is ready with the outcome then, no thread waiting for it (the
+    /// latch's thread wakes it). Dropped, the close goes on all the same.
+    pub fn close_async(&self) -> ClosingLatch {
+        match self.begin_close(self.shared.close_mode) {
+            Err(e) => ClosingLatch::done(Err(e)),
+            // Closed from a listener: as `close`, `Ok` at once.
+            Ok(Some(handle)) if handle.thread().id() == thread::current().id() => {
+                ClosingLatch::done(Ok(()))
+            }
+            // The thread is left to end by itself: `thread_ended` wakes the future.
+            Ok(_) => ClosingLatch::new(self.shared.clone()),
+        }
+    }
+
+    /// Closes the participation (the phase, the token that ends the thread's waits) and
+    /// returns the latch's thread to wait for, if it runs.
+    fn begin_close(&self, mode: CloseMode) -> Result<Option<JoinHandle<()>>> {
         let wakers = {
             let mut status = self.shared.status.lock();
             if status.phase != Phase::Started {
@@ -243,22 +280,7 @@ impl LeaderLatch {
             self.shared.listeners.clear();
         }
         self.shared.stop.cancel();
-        let handle = self.shared.thread.lock().take();
-        // Closed from a listener (or dropped there), on the latch's thread: it cannot wait
-        // for itself. The thread ends the spell once the listener returns, tells the
-        // listeners (unless silent: cleared above), and clears them as it ends; cleared here,
-        // a listener told `is_leader` would never hear `not_leader` while the next
-        // participant leads.
-        if let Some(handle) = handle {
-            if handle.thread().id() == thread::current().id() {
-                return Ok(());
-            }
-            if handle.join().is_err() {
-                log::error!("leader latch {}: its thread panicked", self.path());
-            }
-        }
-        self.shared.listeners.clear();
-        self.shared.status.lock().released.take().unwrap_or(Ok(()))
+        Ok(self.shared.thread.lock().take())
     }
 
     /// Whether this participant leads now: a current [`Leadership`] whose node is `Held`
@@ -480,6 +502,21 @@ impl Shared {
     /// How giving back a node went.
     pub(super) fn record_release(&self, released: Result<()>) {
         self.status.lock().released = Some(released);
+    }
+
+    /// A future awaiting the latch's close ([`LeaderLatch::close_async`]): the release's
+    /// outcome once the thread is over, else `waker` registered under `key`.
+    pub(super) fn poll_closed(&self, key: &mut Option<u64>, waker: &Waker) -> Poll<Result<()>> {
+        let mut status = self.status.lock();
+        if !status.ended {
+            status.wakers.register(key, waker);
+            return Poll::Pending;
+        }
+        status.wakers.remove(key.take());
+        let released = status.released.take().unwrap_or(Ok(()));
+        drop(status);
+        self.listeners.clear();
+        Poll::Ready(released)
     }
 
     /// The latch's thread is over. Closed, its listeners go (after they were told the spell

@@ -10,8 +10,8 @@
 //! - [`Leadership`] (`leadership.rs`): what a leader holds, whichever recipe elected it — the
 //!   election node's state (the `HeldNode` rules every lock holder has), its term (the
 //!   node's fencing token), a token cancelled when the spell ends, fenced writes.
-//! - `awaited.rs`: a latch's leadership awaited by a future ([`AwaitLeadership`]), woken by
-//!   the latch's thread; no thread waits.
+//! - `awaited.rs`: a latch's leadership and its close awaited by futures ([`AwaitLeadership`],
+//!   [`ClosingLatch`]), woken by the latch's thread; no thread waits.
 //! - `phase.rs`: the life both recipes share (latent, started once, closed once) and the
 //!   error for a call in the wrong phase.
 //!
@@ -29,7 +29,7 @@ mod listeners;
 mod phase;
 mod selector;
 
-pub use awaited::AwaitLeadership;
+pub use awaited::{AwaitLeadership, ClosingLatch};
 pub use latch::{CloseMode, LeaderLatch};
 pub use leadership::Leadership;
 pub use listeners::{LeaderLatchListener, LeaderListenerId};
