@@ -1,21 +1,25 @@
-//! Waiting without a thread, the baseline (issue 40): many waiting acquires in one tokio
-//! process, zk-locks' blocking API (each acquire `spawn_blocking(move ||
-//! mutex.try_lock_owned_with(&how))`, the blocking pool raised above the waiters) beside
-//! `zookeeper-client` 0.11's async lock (each acquire a tokio task), side by side against one
-//! `TestingServer`. Per library: OS threads of the process with every waiter queued, resident
-//! memory per waiter, the drain's time once the holders release; then half the waiters given up
+//! Waiting without a thread (issue 40): many waiting acquires in one tokio process, side by
+//! side against one `TestingServer`: `zookeeper-client` 0.11's async lock (each acquire a tokio
+//! task), zk-locks' async acquire (`lock_owned_async`, each a tokio task, no `spawn_blocking`)
+//! and zk-locks' blocking API (each acquire `spawn_blocking(move ||
+//! mutex.try_lock_owned_with(&how))`, the blocking pool raised above the waiters). Per
+//! library: OS threads of the process with 1,000 and with 10,000 waiters queued, resident
+//! memory per waiter, the drain's time once the holders release; half the waiters given up
 //! while queued and, in another round, 2 to 5 ms after starting (mid-create): nodes left behind
-//! and kept waiters that never acquire (within the stall bound). Prints a markdown table and
-//! the load average. The engine is `zk_locks_measurements::async_waiters`.
+//! and kept waiters that never acquire (within the stall bound); a 1 ms tokio interval's
+//! lateness while 5,000 guards drop at once; and 1,000 waiters given up with their sessions'
+//! link suspended (through a `FaultProxy`: connections cut, new ones refused for 2 s). Prints
+//! markdown tables and the load average. The engine is `zk_locks_measurements::async_waiters`.
 //!
 //! ```text
-//! cargo run --release --features testing --example async_waiters [-- --waiters N] [--locks L] [--sessions S] [--stall SECS] [--svg DIR]
+//! cargo run --release --features testing --example async_waiters [-- --waiters N] [--small N] [--locks L] [--sessions S] [--suspended N] [--drops N] [--stall SECS] [--svg DIR]
 //! ```
 //!
-//! Defaults: 10,000 waiters over 500 locks and 20 sessions (a holder session more per side),
-//! stall bound 30 s; about a minute on 2 cores. `--svg DIR` also draws the table as SVG
-//! bar charts in DIR (`async-waiters-memory.svg`, `async-waiters-drain.svg`,
-//! `async-waiters-orphans.svg`).
+//! Defaults: 10,000 waiters (and a queue of 1,000 first) over 500 locks and 20 sessions (a
+//! holder session more per side), 1,000 cancels with the link suspended, 5,000 guards
+//! dropped, stall bound 30 s; about three minutes on 2 cores. `--svg DIR` also draws the
+//! tables as SVG bar charts in DIR (`async-waiters-threads.svg`, `async-waiters-memory.svg`,
+//! `async-waiters-drain.svg`, `async-waiters-orphans.svg`, `async-waiters-lag.svg`).
 //!
 //! The blocking side runs one OS thread per waiter, so the process needs room for `N` threads
 //! and more: `ulimit -u` (not enforced for root), `/proc/sys/kernel/threads-max` and
@@ -39,7 +43,8 @@ const SPARE_MAPS: u64 = 5_000;
 fn usage(problem: &str) -> ExitCode {
     eprintln!("async_waiters: {problem}");
     eprintln!(
-        "usage: async_waiters [--waiters N] [--locks L] [--sessions S] [--stall SECS] [--svg DIR]"
+        "usage: async_waiters [--waiters N] [--small N] [--locks L] [--sessions S] \
+         [--suspended N] [--drops N] [--stall SECS] [--svg DIR]"
     );
     ExitCode::FAILURE
 }
@@ -57,7 +62,10 @@ fn main() -> ExitCode {
         };
         let parsed = match arg.as_str() {
             "--waiters" => number("--waiters").map(|n| plan.waiters = n),
+            "--small" => number("--small").map(|n| plan.small_waiters = n),
             "--locks" => number("--locks").map(|n| plan.locks = n),
+            "--suspended" => number("--suspended").map(|n| plan.suspended = n),
+            "--drops" => number("--drops").map(|n| plan.drops = n),
             "--sessions" => number("--sessions").map(|n| plan.sessions = n),
             "--stall" => {
                 number("--stall").map(|n| plan.stall_bound = Duration::from_secs(n as u64))
@@ -75,7 +83,10 @@ fn main() -> ExitCode {
             return usage(&problem);
         }
     }
-    if let Err(problem) = plan.check().and_then(|()| room_for(plan.waiters as u64)) {
+    if let Err(problem) = plan
+        .check()
+        .and_then(|()| room_for(plan.most_waiters() as u64))
+    {
         return usage(&problem);
     }
     // The waiters' sessions are 30 s: past ZooKeeper's own longest (10 s).

@@ -6,7 +6,7 @@
 //! no node behind whether it is given up while queued, mid-create or with its link down, no
 //! kept waiter stalls, every dropped guard's node goes; and our async side waits without a
 //! thread per waiter. Counts only, no timings. The async client's counts are reported, not
-//! asserted (they are what the measurement is for). About 10 s.
+//! asserted (they are what the measurement is for). About 15 s.
 
 use zk_locks::testing::shared_server;
 use zk_locks_measurements::async_waiters::{self, Plan, SideReport};

@@ -47,10 +47,12 @@ const TOP: f64 = 56.0;
 /// The note's line length, in characters (11 px sans-serif fits about this many in the width).
 const NOTE_CHARS: usize = 140;
 
-/// The colour of a library's bars: ours blue, Curator orange, anything else grey.
+/// The colour of a library's bars: ours blue (our blocking API beside our async one light
+/// blue), Curator orange, anything else grey.
 fn colour(series: &str) -> &'static str {
     match series {
-        "zk-locks" => "#2563eb",
+        "zk-locks" | "zk-locks async" => "#2563eb",
+        s if s.starts_with("zk-locks") => "#93c5fd",
         s if s.starts_with("Curator") => "#ea580c",
         _ => "#6b7280",
     }
@@ -207,8 +209,12 @@ pub fn render(chart: &Bars) -> String {
             seen.push(bar.series);
         }
     }
-    for (i, series) in seen.iter().enumerate() {
-        let lx = LABEL + i as f64 * 140.0;
+    // Each entry as wide as its name needs (about 7 px a character), at least 140 px.
+    let mut lx = LABEL - 140.0;
+    let mut width = 140.0;
+    for series in &seen {
+        lx += width;
+        width = (16.0 + 7.0 * series.chars().count() as f64 + 16.0).max(140.0);
         let _ = writeln!(
             svg,
             "<rect x=\"{lx:.1}\" y=\"32\" width=\"12\" height=\"12\" fill=\"{}\"/>\

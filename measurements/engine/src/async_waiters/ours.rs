@@ -2,10 +2,11 @@
 //! is `tokio::task::spawn_blocking(move || mutex.try_lock_owned_with(&how))`, one blocking
 //! pool thread per waiting acquire (the runtime's `max_blocking_threads` is raised above the
 //! waiters, so none queues for a thread), on `NativeClient` sessions. A waiter is given up
-//! with its `CancelToken`.
+//! with its `CancelToken`; a holding waiter waits for its gate on its blocking thread, then
+//! releases there (`unlock`, the delete waited for).
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use zk_locks::client::native::NativeClient;
 use zk_locks::{
@@ -23,7 +24,7 @@ pub(super) struct Ours {
     held: Vec<OwnedLockGuard<InterProcessMutex>>,
 }
 
-fn connect(connect: &str, timeout: Duration) -> Result<SharedClient, String> {
+pub(super) fn connect(connect: &str, timeout: Duration) -> Result<SharedClient, String> {
     NativeClient::connect(connect, timeout)
         .map(|c| c as SharedClient)
         .map_err(|e| format!("connecting to {connect}: {e}"))
@@ -36,13 +37,14 @@ impl Side for Ours {
 
     async fn open(
         &mut self,
-        connect_string: &str,
+        holder: &str,
+        waiters: &str,
         sessions: usize,
         timeout: Duration,
     ) -> Result<(), String> {
-        self.holder = Some(connect(connect_string, timeout)?);
+        self.holder = Some(connect(holder, timeout)?);
         self.sessions = (0..sessions)
-            .map(|_| connect(connect_string, timeout))
+            .map(|_| connect(waiters, timeout))
             .collect::<Result<_, _>>()?;
         Ok(())
     }
@@ -81,7 +83,8 @@ impl Side for Ours {
                 Ok(m) => Arc::new(m),
                 Err(e) => return Outcome::Failed(e.to_string()),
             };
-            if let How::CancelAfter(delay) = how {
+            if let How::CancelAfter(delay) = &how {
+                let delay = *delay;
                 let token = waiting.clone();
                 runtime.spawn(async move {
                     tokio::time::sleep(delay).await;
@@ -91,7 +94,18 @@ impl Side for Ours {
             match mutex.try_lock_owned_with(&Acquire::new().cancel(&waiting)) {
                 Ok(Some(guard)) => {
                     tally.acquired();
-                    match guard.unlock() {
+                    let started = match &how {
+                        How::Hold(gate) => {
+                            gate.wait_blocking();
+                            Some((gate, Instant::now()))
+                        }
+                        _ => None,
+                    };
+                    let unlocked = guard.unlock();
+                    if let Some((gate, started)) = started {
+                        gate.released(started.elapsed());
+                    }
+                    match unlocked {
                         Ok(()) => Outcome::Acquired,
                         Err(e) => Outcome::Failed(format!("release: {e}")),
                     }

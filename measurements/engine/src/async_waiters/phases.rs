@@ -1,9 +1,12 @@
-//! The phases every side runs, each on lock directories of its own: the queue (every waiter
-//! queued, the process read, the drain timed) and the two cancellations (half the waiters
-//! given up while queued, or a few ms after starting; the other half kept, each of which
-//! must then acquire; nodes left behind counted).
+//! The phases every side runs, each on lock directories of its own and with a layout of its
+//! own (a [`Plan`] sized for it): the queue (every waiter queued, the process read, the drain
+//! timed) and the three cancellations (half the waiters given up while queued, a few ms after
+//! starting, or while queued with their sessions' link suspended; the other half kept, each
+//! of which must then acquire; nodes left behind counted).
 
 use std::time::{Duration, Instant};
+
+use zk_locks::testing::FaultProxy;
 
 use super::plan::Plan;
 use super::probes::{trim_heap, Process, Server};
@@ -14,6 +17,8 @@ pub(super) struct Ctx<'a> {
     pub(super) connect: &'a str,
     pub(super) plan: &'a Plan,
     pub(super) server: &'a Server,
+    /// Between the waiters' sessions and the server in the suspended phase.
+    pub(super) proxy: &'a FaultProxy,
 }
 
 /// The queue phase of one side.
@@ -43,6 +48,10 @@ pub enum Cancel {
     Queued,
     /// Given up 2 to 5 ms after starting: for most, while their create is in flight.
     MidCreate,
+    /// Given up once every waiter is queued and watching, with the waiters' sessions' link
+    /// down (connections cut, new ones refused) from just before until `plan.suspension`
+    /// after.
+    Suspended,
 }
 
 /// One cancellation phase of one side.
@@ -80,7 +89,7 @@ fn start_all(
     (0..plan.waiters)
         .map(|i| {
             let how = how(i);
-            let counted = if how == How::Keep { tally } else { others };
+            let counted = if how.is_keep() { tally } else { others };
             side.start(&dirs[plan.lock_of(i)], plan.session_of(i), how, counted)
         })
         .collect()
@@ -91,9 +100,9 @@ fn start_all(
 pub(super) async fn queue(
     side: &mut impl Side,
     ctx: &Ctx<'_>,
+    plan: &Plan,
     root: &str,
 ) -> Result<QueueResult, String> {
-    let plan = ctx.plan;
     let dirs = plan.dirs(root);
     side.hold(&dirs).await?;
     trim_heap();
@@ -129,7 +138,9 @@ pub(super) async fn queue(
     if let Some(Outcome::Failed(e)) = outcomes.iter().find(|o| matches!(o, Outcome::Failed(_))) {
         return Err(format!("{}: a waiter failed: {e}", side.name()));
     }
-    ctx.server.settle(&dirs, Duration::from_secs(10)).await?;
+    ctx.server
+        .settle(&dirs, plan.quiet, Duration::from_secs(10))
+        .await?;
     Ok(QueueResult {
         before,
         queued,
@@ -144,10 +155,10 @@ pub(super) async fn queue(
 pub(super) async fn cancellation(
     side: &mut impl Side,
     ctx: &Ctx<'_>,
+    plan: &Plan,
     root: &str,
     kind: Cancel,
 ) -> Result<CancelResult, String> {
-    let plan = ctx.plan;
     let dirs = plan.dirs(root);
     side.hold(&dirs).await?;
     let cancels = plan.cancelled();
@@ -155,7 +166,7 @@ pub(super) async fn cancellation(
     let (tally, granted) = (Tally::new(kept), Tally::new(cancels));
     let how = |i: usize| match (plan.is_cancelled(i), kind) {
         (false, _) => How::Keep,
-        (true, Cancel::Queued) => How::Cancellable,
+        (true, Cancel::Queued | Cancel::Suspended) => How::Cancellable,
         (true, Cancel::MidCreate) => How::CancelAfter(plan.mid_create_delay(i)),
     };
     let watches = ctx.server.watches()?;
@@ -168,27 +179,37 @@ pub(super) async fn cancellation(
             false => keeping.push(w),
         }
     }
+    let (all, watching) = (plan.locks + plan.waiters, watches + plan.waiters as u64);
     match kind {
         Cancel::Queued => {
-            let all = plan.locks + plan.waiters;
-            let watching = watches + plan.waiters as u64;
             ctx.server
                 .wait_queued(&dirs, all, watching, plan.bound)
                 .await?;
             cancelled.iter_mut().for_each(Waiter::cancel);
+        }
+        Cancel::Suspended => {
+            ctx.server
+                .wait_queued(&dirs, all, watching, plan.bound)
+                .await?;
+            // The link goes down and stays down: no reconnect until the suspension is over.
+            ctx.proxy.refuse(true);
+            ctx.proxy.cut();
+            cancelled.iter_mut().for_each(Waiter::cancel);
+            tokio::time::sleep(plan.suspension).await;
+            ctx.proxy.refuse(false);
         }
         // Each gives itself up after its delay; then the queue is left to settle (kept
         // waiters queued, whatever the given-up ones left behind still there).
         Cancel::MidCreate => {}
     }
     let cancel_outcomes = join_all(cancelled, plan.bound).await;
-    ctx.server.settle(&dirs, plan.bound).await?;
+    ctx.server.settle(&dirs, plan.quiet, plan.bound).await?;
     side.release().await?;
     let acquired = tally.wait(plan.stall_bound).await;
     // Whatever has not acquired by now is stalled; give it up so the phase ends.
     keeping.iter_mut().for_each(Waiter::cancel);
     let kept_outcomes = join_all(keeping, plan.bound).await;
-    let orphans = ctx.server.settle(&dirs, plan.bound).await?;
+    let orphans = ctx.server.settle(&dirs, plan.quiet, plan.bound).await?;
     let errors: Vec<&String> = cancel_outcomes
         .iter()
         .chain(&kept_outcomes)

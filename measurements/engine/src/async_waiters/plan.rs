@@ -1,5 +1,5 @@
 //! What one run does: how many waiters over how many locks and sessions, and which waiter goes
-//! where (the same assignment on both sides).
+//! where (the same assignment on every side).
 
 use std::time::Duration;
 
@@ -12,9 +12,20 @@ pub struct Plan {
     pub locks: usize,
     /// Waiter sessions per side (the holders have one more of their own).
     pub sessions: usize,
+    /// The smaller queue, run before the full one: threads at two sizes.
+    pub small_waiters: usize,
+    /// Waiters given up with their sessions' link suspended (as many more are kept).
+    pub suspended: usize,
+    /// How long the waiters' link stays down once they are given up.
+    pub suspension: Duration,
+    /// Guards dropped at once while the executor's 1 ms timer is watched (one lock each).
+    pub drops: usize,
     /// How long a kept waiter may take to acquire after the holders release, in the
     /// cancellation phases, before it counts as stalled.
     pub stall_bound: Duration,
+    /// How long the server's count of nodes must stay the same to count as settled (the
+    /// orphans are counted once it has).
+    pub quiet: Duration,
     /// The bound of every other wait (the queue forming, the drain, joining the waiters).
     pub bound: Duration,
     /// Every session's timeout (longer than a loaded machine's pauses with 10,000 threads).
@@ -28,19 +39,31 @@ impl Plan {
             waiters: 10_000,
             locks: 500,
             sessions: 20,
+            small_waiters: 1_000,
+            suspended: 1_000,
+            suspension: Duration::from_secs(2),
+            drops: 5_000,
             stall_bound: Duration::from_secs(30),
+            quiet: Duration::from_secs(1),
             bound: Duration::from_secs(600),
             session_timeout: Duration::from_secs(30),
         }
     }
 
-    /// A smoke run: 200 waiters over 10 locks and 4 sessions, a 2 s stall bound.
+    /// A smoke run: 200 waiters over 10 locks and 4 sessions (a smaller queue of 40), 20
+    /// given up with the link suspended for 0.3 s, 100 guards dropped, a 2 s stall bound, the
+    /// server's count settled after 0.4 s the same.
     pub fn tiny() -> Plan {
         Plan {
             waiters: 200,
             locks: 10,
             sessions: 4,
+            small_waiters: 40,
+            suspended: 20,
+            suspension: Duration::from_millis(300),
+            drops: 100,
             stall_bound: Duration::from_secs(2),
+            quiet: Duration::from_millis(400),
             bound: Duration::from_secs(60),
             ..Plan::full()
         }
@@ -59,7 +82,48 @@ impl Plan {
                 self.waiters, self.locks
             ));
         }
+        if self.suspended < self.locks {
+            return Err(format!(
+                "--suspended ({}) must be at least --locks ({}): each lock needs a cancelled \
+                 waiter and a kept one",
+                self.suspended, self.locks
+            ));
+        }
+        if self.drops == 0 {
+            return Err("--drops must be at least 1".into());
+        }
         Ok(())
+    }
+
+    /// This plan with `waiters` waiters over `locks` locks (a phase's own layout).
+    pub(super) fn sized(&self, waiters: usize, locks: usize) -> Plan {
+        Plan {
+            waiters,
+            locks,
+            ..self.clone()
+        }
+    }
+
+    /// The smaller queue's layout: `small_waiters` (at most `waiters`) over as many locks as
+    /// fit (at most `locks`).
+    pub fn small(&self) -> Plan {
+        let waiters = self.small_waiters.min(self.waiters);
+        self.sized(waiters, self.locks.min(waiters))
+    }
+
+    /// The suspended cancels' layout: as many kept waiters as given-up ones, over `locks`.
+    pub fn suspended_layout(&self) -> Plan {
+        self.sized(2 * self.suspended, self.locks)
+    }
+
+    /// The dropped guards' layout: one waiter per lock.
+    pub fn drops_layout(&self) -> Plan {
+        self.sized(self.drops, self.drops)
+    }
+
+    /// The most waiters (so threads, on the blocking side) any phase has at once.
+    pub fn most_waiters(&self) -> usize {
+        self.waiters.max(self.drops).max(2 * self.suspended)
     }
 
     /// The lock directories of a phase under `root`.
@@ -130,6 +194,8 @@ mod tests {
             .collect();
         assert_eq!(delays.iter().min(), Some(&2));
         assert_eq!(delays.iter().max(), Some(&5));
+        assert_eq!(plan.suspended_layout().cancelled(), 1_000);
+        assert_eq!(Plan::tiny().suspended_layout().cancelled(), 20);
     }
 
     #[test]
@@ -139,6 +205,9 @@ mod tests {
         assert!(plan.check().unwrap_err().contains("twice --locks"));
         plan.locks = 0;
         assert!(plan.check().is_err());
+        let mut plan = Plan::tiny();
+        plan.suspended = 5;
+        assert!(plan.check().unwrap_err().contains("--suspended"));
         assert!(Plan::tiny().check().is_ok());
     }
 }

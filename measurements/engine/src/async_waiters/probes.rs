@@ -81,6 +81,11 @@ impl Server {
         Ok(Server { probe, addr })
     }
 
+    /// The server's client address.
+    pub(super) fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
     /// The children of every directory in `dirs`, summed (a missing directory has none).
     pub(super) fn children(&self, dirs: &[String]) -> Result<usize, String> {
         let mut total = 0;
@@ -143,13 +148,18 @@ impl Server {
         Ok(())
     }
 
-    /// Waits until the children of `dirs` stop changing (the same count for a whole second,
-    /// or none left) and returns that count; within `bound`, else the last count read.
-    pub(super) async fn settle(&self, dirs: &[String], bound: Duration) -> Result<usize, String> {
+    /// Waits until the children of `dirs` stop changing (the same count for `quiet`, or none
+    /// left) and returns that count; within `bound`, else the last count read.
+    pub(super) async fn settle(
+        &self,
+        dirs: &[String],
+        quiet: Duration,
+        bound: Duration,
+    ) -> Result<usize, String> {
         let deadline = Instant::now() + bound;
         let mut last = self.children(dirs)?;
         let mut since = Instant::now();
-        while last > 0 && since.elapsed() < Duration::from_secs(1) && Instant::now() < deadline {
+        while last > 0 && since.elapsed() < quiet && Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(100)).await;
             let now = self.children(dirs)?;
             if now != last {
@@ -157,6 +167,19 @@ impl Server {
             }
         }
         Ok(last)
+    }
+
+    /// Waits until `dirs` have no children left, polling every 10 ms (on the driver's thread,
+    /// not a runtime worker), within `bound`; the count left then.
+    pub(super) async fn drained(&self, dirs: &[String], bound: Duration) -> Result<usize, String> {
+        let deadline = Instant::now() + bound;
+        loop {
+            let left = self.children(dirs)?;
+            if left == 0 || Instant::now() > deadline {
+                return Ok(left);
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
     }
 
     pub(super) fn close(&self) {

@@ -1,16 +1,76 @@
 //! What a library must do for the phases ([`Side`]): hold every lock on a holder session,
 //! release them all, start one waiter that keeps its acquire or gives it up; and what a
-//! waiter is to the driver ([`Waiter`]: a way to cancel it, a handle to join it).
+//! waiter is to the driver ([`Waiter`]: a way to cancel it, a handle to join it; [`Gate`]:
+//! what a holding waiter waits for before it drops its guard).
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use parking_lot::Mutex;
+use parking_lot::{Condvar, Mutex};
+use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
+/// Opened once: holding waiters then drop their guards, all at once. Waited for by tasks
+/// ([`Gate::wait`]) and by blocking threads ([`Gate::wait_blocking`]) alike.
+#[derive(Default)]
+pub(super) struct Gate {
+    open: AtomicBool,
+    tasks: Notify,
+    lock: Mutex<()>,
+    threads: Condvar,
+    /// Every release call's time a holding waiter made once the gate opened.
+    releases: Mutex<Vec<Duration>>,
+}
+
+impl Gate {
+    pub(super) fn new() -> Arc<Gate> {
+        Arc::new(Gate::default())
+    }
+
+    /// Opens the gate for every waiter, tasks and threads.
+    pub(super) fn open(&self) {
+        self.open.store(true, Ordering::SeqCst);
+        self.tasks.notify_waiters();
+        let _held = self.lock.lock();
+        self.threads.notify_all();
+    }
+
+    /// Waits in a task until the gate opens.
+    pub(super) async fn wait(&self) {
+        loop {
+            // Created before the check: a `notify_waiters` after it reaches this future.
+            let opened = self.tasks.notified();
+            if self.open.load(Ordering::SeqCst) {
+                return;
+            }
+            opened.await;
+        }
+    }
+
+    /// Notes how long one waiter's release call took (dropping its guard, or `unlock`).
+    pub(super) fn released(&self, took: Duration) {
+        self.releases.lock().push(took);
+    }
+
+    /// The release calls' times noted, sorted.
+    pub(super) fn releases(&self) -> Vec<Duration> {
+        let mut releases = self.releases.lock().clone();
+        releases.sort_unstable();
+        releases
+    }
+
+    /// Waits on a blocking thread until the gate opens.
+    pub(super) fn wait_blocking(&self) {
+        let mut held = self.lock.lock();
+        while !self.open.load(Ordering::SeqCst) {
+            self.threads.wait(&mut held);
+        }
+    }
+}
+
 /// What a waiter does with its acquire.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Clone)]
 pub(super) enum How {
     /// Waits until it holds the lock, then releases it at once. Its cancel (a stalled kept
     /// waiter, once the stall bound has passed) ends the wait the side's own way.
@@ -21,6 +81,15 @@ pub(super) enum How {
     /// Gives up this long after it started, whatever it is doing then (ours: the token
     /// cancelled by a timer task; an async client: `tokio::time::timeout`).
     CancelAfter(Duration),
+    /// Waits until it holds the lock, then holds it until the gate opens and drops its guard
+    /// (from its task, or its blocking thread).
+    Hold(Arc<Gate>),
+}
+
+impl How {
+    pub(super) fn is_keep(&self) -> bool {
+        matches!(self, How::Keep)
+    }
 }
 
 /// How a waiter ended.
@@ -123,10 +192,12 @@ pub(super) async fn join_all(waiters: Vec<Waiter>, bound: Duration) -> Vec<Outco
 pub(super) trait Side {
     /// The row's name.
     fn name(&self) -> &'static str;
-    /// Opens the holder's session and the waiters' (`sessions` of them).
+    /// Opens the holder's session at `holder` and the waiters' (`sessions` of them) at
+    /// `waiters` (the same server, perhaps through a proxy).
     async fn open(
         &mut self,
-        connect: &str,
+        holder: &str,
+        waiters: &str,
         sessions: usize,
         timeout: Duration,
     ) -> Result<(), String>;

@@ -4,10 +4,11 @@
 //! the returned `LockClient` released by dropping it (a background delete). Every waiter is a
 //! tokio task; a queued waiter is given up by dropping its lock future (aborting the task), a
 //! waiter mid-create by `tokio::time::timeout` around the lock future, as the crate's docs
-//! suggest ("a timed lock is easy to construct with `select!` and `sleep`").
+//! suggest ("a timed lock is easy to construct with `select!` and `sleep`"). A holding waiter
+//! waits for its gate in its task, then drops its lock there.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use zookeeper_client as zk;
 
@@ -44,13 +45,14 @@ impl Side for Theirs {
 
     async fn open(
         &mut self,
-        connect_string: &str,
+        holder: &str,
+        waiters: &str,
         sessions: usize,
         timeout: Duration,
     ) -> Result<(), String> {
-        self.holder = Some(connect(connect_string, timeout).await?);
+        self.holder = Some(connect(holder, timeout).await?);
         for _ in 0..sessions {
-            self.sessions.push(connect(connect_string, timeout).await?);
+            self.sessions.push(connect(waiters, timeout).await?);
         }
         Ok(())
     }
@@ -76,20 +78,28 @@ impl Side for Theirs {
         let client = self.sessions[session % self.sessions.len()].clone();
         let (dir, tally) = (dir.to_string(), tally.clone());
         let handle = tokio::spawn(async move {
-            let acquired = match how {
-                How::CancelAfter(delay) => {
+            let acquired = match &how {
+                &How::CancelAfter(delay) => {
                     match tokio::time::timeout(delay, lock(&client, &dir)).await {
                         Ok(result) => result,
                         // The lock future is dropped here, wherever it was.
                         Err(_) => return Outcome::Cancelled,
                     }
                 }
-                How::Keep | How::Cancellable => lock(&client, &dir).await,
+                How::Keep | How::Cancellable | How::Hold(_) => lock(&client, &dir).await,
             };
             match acquired {
                 Ok(held) => {
                     tally.acquired();
-                    drop(held);
+                    match &how {
+                        How::Hold(gate) => {
+                            gate.wait().await;
+                            let started = Instant::now();
+                            drop(held);
+                            gate.released(started.elapsed());
+                        }
+                        _ => drop(held),
+                    }
                     Outcome::Acquired
                 }
                 Err(e) => Outcome::Failed(e.to_string()),

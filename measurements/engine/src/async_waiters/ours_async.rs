@@ -1,0 +1,112 @@
+//! zk-locks' async acquire: every waiter is a tokio task awaiting
+//! `Arc<InterProcessMutex>::lock_owned_async()` (no `spawn_blocking` anywhere on this side),
+//! on `NativeClient` sessions. A queued waiter is given up by dropping its future (aborting
+//! the task), a waiter mid-create by `tokio::time::timeout` around it; a guard is released by
+//! dropping it (its delete sent, not awaited), in the waiter's task. The holders take their
+//! locks with the same future and drop their guards from tasks of their own.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use zk_locks::{InterProcessLock, InterProcessMutex, OwnedLockGuard, SharedClient, ZkClient};
+
+use super::ours::connect;
+use super::side::{How, Outcome, Side, Tally, Waiter};
+
+/// Our async side: a holder session, the waiters' sessions, the holders' guards.
+#[derive(Default)]
+pub(super) struct OursAsync {
+    holder: Option<SharedClient>,
+    sessions: Vec<SharedClient>,
+    held: Vec<OwnedLockGuard<InterProcessMutex>>,
+}
+
+impl Side for OursAsync {
+    fn name(&self) -> &'static str {
+        "zk-locks async (lock_owned_async tasks)"
+    }
+
+    async fn open(
+        &mut self,
+        holder: &str,
+        waiters: &str,
+        sessions: usize,
+        timeout: Duration,
+    ) -> Result<(), String> {
+        // Connecting blocks (the driver's thread, not a runtime worker), as on the blocking
+        // side: the sessions are the same client's.
+        self.holder = Some(connect(holder, timeout)?);
+        self.sessions = (0..sessions)
+            .map(|_| connect(waiters, timeout))
+            .collect::<Result<_, _>>()?;
+        Ok(())
+    }
+
+    async fn hold(&mut self, dirs: &[String]) -> Result<(), String> {
+        let holder = self.holder.clone().ok_or("no holder session")?;
+        for dir in dirs {
+            let mutex = InterProcessMutex::new(holder.clone(), dir).map_err(|e| e.to_string())?;
+            let guard = Arc::new(mutex)
+                .lock_owned_async()
+                .await
+                .map_err(|e| format!("holding {dir}: {e}"))?;
+            self.held.push(guard);
+        }
+        Ok(())
+    }
+
+    async fn release(&mut self) -> Result<(), String> {
+        // Each guard dropped in a task of its own: its delete is sent, not awaited.
+        for guard in self.held.drain(..) {
+            tokio::spawn(async move { drop(guard) });
+        }
+        Ok(())
+    }
+
+    fn start(&self, dir: &str, session: usize, how: How, tally: &Arc<Tally>) -> Waiter {
+        let client = self.sessions[session % self.sessions.len()].clone();
+        let (path, tally) = (dir.to_string(), tally.clone());
+        let handle = tokio::spawn(async move {
+            // The waiter's own mutex object: its cost is the waiter's.
+            let mutex = match InterProcessMutex::new(client, &path) {
+                Ok(m) => Arc::new(m),
+                Err(e) => return Outcome::Failed(e.to_string()),
+            };
+            let acquired = match &how {
+                &How::CancelAfter(delay) => {
+                    match tokio::time::timeout(delay, mutex.lock_owned_async()).await {
+                        Ok(result) => result,
+                        // The future is dropped here, wherever it was: that is the cancel.
+                        Err(_) => return Outcome::Cancelled,
+                    }
+                }
+                How::Keep | How::Cancellable | How::Hold(_) => mutex.lock_owned_async().await,
+            };
+            match acquired {
+                Ok(guard) => {
+                    tally.acquired();
+                    match &how {
+                        How::Hold(gate) => {
+                            gate.wait().await;
+                            let started = Instant::now();
+                            drop(guard);
+                            gate.released(started.elapsed());
+                        }
+                        _ => drop(guard),
+                    }
+                    Outcome::Acquired
+                }
+                Err(e) => Outcome::Failed(e.to_string()),
+            }
+        });
+        let abort = handle.abort_handle();
+        Waiter::new(Box::new(move || abort.abort()), handle)
+    }
+
+    async fn close(&mut self) {
+        self.held.clear();
+        for client in self.sessions.drain(..).chain(self.holder.take()) {
+            client.close();
+        }
+    }
+}
