@@ -58,16 +58,29 @@ struct Answers {
 /// every request is answered `OperationTimeout`).
 ///
 /// [`call_timeout`]: crate::ZkClient::call_timeout
-pub(crate) async fn submit(
+pub(crate) fn submit(
     client: &SharedClient,
     submissions: Vec<Submission>,
-) -> Vec<ZkResult<Response>> {
-    submit_abandoning(client, submissions, None).await
+) -> Boxed<'_, Vec<ZkResult<Response>>> {
+    submit_abandoning(client, submissions, None)
 }
+
+/// A future on the heap: the rare or short waits of the engine are boxed, so that a waiting
+/// acquire's own future stays small (its size is the largest of its states, kept for as long
+/// as it waits: about a kilobyte less a waiter).
+pub(crate) type Boxed<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// [`submit`], handing the answers to `abandoned` if the future is dropped (or gives up at
 /// its call timeout) before it takes them.
-pub(crate) async fn submit_abandoning(
+pub(crate) fn submit_abandoning(
+    client: &SharedClient,
+    submissions: Vec<Submission>,
+    abandoned: Option<Abandoned>,
+) -> Boxed<'_, Vec<ZkResult<Response>>> {
+    Box::pin(submit_when_ready(client, submissions, abandoned))
+}
+
+async fn submit_when_ready(
     client: &SharedClient,
     submissions: Vec<Submission>,
     abandoned: Option<Abandoned>,
@@ -244,7 +257,14 @@ impl Drop for SessionWake {
 /// closed, or the deadline passes (a cancel passes it); the snapshot then (as
 /// [`crate::session::Session::wait_until_connected`], which a blocking request follows with
 /// a wait for the link to be ready).
-pub(crate) async fn connected(client: &SharedClient, deadline: Option<Instant>) -> SessionSnapshot {
+pub(crate) fn connected(
+    client: &SharedClient,
+    deadline: Option<Instant>,
+) -> Boxed<'_, SessionSnapshot> {
+    Box::pin(connected_inline(client, deadline))
+}
+
+async fn connected_inline(client: &SharedClient, deadline: Option<Instant>) -> SessionSnapshot {
     let session = client.session();
     let over = || {
         let s = session.snapshot();
@@ -313,7 +333,7 @@ pub(crate) async fn pause_until(until: Option<Instant>) {
 pub(crate) async fn next_retry(retries: &mut Retries<'_>) -> RetryStep {
     let step = retries.decide();
     if let RetryStep::Again { slept } = step {
-        pause_until(Instant::now().checked_add(slept)).await;
+        Box::pin(pause_until(Instant::now().checked_add(slept))).await;
     }
     step
 }

@@ -181,7 +181,7 @@ impl LockInternals {
         if let Ok(Some(held)) = &result {
             // Granted on a session idle for long, whose last proof is stale: returned once the
             // quorum confirmed it (a fraction of its timeout), or at the deadline, `Suspect`.
-            awaits::quorum_fresh(&self.client, held.losses(), deadline).await;
+            Box::pin(awaits::quorum_fresh(&self.client, held.losses(), deadline)).await;
         }
         owed.done();
         self.report(result, start)
@@ -200,7 +200,8 @@ impl LockInternals {
             if self.client.session().state() == ConnectionState::Closed {
                 return Err(Error::Closed);
             }
-            let created = self.create_protected(data, kind, deadline, start).await?;
+            // Boxed: its state is not kept while the node waits in the queue.
+            let created = Box::pin(self.create_protected(data, kind, deadline, start)).await?;
             let Some(Created {
                 path: our_path,
                 before,
@@ -212,7 +213,7 @@ impl LockInternals {
                 return Ok(None); // the deadline passed while the connection was down
             };
             let mut cleanup = NodeCleanup::new(self, &our_path, deadline);
-            let end = self.wait_loop(&our_path, before, deadline, listing).await;
+            let end = Box::pin(self.wait_loop(&our_path, before, deadline, listing)).await;
             if let (Err(e), true) = (&end, past(deadline, Instant::now())) {
                 // Past the deadline, a failure with an unknown outcome leaves the link in
                 // trouble: the node goes in the background.
@@ -563,6 +564,26 @@ pub(crate) fn past(deadline: Option<Instant>, t: Instant) -> bool {
 mod tests {
     use super::create::protected_prefix;
     use super::*;
+
+    /// A waiting acquire's future is what a waiter costs an async service (its size is the
+    /// largest of its states, kept for as long as it waits): the rare and short waits are
+    /// boxed, and the states that last stay under a kilobyte each.
+    #[test]
+    fn a_waiting_acquire_future_stays_small() {
+        let client = crate::client::memory::MemoryEnsemble::new().connect();
+        let driver = Arc::new(crate::locks::driver::StandardDriver::new("lock-", 1));
+        let retry = Arc::new(crate::retry::NoRetry);
+        let internals = LockInternals::new(client.clone(), "/small".into(), driver, retry);
+        let attempt = internals.attempt_async(None, b"", NodeKind::Sequential);
+        let before = crate::client::ZkClient::session(client.as_ref()).snapshot();
+        let waiting = internals.wait_loop("/small/x", before, None, None);
+        let (attempt, waiting) = (
+            std::mem::size_of_val(&attempt),
+            std::mem::size_of_val(&waiting),
+        );
+        assert!(attempt <= 1024, "the acquire's future: {attempt} bytes");
+        assert!(waiting <= 1024, "the wait loop's future: {waiting} bytes");
+    }
 
     #[test]
     fn protected_names() {
