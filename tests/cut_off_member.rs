@@ -161,34 +161,56 @@ fn stops_before_the_lock_is_given_away<L: InterProcessLock + 'static>(make: Make
     }
 }
 
-#[test]
-fn mutex_keeps_its_lock_by_moving() {
-    keeps_the_lock_by_moving(mutex);
+/// Runs `scenario` for every recipe at once (each with its own stand-ins, path and clients
+/// on the shared server: they share nothing but the server), then fails with every recipe
+/// that failed, by name. At once rather than one test each: the scenarios mostly wait on the
+/// session's clock, and three tests would take turns on the test threads.
+fn for_every_recipe(mutex_case: fn(), semaphore_mutex_case: fn(), write_lock_case: fn()) {
+    let failed: Vec<String> = thread::scope(|s| {
+        let running: Vec<_> = [
+            ("mutex", mutex_case),
+            ("semaphore mutex", semaphore_mutex_case),
+            ("write lock", write_lock_case),
+        ]
+        .into_iter()
+        .map(|(name, case)| (name, s.spawn(case)))
+        .collect();
+        running
+            .into_iter()
+            .filter_map(|(name, h)| {
+                h.join().err().map(|panic| {
+                    let why = panic
+                        .downcast_ref::<String>()
+                        .cloned()
+                        .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                        .unwrap_or_default();
+                    format!("{name}: {why}")
+                })
+            })
+            .collect()
+    });
+    assert!(failed.is_empty(), "{}", failed.join("\n"));
 }
 
+/// The mutex, the semaphore mutex and the write lock keep their locks by moving.
 #[test]
-fn mutex_holder_stops_before_the_lock_is_given_away() {
-    stops_before_the_lock_is_given_away(mutex);
+fn every_recipe_keeps_its_lock_by_moving() {
+    for_every_recipe(
+        || keeps_the_lock_by_moving(mutex),
+        || keeps_the_lock_by_moving(semaphore_mutex),
+        || keeps_the_lock_by_moving(write_lock),
+    );
 }
 
+/// The mutex, the semaphore mutex and the write lock: each holder stops before its lock is
+/// given away.
 #[test]
-fn semaphore_mutex_keeps_its_lock_by_moving() {
-    keeps_the_lock_by_moving(semaphore_mutex);
-}
-
-#[test]
-fn semaphore_mutex_holder_stops_before_the_lock_is_given_away() {
-    stops_before_the_lock_is_given_away(semaphore_mutex);
-}
-
-#[test]
-fn write_lock_keeps_its_lock_by_moving() {
-    keeps_the_lock_by_moving(write_lock);
-}
-
-#[test]
-fn write_lock_holder_stops_before_the_lock_is_given_away() {
-    stops_before_the_lock_is_given_away(write_lock);
+fn every_recipe_holder_stops_before_the_lock_is_given_away() {
+    for_every_recipe(
+        || stops_before_the_lock_is_given_away(mutex),
+        || stops_before_the_lock_is_given_away(semaphore_mutex),
+        || stops_before_the_lock_is_given_away(write_lock),
+    );
 }
 
 /// Past `safe_until` a fenced write is refused without being sent: the leader may have given

@@ -10,6 +10,9 @@
 //!   but only after the holder left `Held`, and after the holder's `Session::safe_until`; a
 //!   zklock holder's command is gone by then too.
 //!
+//! The three scenarios (4 s and 12 s sessions that must move, a 4 s one that must stop) have
+//! sessions and locks of their own on the same follower and share one cut of it.
+//!
 //! Needs root and `ip` (skipped elsewhere unless `ZK_LOCKS_REQUIRE_SERVER=1`).
 
 mod common;
@@ -53,19 +56,6 @@ fn member_of(cluster: &TestingCluster, client: &SharedClient) -> Option<usize> {
             .four_letter(i, "cons")
             .is_ok_and(|cons| cons.contains(&sid))
     })
-}
-
-/// A client of all members whose session is on a follower (reconnecting until one is).
-fn on_a_follower(cluster: &TestingCluster, session: Duration) -> (SharedClient, usize) {
-    let leader = cluster.leader().expect("a leader");
-    for _ in 0..20 {
-        let client = connect(&cluster.connect_string(), session);
-        if let Some(member) = member_of(cluster, &client).filter(|&m| m != leader) {
-            return (client, member);
-        }
-        client.close();
-    }
-    panic!("no session landed on a follower in 20 tries");
 }
 
 /// One hold of each recipe, through `client`.
@@ -155,63 +145,77 @@ fn cluster() -> TestingCluster {
         .expect("start a partitionable cluster")
 }
 
-/// The holder's follower is cut off; its session must move and keep every lock.
-fn moves_and_keeps_its_locks(cluster: &TestingCluster, session: Duration) {
-    let root = unique_root("partition-move");
-    let (holder, member) = on_a_follower(cluster, session);
-    let holds = hold_every_recipe(&holder, &root);
-    thread::sleep(Duration::from_millis(fastrand::u64(
-        0..session.as_millis() as u64 / 3,
-    )));
-    cluster.cut_off(member).unwrap();
-    let cut = Instant::now();
-    // Longer than the session could live on the leader had it not moved.
-    let contend_for = session + TICK * 2 + Duration::from_secs(2);
-    let results = contend(
-        &cluster.connect_string_except(member),
-        &root,
-        session,
-        contend_for,
-    );
-    // The cut-off member answers none of the session's proofs: a silent member, left for
-    // another at once, and a move accepted at once reports no `Suspended`, so the holds may
-    // stay `Held` throughout (rightly: the session never stops being proven). What must hold
-    // is that nobody else gets a lock, and that every hold is `Held` once moved.
-    for _ in 0..holds.len() {
-        let (name, acquired) = results.recv_timeout(contend_for + PATIENCE).unwrap();
-        assert_eq!(
-            acquired.map(|at| at - cut),
-            None,
-            "{name}: given away with T = {session:?}: the session expired"
-        );
-    }
-    for (name, held) in &holds {
-        let deadline = Instant::now() + PATIENCE;
-        while held.state() != LockState::Held {
-            assert!(
-                Instant::now() < deadline,
-                "{name}: not Held again after the move"
-            );
-            thread::sleep(Duration::from_millis(20));
+/// What a scenario checks once the member is cut off, given when it was.
+type AfterCut<'a> = Box<dyn FnOnce(Instant) + Send + 'a>;
+
+/// A client of all members whose session is on `member` (reconnecting until it is).
+fn on_member(cluster: &TestingCluster, member: usize, session: Duration) -> SharedClient {
+    for _ in 0..50 {
+        let client = connect(&cluster.connect_string(), session);
+        if member_of(cluster, &client) == Some(member) {
+            return client;
         }
+        client.close();
     }
-    assert_eq!(
-        holder.session().snapshot().losses,
-        0,
-        "the session was lost"
-    );
-    drop(holds);
-    holder.close();
-    cluster.heal(member).unwrap();
-    cluster.wait_for_quorum(PATIENCE).unwrap();
+    panic!("no session landed on member {member} in 50 tries");
 }
 
-/// The holder (library and zklock) can reach only its follower, which is cut off: the locks
-/// are granted on the majority side once the session expires, never while a holder works.
-fn stops_before_its_locks_are_given_away(cluster: &TestingCluster, session: Duration) {
+/// A holder on the follower `member`, with the other members in its connect string: once
+/// the member is cut off, its session must move and keep every lock.
+fn moves_and_keeps_its_locks(
+    cluster: &TestingCluster,
+    member: usize,
+    session: Duration,
+) -> AfterCut<'static> {
+    let root = unique_root("partition-move");
+    let holder = on_member(cluster, member, session);
+    let holds = hold_every_recipe(&holder, &root);
+    let majority = cluster.connect_string_except(member);
+    Box::new(move |cut| {
+        // Longer than the session could live on the leader had it not moved.
+        let contend_for = session + TICK * 2 + Duration::from_secs(2);
+        let results = contend(&majority, &root, session, contend_for);
+        // The cut-off member answers none of the session's proofs: a silent member, left for
+        // another at once, and a move accepted at once reports no `Suspended`, so the holds
+        // may stay `Held` throughout (rightly: the session never stops being proven). What
+        // must hold is that nobody else gets a lock, and that every hold is `Held` once moved.
+        for _ in 0..holds.len() {
+            let (name, acquired) = results.recv_timeout(contend_for + PATIENCE).unwrap();
+            assert_eq!(
+                acquired.map(|at| at - cut),
+                None,
+                "{name}: given away with T = {session:?}: the session expired"
+            );
+        }
+        for (name, held) in &holds {
+            let deadline = Instant::now() + PATIENCE;
+            while held.state() != LockState::Held {
+                assert!(
+                    Instant::now() < deadline,
+                    "{name}: not Held again after the move (T = {session:?})"
+                );
+                thread::sleep(Duration::from_millis(20));
+            }
+        }
+        assert_eq!(
+            holder.session().snapshot().losses,
+            0,
+            "the session was lost (T = {session:?})"
+        );
+        drop(holds);
+        holder.close();
+    })
+}
+
+/// The holder (library and zklock) can reach only the follower `member`, which is cut off:
+/// the locks are granted on the majority side once the session expires, never while a holder
+/// works.
+fn stops_before_its_locks_are_given_away(
+    cluster: &TestingCluster,
+    member: usize,
+    session: Duration,
+) -> AfterCut<'static> {
     let root = unique_root("partition-stop");
-    let leader = cluster.leader().expect("a leader");
-    let member = (0..3).find(|&i| i != leader).unwrap();
     let alone = cluster.member_connect_string(member);
     let holder = connect(&alone, session);
     let holds = hold_every_recipe(&holder, &root);
@@ -236,57 +240,80 @@ fn stops_before_its_locks_are_given_away(cluster: &TestingCluster, session: Dura
         .spawn()
         .unwrap();
     let command = read_pid(&dir.join("pid"));
-    let _cleanup = KillOnDrop(vec![command, zk.id() as i32]);
-    thread::sleep(Duration::from_millis(fastrand::u64(
-        0..session.as_millis() as u64 / 3,
-    )));
-    cluster.cut_off(member).unwrap();
+    let cleanup = KillOnDrop(vec![command, zk.id() as i32]);
     let majority = cluster.connect_string_except(member);
-    let results = contend(&majority, &root, session, PATIENCE);
-    let zklock_contender = {
-        let client = connect(&majority, session);
-        thread::spawn(move || {
-            let lock = InterProcessMutex::new(client, &zklock_root).unwrap();
-            let got = lock.try_lock_for(PATIENCE).unwrap();
-            (got.is_some(), alive(command))
-        })
-    };
-    let mut left = Vec::new();
-    for (name, held) in &holds {
-        held.wait_while_held(Some(PATIENCE));
-        left.push((name.clone(), Instant::now()));
-    }
-    let safe_until = holder.session().safe_until().expect("a proven session");
-    for _ in 0..holds.len() {
-        let (name, acquired) = results.recv_timeout(PATIENCE * 2).unwrap();
-        let acquired = acquired.unwrap_or_else(|| panic!("{name}: the session never expired"));
-        let (_, left_at) = left.iter().find(|(n, _)| n == name).unwrap();
-        assert!(*left_at <= acquired, "{name}: two holders");
-        assert!(safe_until <= acquired, "{name}: granted before safe_until");
-    }
-    let (granted, command_alive) = zklock_contender.join().unwrap();
-    assert!(granted, "zklock's session never expired");
-    let status = wait_exit(&mut zk, "zklock gives up the lock");
-    let stderr = stderr_of(&mut zk);
-    assert!(
-        !command_alive,
-        "two holders: zklock's command still ran\n{stderr}"
-    );
-    assert_eq!(status.code(), Some(76), "{status:?}: {stderr}");
-    drop(holds);
-    holder.close();
-    cluster.heal(member).unwrap();
-    cluster.wait_for_quorum(PATIENCE).unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
+    Box::new(move |_cut| {
+        let _cleanup = cleanup;
+        let results = contend(&majority, &root, session, PATIENCE);
+        let zklock_contender = {
+            let client = connect(&majority, session);
+            thread::spawn(move || {
+                let lock = InterProcessMutex::new(client, &zklock_root).unwrap();
+                let got = lock.try_lock_for(PATIENCE).unwrap();
+                (got.is_some(), alive(command))
+            })
+        };
+        let mut left = Vec::new();
+        for (name, held) in &holds {
+            held.wait_while_held(Some(PATIENCE));
+            left.push((name.clone(), Instant::now()));
+        }
+        let safe_until = holder.session().safe_until().expect("a proven session");
+        for _ in 0..holds.len() {
+            let (name, acquired) = results.recv_timeout(PATIENCE * 2).unwrap();
+            let acquired = acquired.unwrap_or_else(|| panic!("{name}: the session never expired"));
+            let (_, left_at) = left.iter().find(|(n, _)| n == name).unwrap();
+            assert!(*left_at <= acquired, "{name}: two holders");
+            assert!(safe_until <= acquired, "{name}: granted before safe_until");
+        }
+        let (granted, command_alive) = zklock_contender.join().unwrap();
+        assert!(granted, "zklock's session never expired");
+        let status = wait_exit(&mut zk, "zklock gives up the lock");
+        let stderr = stderr_of(&mut zk);
+        assert!(
+            !command_alive,
+            "two holders: zklock's command still ran\n{stderr}"
+        );
+        assert_eq!(status.code(), Some(76), "{status:?}: {stderr}");
+        drop(holds);
+        holder.close();
+        let _ = std::fs::remove_dir_all(&dir);
+    })
 }
 
+/// The three scenarios share one cut of one follower, each with sessions and locks of its
+/// own: the two that must move (4 s and 12 s) and the one that must stop. Each session's
+/// ping cycle began at its own moment and the cut comes after a random pause, so it falls
+/// anywhere in each cycle. One cut instead of three: the 12 s scenario's wait covers the
+/// others'.
 #[test]
 fn holders_on_a_cut_off_follower_never_overlap_a_new_holder() {
     if !partition::require_partition() {
         return;
     }
     let cluster = cluster();
-    moves_and_keeps_its_locks(&cluster, Duration::from_secs(4));
-    moves_and_keeps_its_locks(&cluster, Duration::from_secs(12));
-    stops_before_its_locks_are_given_away(&cluster, Duration::from_secs(4));
+    let leader = cluster.leader().expect("a leader");
+    let member = (0..3).find(|&i| i != leader).unwrap();
+    let scenarios = vec![
+        moves_and_keeps_its_locks(&cluster, member, Duration::from_secs(4)),
+        moves_and_keeps_its_locks(&cluster, member, Duration::from_secs(12)),
+        stops_before_its_locks_are_given_away(&cluster, member, Duration::from_secs(4)),
+    ];
+    thread::sleep(Duration::from_millis(fastrand::u64(0..4000)));
+    cluster.cut_off(member).unwrap();
+    let cut = Instant::now();
+    let outcomes: Vec<_> = thread::scope(|s| {
+        let running: Vec<_> = scenarios
+            .into_iter()
+            .map(|after_cut| s.spawn(move || after_cut(cut)))
+            .collect();
+        running.into_iter().map(|h| h.join()).collect()
+    });
+    cluster.heal(member).unwrap();
+    cluster.wait_for_quorum(PATIENCE).unwrap();
+    for outcome in outcomes {
+        if let Err(panic) = outcome {
+            std::panic::resume_unwind(panic);
+        }
+    }
 }

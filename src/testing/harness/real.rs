@@ -252,8 +252,11 @@ type ExpireVia = Option<(SocketAddr, Arc<NativeClient>)>;
 
 /// Faults through the session's own proxy.
 struct ProxyFaults {
-    proxy: FaultProxy,
+    /// Declared before `proxy`, so dropped first: the session is closed (when this is its last
+    /// handle) while its proxy still forwards, not sent into a proxy already gone, where a
+    /// `zookeeper`-crate client's close waits out its call timeout.
     client: SharedClient,
+    proxy: FaultProxy,
     /// How long the client may take to notice a fault and serve again.
     patience: Duration,
     expire_via: ExpireVia,
