@@ -482,6 +482,13 @@ fn shared_count_follows_bursts_and_the_semaphore_keeps_the_lowered_maximum(b: &d
             "round {round}: two leases granted with a maximum of 1"
         );
         drop(first);
+        // A value of this round's own, seen before the next burst: the next round's wait for
+        // 1 cannot pass on this round's 1 before its burst is seen.
+        let marker = 100 + round;
+        writer.set_count(marker).unwrap();
+        eventually(b.patience(), "the round's marker seen", || {
+            count.get_count() == marker
+        });
     }
 }
 
