@@ -88,6 +88,7 @@ impl Submission {
 
     /// The same submission with its watcher (if any) replaced by `wrap(watcher)`, its name and
     /// delivery kept: what a wrapping client (counting) does to the watches it passes on.
+    #[cfg(feature = "testing")]
     pub(crate) fn map_watcher(mut self, wrap: impl FnOnce(Watcher) -> Watcher) -> Submission {
         if let Some(w) = self.watch.take() {
             self.watch = Some(SubmittedWatch {
