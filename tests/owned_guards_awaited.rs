@@ -5,23 +5,18 @@
 
 #[macro_use]
 mod common;
+#[path = "support/awaiting.rs"]
+mod awaiting;
 
 use std::future::Future;
 use std::pin::pin;
 use std::sync::Arc;
 use std::task::{Context, Waker};
 
+use awaiting::runtime;
 use common::Backend;
 use zk_locks::locks::{InterProcessLock, InterProcessMutex};
 use zk_locks::LockState;
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_time()
-        .build()
-        .unwrap()
-}
 
 /// The holder's node deleted by another session: the future is ready `Lost`.
 fn a_node_deleted_by_another_session_ends_the_wait_lost(b: &dyn Backend) {

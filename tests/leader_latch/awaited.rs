@@ -14,15 +14,8 @@ use zk_locks::testing::harness::unique_root;
 use zk_locks::testing::shared_server;
 use zk_locks::{Error, SharedClient};
 
+use super::awaiting::runtime;
 use super::{started, PATIENCE};
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_time()
-        .build()
-        .unwrap()
-}
 
 /// The second participant (started once the first leads) has its future pending while the
 /// first leads, and ready with the spell once the first closes; the first's spell, awaited,

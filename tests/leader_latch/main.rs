@@ -11,6 +11,8 @@
 //! - `awaited`: leadership awaited by a future, and a spell's end.
 
 mod awaited;
+#[path = "../support/awaiting.rs"]
+mod awaiting;
 mod basics;
 mod closing;
 mod faults;
