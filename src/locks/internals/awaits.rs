@@ -48,7 +48,7 @@ struct Answers {
     taken: bool,
     /// Past it, the answers are given up: every request is answered `OperationTimeout` (its
     /// outcome unknown), and the real answers go to `abandoned` when they come.
-    deadline: Option<(Instant, Sleep)>,
+    deadline: Option<Sleep>,
     len: usize,
 }
 
@@ -135,7 +135,7 @@ fn send(client: &SharedClient, submissions: Vec<Submission>) -> Answers {
         slot,
         abandoned: None,
         taken: false,
-        deadline: deadline.map(|d| (d, sleep_until(d))),
+        deadline: deadline.map(sleep_until),
         len,
     }
 }
@@ -156,7 +156,7 @@ impl Future for Answers {
                 _ => s.waker = Some(cx.waker().clone()),
             }
         }
-        if let Some((_, sleep)) = self.deadline.as_mut() {
+        if let Some(sleep) = self.deadline.as_mut() {
             if Pin::new(sleep).poll(cx).is_ready() {
                 // Given up: the answers that come go to the handler (`Drop` hands it over).
                 let len = self.len;
