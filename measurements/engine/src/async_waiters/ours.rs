@@ -30,6 +30,20 @@ pub(super) fn connect(connect: &str, timeout: Duration) -> Result<SharedClient, 
         .map_err(|e| format!("connecting to {connect}: {e}"))
 }
 
+/// The holder's session at `holder` and `sessions` waiters' sessions at `waiters`: what both
+/// of our sides open. Connecting blocks (the driver's thread, not a runtime worker).
+pub(super) fn connect_sessions(
+    holder: &str,
+    waiters: &str,
+    sessions: usize,
+    timeout: Duration,
+) -> Result<(Option<SharedClient>, Vec<SharedClient>), String> {
+    let waiting = (0..sessions)
+        .map(|_| connect(waiters, timeout))
+        .collect::<Result<_, _>>()?;
+    Ok((Some(connect(holder, timeout)?), waiting))
+}
+
 impl Side for Ours {
     fn name(&self) -> &'static str {
         "zk-locks blocking API (spawn_blocking)"
@@ -42,10 +56,7 @@ impl Side for Ours {
         sessions: usize,
         timeout: Duration,
     ) -> Result<(), String> {
-        self.holder = Some(connect(holder, timeout)?);
-        self.sessions = (0..sessions)
-            .map(|_| connect(waiters, timeout))
-            .collect::<Result<_, _>>()?;
+        (self.holder, self.sessions) = connect_sessions(holder, waiters, sessions, timeout)?;
         Ok(())
     }
 

@@ -6,11 +6,11 @@
 //! locks with the same future and drop their guards from tasks of their own.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use zk_locks::{InterProcessLock, InterProcessMutex, OwnedLockGuard, SharedClient, ZkClient};
 
-use super::ours::connect;
+use super::ours::connect_sessions;
 use super::side::{How, Outcome, Side, Tally, Waiter};
 
 /// Our async side: a holder session, the waiters' sessions, the holders' guards.
@@ -33,12 +33,8 @@ impl Side for OursAsync {
         sessions: usize,
         timeout: Duration,
     ) -> Result<(), String> {
-        // Connecting blocks (the driver's thread, not a runtime worker), as on the blocking
-        // side: the sessions are the same client's.
-        self.holder = Some(connect(holder, timeout)?);
-        self.sessions = (0..sessions)
-            .map(|_| connect(waiters, timeout))
-            .collect::<Result<_, _>>()?;
+        // The same client's sessions as on the blocking side.
+        (self.holder, self.sessions) = connect_sessions(holder, waiters, sessions, timeout)?;
         Ok(())
     }
 
@@ -82,22 +78,7 @@ impl Side for OursAsync {
                 }
                 How::Keep | How::Cancellable | How::Hold(_) => mutex.lock_owned_async().await,
             };
-            match acquired {
-                Ok(guard) => {
-                    tally.acquired();
-                    match &how {
-                        How::Hold(gate) => {
-                            gate.wait().await;
-                            let started = Instant::now();
-                            drop(guard);
-                            gate.released(started.elapsed());
-                        }
-                        _ => drop(guard),
-                    }
-                    Outcome::Acquired
-                }
-                Err(e) => Outcome::Failed(e.to_string()),
-            }
+            Outcome::of(acquired, &how, &tally).await
         });
         let abort = handle.abort_handle();
         Waiter::new(Box::new(move || abort.abort()), handle)

@@ -103,6 +103,30 @@ pub(super) enum Outcome {
     Failed(String),
 }
 
+impl Outcome {
+    /// How an async waiter ends once its acquire answered: held (counted on `tally`, kept
+    /// until the gate opens when `how` says so, then released by dropping the guard), or the
+    /// library's error.
+    pub(super) async fn of<G, E: std::fmt::Display>(
+        acquired: Result<G, E>,
+        how: &How,
+        tally: &Tally,
+    ) -> Outcome {
+        let guard = match acquired {
+            Ok(guard) => guard,
+            Err(e) => return Outcome::Failed(e.to_string()),
+        };
+        tally.acquired();
+        if let How::Hold(gate) = how {
+            gate.wait().await;
+            let started = Instant::now();
+            drop(guard);
+            gate.released(started.elapsed());
+        }
+        Outcome::Acquired
+    }
+}
+
 /// Counts the acquisitions of one group of waiters and notes when the last one came.
 pub(super) struct Tally {
     acquired: AtomicUsize,

@@ -8,7 +8,7 @@
 //! waits for its gate in its task, then drops its lock there.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use zookeeper_client as zk;
 
@@ -88,22 +88,7 @@ impl Side for Theirs {
                 }
                 How::Keep | How::Cancellable | How::Hold(_) => lock(&client, &dir).await,
             };
-            match acquired {
-                Ok(held) => {
-                    tally.acquired();
-                    match &how {
-                        How::Hold(gate) => {
-                            gate.wait().await;
-                            let started = Instant::now();
-                            drop(held);
-                            gate.released(started.elapsed());
-                        }
-                        _ => drop(held),
-                    }
-                    Outcome::Acquired
-                }
-                Err(e) => Outcome::Failed(e.to_string()),
-            }
+            Outcome::of(acquired, &how, &tally).await
         });
         let abort = handle.abort_handle();
         Waiter::new(Box::new(move || abort.abort()), handle)
